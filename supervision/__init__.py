@@ -1,0 +1,95 @@
+"""nannytree's decision layer: what a supervisor should do, as pure Python.
+
+No threads, no processes, no pykka, no clock: time is passed in. `actors`
+executes these decisions live; a simulator can execute them in virtual time.
+"""
+
+from ._actions import (
+    Action,
+    Exit,
+    Reply,
+    Report,
+    ScheduleRetry,
+    StartChild,
+    TerminateChild,
+    TerminateChildren,
+)
+from ._core import Supervisor
+from ._errors import (
+    AlreadyPresent,
+    AlreadyStarted,
+    ChildError,
+    ChildNotFound,
+    ChildNotRunning,
+    ChildRestarting,
+    ChildRunning,
+    NannyError,
+    SimpleOneForOneError,
+    SpecError,
+    StartError,
+    SupervisorNotRunning,
+    SupervisorStartError,
+    TooManyChildren,
+)
+from ._events import Event, EventKind
+from ._info import ChildCounts, ChildInfo, ChildState
+from ._intensity import add_restart
+from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
+from ._spec import (
+    BRUTAL_KILL,
+    INFINITY,
+    AnySpec,
+    AutoShutdown,
+    ChildSpec,
+    Restart,
+    Shutdown,
+    Strategy,
+    SupervisorSpec,
+    check_childspecs,
+)
+
+__all__ = [
+    "BRUTAL_KILL",
+    "INFINITY",
+    "Action",
+    "AlreadyPresent",
+    "AlreadyStarted",
+    "AnySpec",
+    "AutoShutdown",
+    "ChildCounts",
+    "ChildError",
+    "ChildInfo",
+    "ChildNotFound",
+    "ChildNotRunning",
+    "ChildRestarting",
+    "ChildRunning",
+    "ChildSpec",
+    "ChildState",
+    "Event",
+    "EventKind",
+    "Exit",
+    "ExitKind",
+    "ExitReason",
+    "NannyError",
+    "Reply",
+    "Report",
+    "Restart",
+    "ScheduleRetry",
+    "Shutdown",
+    "SimpleOneForOneError",
+    "SpecError",
+    "StartChild",
+    "StartError",
+    "Strategy",
+    "Supervisor",
+    "SupervisorNotRunning",
+    "SupervisorSpec",
+    "SupervisorStartError",
+    "TerminateChild",
+    "TerminateChildren",
+    "TooManyChildren",
+    "add_restart",
+    "check_childspecs",
+    "classify_exit",
+    "signal_name",
+]

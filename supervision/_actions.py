@@ -1,0 +1,88 @@
+"""What the decision core asks its executor to do.
+
+The core returns a list of actions per input. At most one action in a list
+needs an answer (StartChild, TerminateChild, TerminateChildren), and it is
+always the last: the executor performs it and feeds the outcome back
+(`started`/`start_failed`, `terminated`), which yields the next actions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import NannyError
+from ._events import Event
+from ._reasons import ExitReason
+from ._spec import AnySpec, Shutdown
+
+
+@dataclass(frozen=True)
+class StartChild:
+    """Start one child; answer with Supervisor.started() or .start_failed()."""
+
+    child_id: str
+    spec: AnySpec
+
+
+@dataclass(frozen=True)
+class TerminateChild:
+    """Stop one child per its shutdown spec and wait; answer with .terminated()."""
+
+    child_id: str
+    spec: AnySpec
+
+
+@dataclass(frozen=True)
+class TerminateChildren:
+    """Stop these children at once, with one shared timer of `shutdown`.
+
+    Answer with .terminated_all(). Used by simple_one_for_one shutdown (OTP 5.4).
+    """
+
+    child_ids: tuple[str, ...]
+    shutdown: Shutdown
+
+
+@dataclass(frozen=True)
+class ScheduleRetry:
+    """Post a retry of this child's restart to the supervisor's own mailbox.
+
+    After `delay` seconds (0: at once, behind what is already queued), call
+    .retry(child_id).
+    """
+
+    child_id: str
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """Record this event."""
+
+    event: Event
+
+
+@dataclass(frozen=True)
+class Reply:
+    """The result of the API call being executed: `value`, or raise `error`."""
+
+    value: Any = None
+    error: NannyError | None = None
+
+
+@dataclass(frozen=True)
+class Exit:
+    """The supervisor is done and all its children are stopped.
+
+    Tell the parent (the exit reason is `reason`); `error` is set when the
+    supervisor failed to start, for whoever started it.
+    """
+
+    reason: ExitReason
+    error: NannyError | None = None
+
+
+Action = StartChild | TerminateChild | TerminateChildren | ScheduleRetry | Report | Reply | Exit
+TerminationResults = Mapping[str, ExitReason]

@@ -1,0 +1,565 @@
+"""The supervisor decision core: OTP's supervisor as a pure state machine.
+
+Inputs (an event and `now`) in, actions out; no threads, processes or clock.
+Section numbers refer to shared/otp-semantics.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ._actions import (
+    Action,
+    Exit,
+    Reply,
+    Report,
+    ScheduleRetry,
+    StartChild,
+    TerminateChild,
+    TerminateChildren,
+    TerminationResults,
+)
+from ._errors import (
+    AlreadyPresent,
+    AlreadyStarted,
+    ChildNotFound,
+    ChildRestarting,
+    ChildRunning,
+    NannyError,
+    SimpleOneForOneError,
+    SpecError,
+    StartError,
+    SupervisorNotRunning,
+    SupervisorStartError,
+    TooManyChildren,
+)
+from ._events import Event, EventKind
+from ._info import ChildCounts, ChildInfo, ChildState
+from ._intensity import add_restart
+from ._reasons import ExitKind, ExitReason
+from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
+
+StartContext = Literal["init", "restart", "api_start", "api_restart"]
+TerminateContext = Literal["restart", "api", "shutdown"]
+
+
+@dataclass
+class _Child:
+    spec: AnySpec
+    state: ChildState = "stopped"
+    pid: int | None = None
+    incarnation: int = 0
+    restarts: int = 0
+    last_exit: ExitReason | None = None
+
+    @property
+    def id(self) -> str:
+        return self.spec.id
+
+    @property
+    def alive(self) -> bool:
+        return self.state == "running"
+
+    def info(self) -> ChildInfo:
+        return ChildInfo(
+            id=self.spec.id,
+            pid=self.pid,
+            state=self.state,
+            restarts=self.restarts,
+            type=self.spec.type,
+            incarnation=self.incarnation,
+            last_exit=self.last_exit,
+            restart=self.spec.restart,
+            significant=self.spec.significant,
+        )
+
+
+@dataclass(frozen=True)
+class _Start:
+    child_id: str
+    ctx: StartContext
+
+
+@dataclass(frozen=True)
+class _Terminate:
+    child_id: str
+    ctx: TerminateContext
+
+
+@dataclass(frozen=True)
+class _TerminateAll:
+    ctx: TerminateContext
+
+
+@dataclass(frozen=True)
+class _Exit:
+    reason: ExitReason
+    error: NannyError | None
+
+
+_Step = _Start | _Terminate | _TerminateAll | _Exit
+Mode = Literal["new", "running", "shutting_down", "stopped"]
+
+
+class Supervisor:
+    """One supervisor's state and decisions.
+
+    Drive it with `start(now)` and then with the outcome of each action it
+    returns, exits (`child_exited`), retries (`retry`) and API calls. External
+    inputs must only arrive when the previous action list has been carried out
+    (`busy` is False).
+    """
+
+    def __init__(self, spec: SupervisorSpec, name: str | None = None) -> None:
+        self.spec = spec
+        self.name = name or spec.id
+        self.mode: Mode = "new"
+        self.restart_times: tuple[float, ...] = ()
+        self._children: list[_Child] = []
+        self._plan: deque[_Step] = deque()
+        self._pending: _Start | _Terminate | _TerminateAll | None = None
+        self._out: list[Action] = []
+        self._now = 0.0
+        self._next_dynamic = 1
+        self._simple = spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE
+        if not self._simple:
+            self._children = [_Child(s) for s in spec.children]
+
+    # -- queries -------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return self._pending is not None or bool(self._plan)
+
+    def which_children(self) -> list[ChildInfo]:
+        """Children in OTP's order: reverse start order (newest position first)."""
+        return [c.info() for c in reversed(self._children)]
+
+    def children(self) -> list[ChildInfo]:
+        """Children in start order."""
+        return [c.info() for c in self._children]
+
+    def which_child(self, key: str | int) -> ChildInfo:
+        return self._find(key).info()
+
+    def count_children(self) -> ChildCounts:
+        sups = sum(1 for c in self._children if c.spec.type == "supervisor")
+        return ChildCounts(
+            specs=1 if self._simple else len(self._children),
+            active=sum(1 for c in self._children if c.alive),
+            supervisors=sups,
+            workers=len(self._children) - sups,
+        )
+
+    def get_childspec(self, key: str | int) -> AnySpec:
+        return self._find(key).spec
+
+    # -- inputs: life cycle --------------------------------------------------
+
+    def start(self, now: float) -> list[Action]:
+        """Start every child in spec order (section 2)."""
+        self._expect_idle()
+        if self.mode != "new":
+            raise RuntimeError(f"supervisor {self.name!r} was already started")
+        self._now = now
+        self.mode = "running"
+        self._report(EventKind.SUPERVISOR_STARTED, detail=self.spec.strategy.value)
+        self._plan.extend(_Start(c.id, "init") for c in self._children)
+        return self._advance()
+
+    def shutdown(self, now: float, reason: ExitReason | None = None) -> list[Action]:
+        """Stop every child in reverse start order, then exit (section 7)."""
+        self._expect_idle()
+        self._now = now
+        if self.mode in ("shutting_down", "stopped"):
+            return self._flush()
+        if self.mode == "new":
+            self.mode = "running"
+        self._shutdown(reason or ExitReason.shutdown())
+        return self._advance()
+
+    def started(self, child_id: str, pid: int | None, incarnation: int, now: float) -> list[Action]:
+        step = self._answer(_Start, child_id)
+        self._now = now
+        child = self._get(child_id)
+        child.state, child.pid, child.incarnation = "running", pid, incarnation
+        if step.ctx == "restart":
+            child.restarts += 1
+        self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
+        if step.ctx in ("api_start", "api_restart"):
+            self._out.append(Reply(child.info()))
+        return self._advance()
+
+    def start_failed(self, child_id: str, reason: ExitReason, now: float) -> list[Action]:
+        step = self._answer(_Start, child_id)
+        self._now = now
+        child = self._get(child_id)
+        child.state, child.pid, child.last_exit = "stopped", None, reason
+        self._report(EventKind.START_FAILED, child, reason=reason)
+        if step.ctx == "init":
+            # 2.4: no restart logic; stop the started ones and fail.
+            self._plan.clear()
+            error = SupervisorStartError(self.name, child_id, reason)
+            self._shutdown(
+                ExitReason(ExitKind.START_FAILURE, message=f"failed_to_start_child {child_id}"),
+                error,
+            )
+        elif step.ctx == "restart":
+            # 5.5: the rest of the group waits; the retry goes through the mailbox.
+            self._plan.clear()
+            child.state = "restarting"
+            self._report(EventKind.RESTART_SCHEDULED, child, reason=reason)
+            self._out.append(ScheduleRetry(child_id))
+        elif step.ctx == "api_start":
+            self._remove(child)
+            self._out.append(Reply(error=StartError(self.name, child_id, reason)))
+        else:
+            self._out.append(Reply(error=StartError(self.name, child_id, reason)))
+        return self._advance()
+
+    def terminated(self, child_id: str, reason: ExitReason, now: float) -> list[Action]:
+        step = self._answer(_Terminate, child_id)
+        self._now = now
+        self._after_termination(self._get(child_id), reason, step.ctx)
+        if step.ctx == "api":
+            self._out.append(Reply(None))
+        return self._advance()
+
+    def terminated_all(self, results: TerminationResults, now: float) -> list[Action]:
+        step = self._pending
+        if not isinstance(step, _TerminateAll):
+            raise RuntimeError(f"supervisor {self.name!r} was not terminating children")
+        self._pending = None
+        self._now = now
+        for child in [c for c in self._children if c.id in results]:
+            self._after_termination(child, results[child.id], step.ctx)
+        return self._advance()
+
+    def child_exited(
+        self, child_id: str, incarnation: int, reason: ExitReason, now: float
+    ) -> list[Action]:
+        """A child ended by itself (section 3)."""
+        self._expect_idle()
+        self._now = now
+        child = self._lookup(child_id)
+        if (
+            self.mode != "running"
+            or child is None
+            or not child.alive
+            or child.incarnation != incarnation
+        ):
+            self._report(
+                EventKind.STALE_EXIT_IGNORED,
+                offender=child_id,
+                reason=reason,
+                incarnation=incarnation,
+            )
+            return self._flush()
+        child.state, child.pid, child.last_exit = "stopped", None, reason
+        self._report(EventKind.CHILD_EXITED, child, reason=reason, incarnation=incarnation)
+        restart = child.spec.restart
+        if restart is Restart.TEMPORARY:
+            self._remove(child)
+            self._auto_shutdown(child)
+        elif restart is Restart.TRANSIENT and reason.is_normal:
+            if self._simple:  # a dynamic child without a process is gone (OTP's del_child)
+                self._remove(child)
+            self._auto_shutdown(child)
+        else:
+            self._restart(child)
+        return self._advance()
+
+    def retry(self, child_id: str, now: float) -> list[Action]:
+        """A restart retry posted by ScheduleRetry came back (section 5.5)."""
+        self._expect_idle()
+        self._now = now
+        child = self._lookup(child_id)
+        if self.mode == "running" and child is not None and child.state == "restarting":
+            self._restart(child)
+        return self._advance()
+
+    # -- inputs: the API (section 9) -------------------------------------------
+
+    def start_child(self, spec_or_args: AnySpec | Sequence[Any] | None, now: float) -> list[Action]:
+        """Add and start a child; simple_one_for_one takes extra args instead of a spec."""
+        self._expect_running()
+        self._now = now
+        if self._simple:
+            spec = self._from_template(spec_or_args)
+        else:
+            if not isinstance(spec_or_args, ChildSpec | SupervisorSpec):
+                raise SpecError(
+                    None, "spec", spec_or_args, "start_child takes a ChildSpec or SupervisorSpec"
+                )
+            spec = spec_or_args
+            if spec.significant and self.spec.auto_shutdown is AutoShutdown.NEVER:
+                raise SpecError(
+                    spec.id,
+                    "significant",
+                    True,
+                    f"supervisor {self.name!r} never auto-shuts down; make the child "
+                    "not significant",
+                )
+            existing = self._lookup(spec.id)
+            if existing is not None:
+                if existing.alive:
+                    raise AlreadyStarted(self.name, spec.id, existing.pid)
+                raise AlreadyPresent(self.name, spec.id)
+        self._children.append(_Child(spec))
+        self._plan.append(_Start(spec.id, "api_start"))
+        return self._advance()
+
+    def terminate_child(self, key: str | int, now: float) -> list[Action]:
+        self._expect_running()
+        self._now = now
+        if not self._simple and not isinstance(key, str):
+            raise ChildNotFound(self.name, str(key))
+        child = self._find(key)
+        if child.alive:
+            self._plan.append(_Terminate(child.id, "api"))
+            return self._advance()
+        child.state = "stopped"  # ends a restart loop: the pending retry is a no-op
+        if self._simple or child.spec.restart is Restart.TEMPORARY:
+            self._remove(child)
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def restart_child(self, key: str, now: float) -> list[Action]:
+        self._expect_running()
+        self._now = now
+        self._refuse_simple("restart_child", "use terminate_child() and start_child()")
+        child = self._find(key)
+        self._refuse_live(child, "restart")
+        self._plan.append(_Start(child.id, "api_restart"))
+        return self._advance()
+
+    def delete_child(self, key: str, now: float) -> list[Action]:
+        self._expect_running()
+        self._now = now
+        self._refuse_simple("delete_child", "terminate_child() removes a dynamic child")
+        child = self._find(key)
+        self._refuse_live(child, "delete")
+        self._remove(child)
+        self._out.append(Reply(None))
+        return self._flush()
+
+    # -- decisions -------------------------------------------------------------
+
+    def _restart(self, child: _Child) -> None:
+        """Charge the intensity (section 4), then apply the strategy (section 5)."""
+        self.restart_times, exceeded = add_restart(
+            self.restart_times, self._now, self.spec.intensity, self.spec.period
+        )
+        if exceeded:
+            child.state = "stopped"
+            self._report(
+                EventKind.MAX_INTENSITY_REACHED,
+                child,
+                reason=child.last_exit,
+                detail=f"intensity={self.spec.intensity} period={self.spec.period}",
+            )
+            self._shutdown(ExitReason.shutdown("reached_max_restart_intensity"))
+            return
+        strategy = self.spec.strategy
+        if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+            group = [child]
+        elif strategy is Strategy.ONE_FOR_ALL:
+            group = list(self._children)
+        else:
+            group = self._children[self._children.index(child) :]
+        self._plan.extend(_Terminate(c.id, "restart") for c in reversed(group) if c.alive)
+        self._plan.extend(
+            _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY
+        )
+
+    def _auto_shutdown(self, child: _Child) -> None:
+        """Section 8: only for a significant child that ended and is not restarted."""
+        policy = self.spec.auto_shutdown
+        if not child.spec.significant or policy is AutoShutdown.NEVER:
+            return
+        if policy is AutoShutdown.ALL_SIGNIFICANT and any(
+            c.spec.significant and c.state in ("running", "restarting") for c in self._children
+        ):
+            return
+        self._report(EventKind.AUTO_SHUTDOWN, child, detail=policy.value)
+        self._shutdown(ExitReason.shutdown("auto_shutdown"))
+
+    def _shutdown(self, reason: ExitReason, error: NannyError | None = None) -> None:
+        self.mode = "shutting_down"
+        for c in self._children:
+            if c.state == "restarting":
+                c.state = "stopped"
+        if self._simple:
+            self._plan.append(_TerminateAll("shutdown"))
+        else:
+            self._plan.extend(_Terminate(c.id, "shutdown") for c in reversed(self._children))
+        self._plan.append(_Exit(reason, error))
+
+    def _after_termination(self, child: _Child, reason: ExitReason, ctx: TerminateContext) -> None:
+        child.state, child.pid, child.last_exit = "stopped", None, reason
+        self._report(EventKind.CHILD_TERMINATED, child, reason=reason)
+        if ctx != "shutdown" and (self._simple or child.spec.restart is Restart.TEMPORARY):
+            self._remove(child)
+
+    # -- executing the plan ------------------------------------------------------
+
+    def _advance(self) -> list[Action]:
+        """Emit actions until one needs an answer or the plan is done."""
+        while self._plan and self._pending is None:
+            step = self._plan.popleft()
+            if isinstance(step, _Start):
+                child = self._lookup(step.child_id)
+                if child is None:
+                    continue
+                child.state = "starting"
+                self._pending = step
+                self._out.append(StartChild(child.id, child.spec))
+            elif isinstance(step, _Terminate):
+                child = self._lookup(step.child_id)
+                if child is None or not child.alive:
+                    continue
+                child.state = "stopping"
+                self._pending = step
+                self._out.append(TerminateChild(child.id, child.spec))
+            elif isinstance(step, _TerminateAll):
+                live = [c for c in self._children if c.alive]
+                if not live:
+                    continue
+                for c in live:
+                    c.state = "stopping"
+                self._pending = step
+                template = self.spec.children[0]
+                self._out.append(TerminateChildren(tuple(c.id for c in live), template.shutdown))
+            else:
+                self.mode = "stopped"
+                self._report(EventKind.SUPERVISOR_STOPPED, reason=step.reason)
+                self._out.append(Exit(step.reason, step.error))
+        return self._flush()
+
+    def _answer(self, kind: type[Any], child_id: str) -> Any:
+        step = self._pending
+        if not isinstance(step, kind) or step.child_id != child_id:
+            raise RuntimeError(
+                f"supervisor {self.name!r} got an answer for {child_id!r} it did not ask for "
+                f"(pending: {step})"
+            )
+        self._pending = None
+        return step
+
+    def _flush(self) -> list[Action]:
+        out, self._out = self._out, []
+        return out
+
+    # -- the child list ----------------------------------------------------------
+
+    def _lookup(self, child_id: str) -> _Child | None:
+        for c in self._children:
+            if c.id == child_id:
+                return c
+        return None
+
+    def _get(self, child_id: str) -> _Child:
+        child = self._lookup(child_id)
+        if child is None:
+            raise RuntimeError(f"supervisor {self.name!r} has no child {child_id!r}")
+        return child
+
+    def _find(self, key: str | int) -> _Child:
+        if not isinstance(key, str):
+            for c in self._children:
+                if c.pid == key:
+                    return c
+            raise ChildNotFound(self.name, f"pid {key}")
+        child = self._lookup(key)
+        if child is None:
+            raise ChildNotFound(self.name, key)
+        return child
+
+    def _remove(self, child: _Child) -> None:
+        if child in self._children:
+            self._children.remove(child)
+            self._report(EventKind.CHILD_DELETED, child)
+
+    def _from_template(self, extra: Any) -> AnySpec:
+        max_children = self.spec.max_children
+        if max_children is not None and len(self._children) >= max_children:
+            raise TooManyChildren(self.name, max_children)
+        if extra is None:
+            extra = ()
+        if isinstance(extra, str | bytes | ChildSpec | SupervisorSpec) or not isinstance(
+            extra, Sequence
+        ):
+            raise SpecError(
+                None,
+                "extra_args",
+                extra,
+                f"supervisor {self.name!r} is simple_one_for_one: start_child takes a "
+                "tuple of extra arguments for its template",
+            )
+        template = self.spec.children[0]
+        child_id = f"{template.id}-{self._next_dynamic}"
+        self._next_dynamic += 1
+        if isinstance(template, ChildSpec):
+            if template.command is not None:
+                return dataclasses.replace(
+                    template, id=child_id, command=(*template.command, *extra)
+                )
+            return dataclasses.replace(template, id=child_id, args=(*template.args, *extra))
+        if extra:
+            raise SpecError(
+                template.id, "extra_args", extra, "a supervisor template takes no extra args"
+            )
+        return dataclasses.replace(template, id=child_id)
+
+    # -- guards -----------------------------------------------------------------
+
+    def _expect_idle(self) -> None:
+        if self.busy:
+            raise RuntimeError(
+                f"supervisor {self.name!r} is still carrying out actions; answer the last one first"
+            )
+
+    def _expect_running(self) -> None:
+        self._expect_idle()
+        if self.mode != "running":
+            raise SupervisorNotRunning(self.name)
+
+    def _refuse_simple(self, operation: str, fix: str) -> None:
+        if self._simple:
+            raise SimpleOneForOneError(self.name, operation, fix)
+
+    def _refuse_live(self, child: _Child, operation: str) -> None:
+        if child.alive:
+            raise ChildRunning(self.name, child.id, operation)
+        if child.state == "restarting":
+            raise ChildRestarting(self.name, child.id, operation)
+
+    def _report(
+        self,
+        context: EventKind,
+        child: _Child | None = None,
+        *,
+        offender: str | None = None,
+        reason: ExitReason | None = None,
+        pid: int | None = None,
+        incarnation: int | None = None,
+        detail: str = "",
+    ) -> None:
+        self._out.append(
+            Report(
+                Event(
+                    time=self._now,
+                    supervisor=self.name,
+                    context=context,
+                    offender=child.id if child is not None else offender,
+                    reason=reason,
+                    pid=pid,
+                    incarnation=incarnation,
+                    detail=detail,
+                )
+            )
+        )

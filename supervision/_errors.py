@@ -1,0 +1,141 @@
+"""One error hierarchy for everything nannytree refuses or fails to do.
+
+Every error formats its own message from fields: the supervisor, the child,
+what went wrong and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class NannyError(Exception):
+    """Root of every error nannytree raises on purpose."""
+
+
+class SpecError(NannyError, ValueError):
+    """A child or supervisor spec has a bad field (raised when the spec is built)."""
+
+    def __init__(self, child: str | None, field: str, value: Any, expected: str) -> None:
+        self.child = child
+        self.field = field
+        self.value = value
+        self.expected = expected
+        who = f"child {child!r}" if child is not None else "spec"
+        super().__init__(f"{who}: field {field!r} is {value!r}; {expected}")
+
+
+class ChildError(NannyError):
+    """Base of the errors about one child of one supervisor."""
+
+    def __init__(self, supervisor: str, child: str, message: str) -> None:
+        self.supervisor = supervisor
+        self.child = child
+        super().__init__(f"supervisor {supervisor!r}, child {child!r}: {message}")
+
+
+class ChildNotFound(ChildError, LookupError):
+    """No child with that id (or pid) in this supervisor (OTP's `not_found`)."""
+
+    def __init__(self, supervisor: str, child: str) -> None:
+        super().__init__(
+            supervisor, child, "no such child; which_children() lists the ids this supervisor has"
+        )
+
+
+class AlreadyPresent(ChildError):
+    """start_child with an id that is kept but not running (OTP's `already_present`)."""
+
+    def __init__(self, supervisor: str, child: str) -> None:
+        super().__init__(
+            supervisor,
+            child,
+            "a child with this id is already present (not running); "
+            "use restart_child() to start it or delete_child() first",
+        )
+
+
+class AlreadyStarted(ChildError):
+    """start_child with the id of a running child (OTP's `already_started`)."""
+
+    def __init__(self, supervisor: str, child: str, pid: int | None) -> None:
+        self.pid = pid
+        super().__init__(
+            supervisor, child, f"a child with this id is already running (pid {pid}); pick a new id"
+        )
+
+
+class ChildRunning(ChildError):
+    """restart_child / delete_child on a running child (OTP's `running`)."""
+
+    def __init__(self, supervisor: str, child: str, operation: str) -> None:
+        super().__init__(
+            supervisor, child, f"cannot {operation} a running child; terminate_child() it first"
+        )
+
+
+class ChildRestarting(ChildError):
+    """restart_child / delete_child on a child waiting for a restart retry (OTP's `restarting`)."""
+
+    def __init__(self, supervisor: str, child: str, operation: str) -> None:
+        super().__init__(
+            supervisor,
+            child,
+            f"cannot {operation} a child that is being restarted; "
+            "terminate_child() it first to end its restart loop",
+        )
+
+
+class ChildNotRunning(ChildError):
+    """An operation that needs a live process (signal, pause) on a child without one."""
+
+    def __init__(self, supervisor: str, child: str, operation: str) -> None:
+        super().__init__(supervisor, child, f"cannot {operation}: the child has no running process")
+
+
+class StartError(ChildError):
+    """A child failed to start (OTP's `{error, Reason}` / `failed_to_start_child`).
+
+    `reason` is the ExitReason that describes the failure.
+    """
+
+    def __init__(self, supervisor: str, child: str, reason: Any) -> None:
+        self.reason = reason
+        super().__init__(supervisor, child, f"failed to start: {reason}")
+
+
+class SupervisorStartError(StartError):
+    """A supervisor could not start: one of its children failed to start at init.
+
+    The children started before it were stopped again, in reverse order.
+    """
+
+
+class SimpleOneForOneError(NannyError):
+    """An operation that a simple_one_for_one supervisor does not support."""
+
+    def __init__(self, supervisor: str, operation: str, fix: str) -> None:
+        self.supervisor = supervisor
+        super().__init__(
+            f"supervisor {supervisor!r} is simple_one_for_one: {operation} is not supported; {fix}"
+        )
+
+
+class TooManyChildren(NannyError):
+    """start_child beyond a dynamic supervisor's max_children."""
+
+    def __init__(self, supervisor: str, max_children: int) -> None:
+        self.supervisor = supervisor
+        self.max_children = max_children
+        super().__init__(
+            f"supervisor {supervisor!r} already has max_children={max_children} children; "
+            "terminate one first or raise max_children"
+        )
+
+
+class SupervisorNotRunning(NannyError):
+    """A call reached a supervisor that has stopped (OTP's `noproc`)."""
+
+    def __init__(self, supervisor: str) -> None:
+        self.supervisor = supervisor
+        super().__init__(f"supervisor {supervisor!r} is not running")

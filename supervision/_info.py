@@ -1,0 +1,43 @@
+"""What the API reports about children."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ._reasons import ExitReason
+from ._spec import Restart
+
+ChildState: TypeAlias = Literal[
+    "starting", "running", "paused", "stopping", "stopped", "restarting", "backoff"
+]
+
+
+@dataclass(frozen=True)
+class ChildInfo:
+    """One child as which_children() shows it.
+
+    `pid` is None when no process runs (and for a nested supervisor, which runs
+    in the tree's own process); `incarnation` counts the processes started for
+    this child; `restarts` counts the automatic restarts.
+    """
+
+    id: str
+    pid: int | None
+    state: ChildState
+    restarts: int
+    type: Literal["worker", "supervisor"]
+    incarnation: int
+    last_exit: ExitReason | None
+    restart: Restart
+    significant: bool = False
+
+
+@dataclass(frozen=True)
+class ChildCounts:
+    """OTP's count_children: `specs` kept, `active` with a live process, by type."""
+
+    specs: int
+    active: int
+    supervisors: int
+    workers: int

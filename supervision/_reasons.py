@@ -1,0 +1,107 @@
+"""Why a child stopped: one value, classified once, by the worker."""
+
+from __future__ import annotations
+
+import signal as _signal
+from collections.abc import Collection
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class ExitKind(StrEnum):
+    NORMAL = "normal"  # exit code in the spec's normal_exit_codes
+    SHUTDOWN = "shutdown"  # the supervisor stopped it, or a supervisor gave up
+    EXIT_CODE = "exit_code"  # any other exit code
+    KILLED = "killed"  # killed by a signal the supervisor did not send
+    EXCEPTION = "exception"  # a Python target raised
+    START_FAILURE = "start_failure"  # could not be spawned at all
+    START_TIMEOUT = "start_timeout"  # not ready within start_timeout
+    MEMORY_LIMIT = "memory_limit"  # stopped for using more than memory_limit
+    LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
+    ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
+
+
+@dataclass(frozen=True)
+class ExitReason:
+    """Why a child stopped. `is_normal` follows OTP: only `normal` and `shutdown`.
+
+    Abnormal reasons carry what explains them: the exit code, the signal, the
+    exception's type, message and traceback, and the tail of captured stderr.
+    """
+
+    kind: ExitKind
+    code: int | None = None
+    signal: int | None = None
+    exc_type: str | None = None
+    message: str = ""
+    traceback: str = ""
+    stderr_tail: str = ""
+
+    @property
+    def is_normal(self) -> bool:
+        return self.kind in (ExitKind.NORMAL, ExitKind.SHUTDOWN)
+
+    @classmethod
+    def normal(cls, code: int = 0) -> ExitReason:
+        return cls(ExitKind.NORMAL, code=code)
+
+    @classmethod
+    def shutdown(cls, message: str = "") -> ExitReason:
+        return cls(ExitKind.SHUTDOWN, message=message)
+
+    @classmethod
+    def start_failure(cls, message: str) -> ExitReason:
+        return cls(ExitKind.START_FAILURE, message=message)
+
+    def __str__(self) -> str:
+        if self.kind is ExitKind.EXIT_CODE:
+            text = f"exit code {self.code}"
+        elif self.kind is ExitKind.KILLED:
+            text = f"killed by {signal_name(self.signal)}"
+        elif self.kind is ExitKind.EXCEPTION:
+            text = f"{self.exc_type}: {self.message}" if self.message else f"{self.exc_type}"
+        elif self.message:
+            text = f"{self.kind.value}: {self.message}"
+        else:
+            text = self.kind.value
+        return text
+
+
+def signal_name(signum: int | None) -> str:
+    if signum is None:
+        return "a signal"
+    try:
+        return _signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def classify_exit(
+    returncode: int,
+    *,
+    normal_exit_codes: Collection[int] = frozenset({0}),
+    stop_requested: bool = False,
+    exc_type: str | None = None,
+    exc_message: str = "",
+    traceback: str = "",
+    stderr_tail: str = "",
+) -> ExitReason:
+    """Classify a process exit (returncode as subprocess gives it: -N = signal N)."""
+    code = returncode if returncode >= 0 else None
+    sig = -returncode if returncode < 0 else None
+    if stop_requested:
+        return ExitReason(ExitKind.SHUTDOWN, code=code, signal=sig)
+    if exc_type is not None:
+        return ExitReason(
+            ExitKind.EXCEPTION,
+            code=code,
+            exc_type=exc_type,
+            message=exc_message,
+            traceback=traceback,
+            stderr_tail=stderr_tail,
+        )
+    if code is not None and code in normal_exit_codes:
+        return ExitReason(ExitKind.NORMAL, code=code)
+    if sig is not None:
+        return ExitReason(ExitKind.KILLED, signal=sig, stderr_tail=stderr_tail)
+    return ExitReason(ExitKind.EXIT_CODE, code=code, stderr_tail=stderr_tail)
