@@ -1,0 +1,285 @@
+"""The first thing a Python child runs, and how it runs its target.
+
+Two entries:
+
+* ``run_forked`` -- called in a child just forked from the launcher. It holds
+  the launcher's whole state (signal handlers, wakeup fd, sockets, atexit
+  callbacks, log handlers) and must shed it before running user code.
+* ``python -m actors._bootstrap <launcher-pid> <settings-fd>`` -- a fresh
+  interpreter started by the launcher; the control fd comes in
+  ``NANNYTREE_CONTROL_FD``.
+
+Both end with the same exit protocol, always through ``os._exit``: a forked
+child must never return into launcher code.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import os
+import pickle
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Mapping
+from types import FrameType, TracebackType
+from typing import Any, NoReturn
+
+import cloudpickle
+
+from actors import _wire
+from actors import child as _child
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+CONTROL_FD_ENV = "NANNYTREE_CONTROL_FD"
+_MAX_TEXT = 60_000
+
+_libc: ctypes.CDLL | None = None
+# True while the target (or its unpickling) runs: only then does SIGTERM raise.
+_raise_on_term = False
+
+
+def prctl(option: int, arg: int) -> None:
+    """prctl(2) through libc; raises OSError on failure."""
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if int(_libc.prctl(option, arg, 0, 0, 0)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+class _Terminated(SystemExit):
+    """The SystemExit raised in a child by the supervisor's SIGTERM."""
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    first = not _child._stop_requested
+    _child._stop_requested = True
+    # Only the first one raises: a second SIGTERM must not cut `finally` short.
+    if first and _raise_on_term:
+        raise _Terminated(128 + signum)
+
+
+def _tie_to_launcher(launcher_pid: int) -> None:
+    # The launcher also calls setpgid for us (no race with a killpg from the host).
+    os.setpgid(0, 0)
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    # The launcher may have died before PDEATHSIG was armed.
+    if os.getppid() != launcher_pid:
+        os._exit(1)
+
+
+def _reset_signals() -> None:
+    """Dispositions of a fresh CPython; the mask is still blocked by the launcher."""
+    signal.set_wakeup_fd(-1)
+    fresh: dict[int, Any] = {
+        signal.SIGINT: signal.default_int_handler,
+        signal.SIGPIPE: signal.SIG_IGN,
+        signal.SIGXFSZ: signal.SIG_IGN,
+    }
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        wanted = fresh.get(sig, signal.SIG_DFL)
+        if signal.getsignal(sig) is not wanted:
+            with contextlib.suppress(OSError, ValueError):
+                signal.signal(sig, wanted)
+
+
+def _close_fds_except(keep: int) -> None:
+    top = max(int(name) for name in os.listdir("/proc/self/fd"))
+    os.closerange(3, keep)
+    os.closerange(keep + 1, top + 1)
+
+
+def _drop_inherited_logging() -> None:
+    logging = sys.modules.get("logging")
+    if logging is None:
+        return
+    loggers = [logging.root]
+    for logger in logging.Logger.manager.loggerDict.values():
+        if isinstance(logger, logging.Logger):
+            loggers.append(logger)
+    for logger in loggers:
+        # Not close(): their fds were closed with the rest, the numbers may be reused.
+        logger.handlers[:] = [h for h in logger.handlers if isinstance(h, logging.NullHandler)]
+    handler_list = getattr(logging, "_handlerList", None)
+    if isinstance(handler_list, list):
+        handler_list.clear()
+    atexit.register(logging.shutdown)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _apply_settings(settings: Mapping[str, Any], control_fd: int) -> None:
+    _child._control_fd = control_fd
+    os.environ.clear()
+    os.environ.update(settings["env"])
+    if settings["sys_path"]:
+        sys.path[:] = settings["sys_path"]
+    sys.argv[:] = list(settings["argv"]) or [""]
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    os.register_at_fork(after_in_child=_forget_control_fd)
+
+
+def _forget_control_fd() -> None:
+    # A grandchild forked by user code is not this child: it must not report for it.
+    fd = _child._control_fd
+    _child._control_fd = None
+    if fd is not None:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _type_name(exc: BaseException) -> str:
+    cls = type(exc)
+    if cls.__module__ == "builtins":
+        return cls.__qualname__
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _report_error(control_fd: int, exc: BaseException) -> None:
+    tb: TracebackType | None = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code.co_filename == __file__:
+        tb = tb.tb_next  # hide our own frame, as Python hides its runner
+        exc.__traceback__ = tb
+    try:
+        message = str(exc)
+    except Exception:
+        message = f"<unprintable {type(exc).__name__}>"
+    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    frame = _wire.encode(("error", _type_name(exc), message[:_MAX_TEXT], text[-_MAX_TEXT:]))
+    with contextlib.suppress(OSError):
+        _wire.write_all(control_fd, frame)
+    with contextlib.suppress(Exception):
+        sys.excepthook(type(exc), exc, tb)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _run_target(settings: Mapping[str, Any], control_fd: int) -> NoReturn:
+    """Unpickle and call the target, then exit the way Python would."""
+    global _raise_on_term
+    code, die_by = 0, None
+    try:
+        _raise_on_term = True
+        try:
+            code, die_by = _call_target(settings, control_fd)
+        finally:
+            _raise_on_term = False
+    except _Terminated:
+        # The SIGTERM landed outside the target's own frames.
+        die_by = signal.SIGTERM
+    _finish(code, die_by)
+
+
+def _call_target(settings: Mapping[str, Any], control_fd: int) -> tuple[int, int | None]:
+    """(exit code, signal to die by)."""
+    try:
+        if _child._stop_requested:
+            # SIGTERM came while starting up, before it could raise: honour it now.
+            raise _Terminated(128 + signal.SIGTERM)
+        target, args, kwargs = cloudpickle.loads(settings["payload"])
+        target(*args, **kwargs)
+    except _Terminated:
+        return 0, signal.SIGTERM
+    except SystemExit as exc:
+        return _exit_code(exc.code), None
+    except KeyboardInterrupt as exc:
+        # Python prints the traceback, then dies by SIGINT.
+        traceback.print_exception(exc)
+        return 0, signal.SIGINT
+    except BaseException as exc:
+        _report_error(control_fd, exc)
+        return 1, None
+    return 0, None
+
+
+def _finish(code: int, die_by: int | None) -> NoReturn:
+    try:
+        # After the target, SIGTERM kills at once, as in a plain interpreter.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        shutdown = getattr(threading, "_shutdown", None)
+        if shutdown is not None:
+            shutdown()  # join non-daemon threads, as interpreter exit does
+        atexit._run_exitfuncs()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.flush()
+        if die_by is not None:
+            signal.signal(die_by, signal.SIG_DFL)
+            os.kill(os.getpid(), die_by)
+        os._exit(code)
+
+
+def run_forked(
+    launcher_pid: int,
+    control_fd: int,
+    settings: Mapping[str, Any],
+    stdout_fd: int | None,
+    stderr_fd: int | None,
+) -> NoReturn:
+    """Entry of a child forked by the launcher, signals still blocked."""
+    try:
+        _tie_to_launcher(launcher_pid)
+        _reset_signals()
+        if stdout_fd is not None:
+            os.dup2(stdout_fd, 1)
+        if stderr_fd is not None:
+            os.dup2(stderr_fd, 2)
+        _close_fds_except(control_fd)
+        atexit._clear()
+        _drop_inherited_logging()
+        _apply_settings(settings, control_fd)
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        _run_target(settings, control_fd)
+    except BaseException:
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+
+def main(argv: list[str]) -> NoReturn:
+    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd>``."""
+    try:
+        control_fd = int(os.environ.pop(CONTROL_FD_ENV))
+        launcher_pid, settings_fd = int(argv[0]), int(argv[1])
+        _tie_to_launcher(launcher_pid)
+        settings = pickle.loads(_read_all(settings_fd))
+        os.close(settings_fd)
+        _close_fds_except(control_fd)
+        os.set_inheritable(control_fd, False)
+        _apply_settings(settings, control_fd)
+        _run_target(settings, control_fd)
+    except BaseException:
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

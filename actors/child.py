@@ -1,0 +1,60 @@
+"""Helpers for code running *inside* a Python child of a nannytree supervisor.
+
+Both work, and do nothing harmful, when the code runs outside nannytree (in a
+test, or started by hand), so a target can call them unconditionally::
+
+    import actors.child
+
+    def serve() -> None:
+        sock = open_listening_socket()
+        actors.child.ready()          # a ``ready="notify"`` child counts as started now
+        while not actors.child.stop_requested():
+            handle(sock.accept())
+
+A supervisor stops a Python child with SIGTERM, which the child sees as
+``SystemExit`` raised wherever it is running, so ``finally`` blocks and context
+managers run. ``stop_requested()`` tells code that caught ``SystemExit`` (or
+that runs in ``finally``) whether the stop came from the supervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+from actors import _wire
+
+__all__ = ["ready", "stop_requested"]
+
+# Set by actors._bootstrap in a child started by nannytree; None elsewhere.
+_control_fd: int | None = None
+_stop_requested: bool = False
+_ready_sent: bool = False
+
+_READY_FRAME = _wire.encode(("ready",))
+
+
+def ready() -> None:
+    """Tell the supervisor that this child has finished starting.
+
+    Only children whose spec says ``ready="notify"`` wait for it; for the
+    others it is harmless. Calling it again, or outside nannytree, does
+    nothing.
+    """
+    global _ready_sent
+    fd = _control_fd
+    if fd is None or _ready_sent:
+        return
+    _ready_sent = True
+    # One small write (< PIPE_BUF) is atomic, so no lock is needed; OSError means
+    # the launcher is gone, which the supervisor learns another way.
+    with contextlib.suppress(OSError):
+        os.write(fd, _READY_FRAME)
+
+
+def stop_requested() -> bool:
+    """True once this child received the supervisor's stop signal (SIGTERM).
+
+    Always False outside nannytree.
+    """
+    return _stop_requested
