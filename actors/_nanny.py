@@ -1,0 +1,388 @@
+"""NannyActor: one supervisor. Executes the pure decision core's actions on
+live actors and processes."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import logging
+import threading
+import time
+import weakref
+from collections import deque
+from typing import Any, cast
+
+import pykka
+
+from supervision import (
+    Action,
+    AnySpec,
+    ChildCounts,
+    ChildInfo,
+    ChildNotRunning,
+    ChildSpec,
+    Event,
+    EventKind,
+    Exit,
+    ExitKind,
+    ExitReason,
+    NannyError,
+    Reply,
+    Report,
+    ScheduleRetry,
+    StartChild,
+    StartError,
+    Supervisor,
+    SupervisorSpec,
+    TerminateChild,
+    TerminateChildren,
+)
+
+from ._events import EventLog
+from ._launcher import Launcher
+from ._messages import (
+    ChildExited,
+    InitTree,
+    Pause,
+    Resume,
+    RetryRestart,
+    ShutdownTree,
+    Signal,
+    Start,
+    Started,
+    Stop,
+)
+from ._worker import WorkerActor
+
+log = logging.getLogger("nannytree")
+_roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
+
+
+def _crash_reason(e: BaseException) -> ExitReason:
+    return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e))
+
+
+class NannyActor(pykka.ThreadingActor):
+    """A supervisor of OS processes, with OTP's strategies, intensity and API.
+
+    `NannyActor.start(spec)` blocks until every child has started (or raises
+    SupervisorStartError, with the started ones stopped again); `ref.stop()`
+    stops the whole tree in reverse start order. The OTP API is on the proxy:
+    `ref.proxy().which_children().get()`.
+    """
+
+    use_daemon_thread = True
+
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        *,
+        _launcher: Launcher | None = None,
+        _owns_launcher: bool = False,
+        _parent: pykka.ActorRef[Any] | None = None,
+        _name: str | None = None,
+        _incarnation: int = 0,
+        _log: EventLog | None = None,
+    ) -> None:
+        super().__init__()
+        if not isinstance(spec, SupervisorSpec):
+            raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
+        if _launcher is None:
+            raise TypeError("start a tree with NannyActor.start(spec)")
+        self._spec = spec
+        self._core = Supervisor(spec, _name)
+        self._launcher = _launcher
+        self._owns_launcher = _owns_launcher
+        self._parent = _parent
+        self._incarnation = _incarnation
+        self._log = _log or EventLog()
+        self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
+        self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
+        self._nested_incarnations: dict[str, int] = {}
+        self._paused: set[tuple[str, int]] = set()
+        self._exit_requested = False
+        self._init_error: NannyError | None = None
+        self._exit_reason: ExitReason | None = None
+        self.finished = threading.Event()
+
+    @classmethod
+    def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
+        """Start a tree and all its children, in order; return its ActorRef."""
+        owns = kwargs.get("_launcher") is None
+        if owns:
+            if not isinstance(spec, SupervisorSpec):
+                raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
+            kwargs["_launcher"] = Launcher.start()
+            kwargs["_owns_launcher"] = True
+        try:
+            ref = super().start(spec, **kwargs)
+        except BaseException:
+            if owns:
+                kwargs["_launcher"].close()
+            raise
+        try:
+            ref.ask(InitTree())
+        except BaseException:
+            ref.stop()
+            raise
+        return ref
+
+    # -- the OTP API (call through the proxy) ---------------------------------
+
+    def which_children(self) -> list[ChildInfo]:
+        """Children in OTP's order: reverse start order."""
+        return [self._overlay(info) for info in self._core.which_children()]
+
+    def which_child(self, key: str | int) -> ChildInfo:
+        return self._overlay(self._core.which_child(key))
+
+    def count_children(self) -> ChildCounts:
+        return self._core.count_children()
+
+    def get_childspec(self, key: str | int) -> AnySpec:
+        return self._core.get_childspec(key)
+
+    def start_child(self, spec_or_args: Any = None) -> ChildInfo:
+        """Add a child at the end and start it (simple_one_for_one: extra args)."""
+        return self._call(self._core.start_child(spec_or_args, time.monotonic()))  # type: ignore[no-any-return]
+
+    def terminate_child(self, key: str | int) -> None:
+        self._call(self._core.terminate_child(key, time.monotonic()))
+
+    def restart_child(self, key: str) -> ChildInfo:
+        return self._call(self._core.restart_child(key, time.monotonic()))  # type: ignore[no-any-return]
+
+    def delete_child(self, key: str) -> None:
+        self._call(self._core.delete_child(key, time.monotonic()))
+
+    def pause_child(self, key: str) -> None:
+        """SIGSTOP the child's process group; it shows as "paused"."""
+        info = self._core.which_child(key)
+        self._ask_worker(info, Pause(), "pause it")
+        self._paused.add((info.id, info.incarnation))
+
+    def resume_child(self, key: str) -> None:
+        info = self._core.which_child(key)
+        self._ask_worker(info, Resume(), "resume it")
+        self._paused.discard((info.id, info.incarnation))
+
+    def signal_child(self, key: str, sig: int) -> None:
+        info = self._core.which_child(key)
+        self._ask_worker(info, Signal(int(sig)), "send a signal to it")
+
+    def events(self) -> list[Event]:
+        """The tree's lifecycle events, oldest first."""
+        return self._log.snapshot()
+
+    def event_log(self) -> EventLog:
+        """The tree's live EventLog (thread-safe: wait on it from any thread)."""
+        return self._log
+
+    # -- messages ---------------------------------------------------------------
+
+    def on_receive(self, message: Any) -> Any:
+        now = time.monotonic()
+        if isinstance(message, ChildExited):
+            self._paused = {p for p in self._paused if p[0] != message.child_id}
+            self._run(
+                self._core.child_exited(message.child_id, message.incarnation, message.reason, now)
+            )
+        elif isinstance(message, RetryRestart):
+            self._run(self._core.retry(message.child_id, now))
+        elif isinstance(message, InitTree):
+            self._run(self._core.start(now))
+            if self._init_error is not None:
+                raise self._init_error
+        elif isinstance(message, ShutdownTree):
+            self._exit_requested = True
+            self._run(self._core.shutdown(now))
+            return self._exit_reason
+        else:
+            raise TypeError(f"nanny {self._core.name!r} got an unknown message {message!r}")
+        return None
+
+    def on_start(self) -> None:
+        if self._parent is None:
+            _roots.add(self)
+
+    def on_stop(self) -> None:
+        if self._core.mode in ("new", "running"):
+            self._exit_requested = True
+            self._run(self._core.shutdown(time.monotonic()))
+        self._cleanup()
+
+    def on_failure(self, *exc_info: Any) -> None:
+        # A bug in the nanny must not orphan its subtree: stop it, report upward.
+        try:
+            self._stop_all_children()
+        finally:
+            self._cleanup()
+            if not self._exit_requested:
+                self._tell_parent(_crash_reason(exc_info[1]))
+
+    # -- executing the core's actions ---------------------------------------------
+
+    def _run(self, actions: list[Action]) -> Reply | None:
+        reply: Reply | None = None
+        queue = deque(actions)
+        while queue:
+            action = queue.popleft()
+            if isinstance(action, Report):
+                self._record(action.event)
+            elif isinstance(action, StartChild):
+                queue.extend(self._start_child(action.child_id, action.spec))
+            elif isinstance(action, TerminateChild):
+                reason = self._terminate(action.child_id)
+                queue.extend(self._core.terminated(action.child_id, reason, time.monotonic()))
+            elif isinstance(action, TerminateChildren):
+                results = self._terminate_many(action.child_ids)
+                queue.extend(self._core.terminated_all(results, time.monotonic()))
+            elif isinstance(action, ScheduleRetry):
+                self.actor_ref.tell(RetryRestart(action.child_id))
+            elif isinstance(action, Reply):
+                reply = action
+            elif isinstance(action, Exit):
+                self._exit(action)
+        return reply
+
+    def _call(self, actions: list[Action]) -> Any:
+        reply = self._run(actions)
+        if reply is None:
+            raise RuntimeError(f"nanny {self._core.name!r}: the call produced no reply")
+        if reply.error is not None:
+            raise reply.error
+        return reply.value
+
+    def _start_child(self, child_id: str, spec: AnySpec) -> list[Action]:
+        if isinstance(spec, ChildSpec):
+            worker = self._workers.get(child_id)
+            if worker is None or not worker.is_alive():
+                worker = WorkerActor.start(spec, self._launcher, self.actor_ref, self._core.name)
+                self._workers[child_id] = worker
+            try:
+                started = cast(Started, worker.ask(Start()))
+            except StartError as e:
+                return self._core.start_failed(child_id, e.reason, time.monotonic())
+            except Exception as e:
+                return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
+            return self._core.started(child_id, started.pid, started.incarnation, time.monotonic())
+        incarnation = self._nested_incarnations.get(child_id, 0) + 1
+        self._nested_incarnations[child_id] = incarnation
+        try:
+            nested = NannyActor.start(
+                spec,
+                _launcher=self._launcher,
+                _parent=self.actor_ref,
+                _name=f"{self._core.name}/{child_id}",
+                _incarnation=incarnation,
+                _log=self._log,
+            )
+        except StartError as e:
+            return self._core.start_failed(child_id, e.reason, time.monotonic())
+        except Exception as e:
+            return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
+        self._nested[child_id] = nested
+        return self._core.started(child_id, None, incarnation, time.monotonic())
+
+    def _terminate(self, child_id: str) -> ExitReason:
+        try:
+            if child_id in self._nested:
+                reason = cast(ExitReason | None, self._nested.pop(child_id).ask(ShutdownTree()))
+                return reason or ExitReason.shutdown()
+            return cast(ExitReason, self._workers[child_id].ask(Stop()))
+        except pykka.ActorDeadError:
+            return ExitReason.shutdown("already stopped")
+        except Exception as e:
+            return _crash_reason(e)
+
+    def _terminate_many(self, child_ids: tuple[str, ...]) -> dict[str, ExitReason]:
+        # One shared timer (OTP 5.4): every child is asked at once.
+        futures = {}
+        for child_id in child_ids:
+            if child_id in self._nested:
+                futures[child_id] = self._nested.pop(child_id).ask(ShutdownTree(), block=False)
+            else:
+                futures[child_id] = self._workers[child_id].ask(Stop(), block=False)
+        results: dict[str, ExitReason] = {}
+        for child_id, future in futures.items():
+            try:
+                results[child_id] = future.get() or ExitReason.shutdown()
+            except pykka.ActorDeadError:
+                results[child_id] = ExitReason.shutdown("already stopped")
+            except Exception as e:
+                results[child_id] = _crash_reason(e)
+        return results
+
+    def _exit(self, action: Exit) -> None:
+        self._exit_reason = action.reason
+        self._stop_workers()
+        if action.error is not None:
+            self._init_error = action.error
+        elif not self._exit_requested:
+            self._tell_parent(action.reason)
+        self.finished.set()
+        self.actor_ref.stop(block=False)  # a no-op when already stopping (in on_stop)
+
+    def _record(self, event: Event) -> None:
+        self._log.append(event)
+        if event.context is EventKind.CHILD_DELETED and event.offender in self._workers:
+            self._workers.pop(event.offender).stop()
+        if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED) or (
+            event.context is EventKind.CHILD_EXITED
+            and event.reason is not None
+            and not event.reason.is_normal
+        ):
+            log.warning("%s", event)
+        else:
+            log.debug("%s", event)
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _overlay(self, info: ChildInfo) -> ChildInfo:
+        if info.state == "running" and (info.id, info.incarnation) in self._paused:
+            return ChildInfo(**{**info.__dict__, "state": "paused"})
+        return info
+
+    def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:
+        worker = self._workers.get(info.id)
+        if info.type != "worker" or worker is None or info.state != "running":
+            raise ChildNotRunning(self._core.name, info.id, what)
+        return worker.ask(message)
+
+    def _tell_parent(self, reason: ExitReason) -> None:
+        if self._parent is None:
+            return
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._parent.tell(ChildExited(self._spec.id, self._incarnation, None, reason))
+
+    def _stop_workers(self) -> None:
+        for worker in self._workers.values():
+            with contextlib.suppress(pykka.ActorDeadError):
+                worker.stop()
+        self._workers.clear()
+
+    def _stop_all_children(self) -> None:
+        for nested in self._nested.values():
+            try:
+                nested.ask(ShutdownTree())
+            except Exception:
+                log.exception("nanny %r: stopping a nested tree failed", self._core.name)
+        self._nested.clear()
+        self._stop_workers()
+
+    def _cleanup(self) -> None:
+        self._stop_workers()
+        self.finished.set()
+        if self._owns_launcher:
+            self._launcher.close()
+        _roots.discard(self)
+
+
+@atexit.register
+def _stop_roots() -> None:
+    # Daemon actor threads would die mid-stop at exit: stop trees politely first.
+    for nanny in list(_roots):
+        try:
+            nanny.actor_ref.stop(timeout=30)
+        except Exception:
+            log.exception("stopping tree %r at exit failed", nanny._core.name)

@@ -1,0 +1,67 @@
+"""Scripted test children (OTP's supervisor_1, for OS processes).
+
+Module-level functions, so a child process imports them by reference: the
+child gets the parent's sys.path. Sleeping here is the child's own behaviour,
+not test synchronisation.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def sleep_forever() -> None:
+    while True:
+        time.sleep(3600)
+
+
+def exit_with(code: int) -> None:
+    sys.exit(code)
+
+
+def raise_value_error(message: str) -> None:
+    raise ValueError(message)
+
+
+def ignore_sigterm(marker: str | None = None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if marker:
+        Path(marker).write_text("ignoring")
+    sleep_forever()
+
+
+def record_stop(path: str, name: str) -> None:
+    """Run until stopped; on the way out append `name` to `path` (finally runs on SIGTERM).
+
+    Use with ready="notify": it is ready once inside its try block.
+    """
+    from actors import child
+
+    try:
+        child.ready()
+        sleep_forever()
+    finally:
+        with open(path, "a") as f:
+            f.write(name + "\n")
+
+
+def write_pid_then_sleep(path: str) -> None:
+    Path(path).write_text(str(os.getpid()))
+    sleep_forever()
+
+
+def crash_after(seconds: float, code: int = 1) -> None:
+    time.sleep(seconds)
+    sys.exit(code)
+
+
+def ready_after(seconds: float) -> None:
+    from actors import child
+
+    time.sleep(seconds)
+    child.ready()
+    sleep_forever()

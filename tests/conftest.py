@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psutil
+import pykka
+import pytest
+
+from actors import NannyActor
+from supervision import SupervisorSpec
+
+LEAK_DEADLINE = 5.0
+
+
+def _leftovers() -> list[psutil.Process]:
+    alive = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Every test must leave no process and no actor behind (invariant 4)."""
+    yield
+    deadline = time.monotonic() + LEAK_DEADLINE
+    while (left := _leftovers()) and time.monotonic() < deadline:
+        psutil.wait_procs(left, timeout=0.1)
+    if left:
+        described = [f"{p.pid} {p.cmdline()}" for p in left]
+        for p in left:
+            p.kill()
+        pytest.fail(f"test left processes behind: {described}")
+    actors = pykka.ActorRegistry.get_all()
+    if actors:
+        pykka.ActorRegistry.stop_all()
+        pytest.fail(f"test left actors running: {actors}")
+
+
+@pytest.fixture
+def tree() -> Iterator[Callable[[SupervisorSpec], pykka.ActorRef[Any]]]:
+    """Start trees with tree(spec); every one is stopped at teardown."""
+    refs: list[pykka.ActorRef[Any]] = []
+
+    def start(spec: SupervisorSpec) -> pykka.ActorRef[Any]:
+        ref = NannyActor.start(spec)
+        refs.append(ref)
+        return ref
+
+    yield start
+    for ref in refs:
+        if ref.is_alive():
+            ref.stop()

@@ -1,0 +1,67 @@
+"""The layering rule: supervision is pure, and each public name has one home."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FORBIDDEN = {
+    "actors",
+    "pykka",
+    "threading",
+    "subprocess",
+    "time",
+    "multiprocessing",
+    "asyncio",
+    "socket",
+    "os",
+    "psutil",
+    "random",
+    "datetime",
+    "selectors",
+    "signal.setitimer",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "supervision").glob("*.py")), ids=lambda p: p.name)
+def test_supervision_imports_nothing_impure(path):
+    bad = _imports(path) & FORBIDDEN
+    # os is allowed for os.PathLike / os.fspath in specs only.
+    if path.name == "_spec.py":
+        bad.discard("os")
+    assert not bad, f"{path.name} imports {sorted(bad)}: supervision/ must stay pure"
+
+
+def test_importing_supervision_loads_no_impure_module():
+    code = (
+        "import sys; import supervision; "
+        "print(' '.join(m for m in ('actors', 'pykka', 'threading', 'subprocess', 'psutil') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
+
+
+@pytest.mark.parametrize("package", ["supervision", "actors"])
+def test_public_names_are_exported_once(package):
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        assert hasattr(module, name), f"{package}.__all__ names missing {name}"
+    assert len(set(module.__all__)) == len(module.__all__)
