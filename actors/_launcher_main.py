@@ -119,6 +119,15 @@ def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int,
     return actions
 
 
+def _child_pids(me: int) -> list[int]:
+    """Pids of our live children: the kernel's list when it has one, else a /proc scan."""
+    try:
+        with open(f"/proc/self/task/{me}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return [pid for pid, _ in _children_of(me)]
+
+
 def _children_of(me: int) -> list[tuple[int, int]]:
     """(pid, pgid) of every live process whose parent is `me`."""
     found = []
@@ -393,12 +402,22 @@ class LauncherLoop:
             child = self.children.pop(pid, None)
             if child is None:
                 continue  # an orphan re-parented to us: reaped, not reported
-            # Grandchildren never outlive their parent.
+            # Grandchildren never outlive their parent: its group, and those that left it
+            # (re-parented to us, the subreaper, before we were told of the exit).
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
+            self._kill_orphans()
             self._read_control(child)  # the error, if any, was written before the exit
             self._close_control(child)
             self.report(("exited", pid, os.waitstatus_to_exitcode(status), child.error))
+
+    def _kill_orphans(self) -> None:
+        for pid in _child_pids(self.pid):
+            if pid not in self.children:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)  # an escapee that leads its own group
 
     # -- shutdown --------------------------------------------------------------
 

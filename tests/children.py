@@ -65,3 +65,32 @@ def ready_after(seconds: float) -> None:
     time.sleep(seconds)
     child.ready()
     sleep_forever()
+
+
+def spawn_grandchildren(path: str) -> None:
+    """Start a grandchild in our group and one that escapes it (setsid); write their pids."""
+    import subprocess
+
+    from actors import child
+
+    inside = subprocess.Popen(["sleep", "300"])
+    escaped = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    Path(path).write_text(f"{inside.pid} {escaped.pid}")
+    child.ready()
+    sleep_forever()
+
+
+def leak_memory(step_mb: int) -> None:
+    """Grow RSS by `step_mb` MiB every 50 ms, forever."""
+    hoard = []
+    while True:
+        hoard.append(bytearray(step_mb * 1024 * 1024))
+        for i in range(0, len(hoard[-1]), 4096):
+            hoard[-1][i] = 1  # touch every page so it counts in RSS
+        time.sleep(0.05)
+
+
+def complain_and_exit(lines: int, code: int) -> None:
+    for i in range(lines):
+        print(f"complaint {i}", file=sys.stderr)
+    sys.exit(code)
