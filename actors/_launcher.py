@@ -49,7 +49,8 @@ class SpawnRequest:
     A relative `cwd`, `stdout` or `stderr` is resolved against the host's
     working directory when the request is made. Children read /dev/null on
     stdin; stdout/stderr are the host's unless a file (opened for append) is
-    named.
+    named, or "capture" (the launcher forwards what the child writes; read it
+    with ChildProcess.output()).
     """
 
     command: Sequence[str] | None = None
@@ -103,6 +104,16 @@ class LaunchError(Exception):
         self.errno = errno
 
 
+CAPTURE = "capture"
+OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
+
+
+def _output_target(path: str | None) -> str | None:
+    if path is None or path == CAPTURE:
+        return path
+    return os.path.abspath(path)
+
+
 def _call(callback: Callable[..., object], *args: object) -> None:
     try:
         callback(*args)
@@ -127,6 +138,17 @@ class ChildProcess:
         self._ready_or_exited = threading.Event()
         self._on_exit = on_exit
         self._on_ready = on_ready
+        self._output: dict[int, bytearray] = {}
+
+    def output(self, stream: int = 2) -> bytes:
+        """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
+        return bytes(self._output.get(stream, b""))
+
+    def _append_output(self, stream: int, data: bytes) -> None:
+        buf = self._output.setdefault(stream, bytearray())
+        buf += data
+        if len(buf) > OUTPUT_LIMIT:
+            del buf[: len(buf) - OUTPUT_LIMIT]
 
     def __repr__(self) -> str:
         return f"<ChildProcess pid={self.pid} exit={self._exit}>"
@@ -397,8 +419,8 @@ class Launcher:
             "argv": list(request.argv),
             "fresh": request.fresh_interpreter,
             # Relative output paths are the host's, not the child's cwd.
-            "stdout": None if request.stdout is None else os.path.abspath(request.stdout),
-            "stderr": None if request.stderr is None else os.path.abspath(request.stderr),
+            "stdout": _output_target(request.stdout),
+            "stderr": _output_target(request.stderr),
             "name": name,
         }
         slot = _Pending(name, on_exit, on_ready)
@@ -468,6 +490,12 @@ class Launcher:
                 child._set_exit(
                     ProcessExit(pid, returncode, None if error is None else ChildError(*error))
                 )
+        elif kind == "output":
+            _, pid, stream, data = message
+            with self._lock:
+                child = self._children.get(pid)
+            if child is not None:
+                child._append_output(stream, data)
         elif kind == "ready":
             with self._lock:
                 child = self._children.get(message[1])

@@ -27,7 +27,7 @@ import socket
 import stat
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from actors import _bootstrap, _wire
@@ -47,13 +47,14 @@ class _SpawnFailed(Exception):
 
 
 class _Child:
-    __slots__ = ("control_fd", "decoder", "error", "pid")
+    __slots__ = ("captures", "control_fd", "decoder", "error", "pid")
 
     def __init__(self, pid: int, control_fd: int | None) -> None:
         self.pid = pid
         self.control_fd = control_fd
         self.decoder = _wire.Decoder()
         self.error: tuple[str, str, str] | None = None
+        self.captures: dict[int, int] = {}  # stream (1 or 2) -> read end of its pipe
 
 
 def _which(command: str, path: str) -> str:
@@ -97,9 +98,14 @@ def _chdir(cwd: str) -> None:
         ) from None
 
 
-def _open_output(path: str | None, which: str) -> int | None:
+def _open_output(path: str | None, which: str, captures: dict[int, int]) -> int | None:
     if path is None:
         return None
+    if path == "capture":
+        read_end, write_end = os.pipe()  # both close-on-exec; dup2 onto 1/2 clears it
+        os.set_blocking(read_end, False)
+        captures[1 if which == "stdout" else 2] = read_end
+        return write_end
     try:
         return os.open(path, _OUTPUT_FLAGS, 0o644)
     except OSError as exc:
@@ -256,10 +262,11 @@ class LauncherLoop:
 
     def _spawn(self, req_id: int, req: Mapping[str, Any]) -> None:
         out_fd = err_fd = None
+        captures: dict[int, int] = {}
         try:
             _chdir(req["cwd"])
-            out_fd = _open_output(req["stdout"], "stdout")
-            err_fd = _open_output(req["stderr"], "stderr")
+            out_fd = _open_output(req["stdout"], "stdout", captures)
+            err_fd = _open_output(req["stderr"], "stderr", captures)
             control_fd = None
             if req["command"] is not None:
                 pid = self._spawn_command(req, out_fd, err_fd)
@@ -268,9 +275,11 @@ class LauncherLoop:
             else:
                 pid, control_fd = self._fork(req, out_fd, err_fd)
         except _SpawnFailed as exc:
+            self._close_all(captures.values())
             self.report(("spawn_failed", req_id, exc.errno, exc.message))
             return
         except Exception as exc:
+            self._close_all(captures.values())
             err = exc.errno if isinstance(exc, OSError) else None
             self.report(("spawn_failed", req_id, err, f"{type(exc).__name__}: {exc}"))
             return
@@ -283,6 +292,43 @@ class LauncherLoop:
         if control_fd is not None:
             self.sel.register(control_fd, selectors.EVENT_READ, lambda: self._read_control(child))
         self.report(("spawned", req_id, pid))
+        for stream, fd in captures.items():
+            child.captures[stream] = fd
+            self.sel.register(
+                fd,
+                selectors.EVENT_READ,
+                lambda s=stream: self._read_output(child, s),
+            )
+
+    @staticmethod
+    def _close_all(fds: Iterable[int]) -> None:
+        for fd in fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _read_output(self, child: _Child, stream: int, *, drain: bool = False) -> None:
+        fd = child.captures.get(stream)
+        if fd is None:
+            return
+        while True:
+            try:
+                data = os.read(fd, 65536)
+            except BlockingIOError:
+                data = None
+            except OSError:
+                data = b""
+            if data:
+                self.report(("output", child.pid, stream, data))
+                if drain:
+                    continue
+                return
+            if data is None and not drain:
+                return
+            # EOF, or (when draining at the exit) nothing more for now: stop listening.
+            self.sel.unregister(fd)
+            os.close(fd)
+            del child.captures[stream]
+            return
 
     def _spawn_command(self, req: Mapping[str, Any], out_fd: int | None, err_fd: int | None) -> int:
         argv = list(req["command"])
@@ -409,6 +455,8 @@ class LauncherLoop:
             self._kill_orphans()
             self._read_control(child)  # the error, if any, was written before the exit
             self._close_control(child)
+            for stream in list(child.captures):
+                self._read_output(child, stream, drain=True)
             self.report(("exited", pid, os.waitstatus_to_exitcode(status), child.error))
 
     def _kill_orphans(self) -> None:

@@ -49,6 +49,13 @@ class Info:
 
 
 @dataclass(frozen=True)
+class ReadOutput:
+    """Answers what a captured stream (1 stdout, 2 stderr) said lately, as text."""
+
+    stream: int = 2
+
+
+@dataclass(frozen=True)
 class Started:
     pid: int
     incarnation: int
@@ -85,6 +92,14 @@ class ProcessExited:
 
     incarnation: int
     exit: ProcessExit
+
+
+@dataclass(frozen=True)
+class MemoryExceeded:
+    """From the tree's memory watch to the worker whose child is over its limit."""
+
+    incarnation: int
+    rss: int
 
 
 @dataclass(frozen=True)

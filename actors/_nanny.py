@@ -40,10 +40,12 @@ from supervision import (
 
 from ._events import EventLog
 from ._launcher import Launcher
+from ._memory import MemoryWatch
 from ._messages import (
     ChildExited,
     InitTree,
     Pause,
+    ReadOutput,
     Resume,
     RetryRestart,
     ShutdownTree,
@@ -83,6 +85,7 @@ class NannyActor(pykka.ThreadingActor):
         _name: str | None = None,
         _incarnation: int = 0,
         _log: EventLog | None = None,
+        _memory: MemoryWatch | None = None,
     ) -> None:
         super().__init__()
         if not isinstance(spec, SupervisorSpec):
@@ -96,6 +99,8 @@ class NannyActor(pykka.ThreadingActor):
         self._parent = _parent
         self._incarnation = _incarnation
         self._log = _log or EventLog()
+        self._memory = _memory or MemoryWatch()
+        self._owns_memory = _memory is None
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
@@ -169,6 +174,20 @@ class NannyActor(pykka.ThreadingActor):
     def signal_child(self, key: str, sig: int) -> None:
         info = self._core.which_child(key)
         self._ask_worker(info, Signal(int(sig)), "send a signal to it")
+
+    def read_output(self, key: str, stream: str = "stderr") -> str:
+        """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
+
+        Its current process's, or its last one's once it exited. Empty unless the
+        spec says stdout/stderr="capture".
+        """
+        if stream not in ("stdout", "stderr"):
+            raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
+        info = self._core.which_child(key)
+        worker = self._workers.get(info.id)
+        if worker is None:
+            return ""
+        return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2)))
 
     def events(self) -> list[Event]:
         """The tree's lifecycle events, oldest first."""
@@ -257,7 +276,9 @@ class NannyActor(pykka.ThreadingActor):
         if isinstance(spec, ChildSpec):
             worker = self._workers.get(child_id)
             if worker is None or not worker.is_alive():
-                worker = WorkerActor.start(spec, self._launcher, self.actor_ref, self._core.name)
+                worker = WorkerActor.start(
+                    spec, self._launcher, self.actor_ref, self._core.name, self._memory
+                )
                 self._workers[child_id] = worker
             try:
                 started = cast(Started, worker.ask(Start()))
@@ -276,6 +297,7 @@ class NannyActor(pykka.ThreadingActor):
                 _name=f"{self._core.name}/{child_id}",
                 _incarnation=incarnation,
                 _log=self._log,
+                _memory=self._memory,
             )
         except StartError as e:
             return self._core.start_failed(child_id, e.reason, time.monotonic())
@@ -373,6 +395,8 @@ class NannyActor(pykka.ThreadingActor):
     def _cleanup(self) -> None:
         self._stop_workers()
         self.finished.set()
+        if self._owns_memory:
+            self._memory.close()
         if self._owns_launcher:
             self._launcher.close()
         _roots.discard(self)

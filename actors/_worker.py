@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from types import TracebackType
 from typing import Any, NoReturn
 
@@ -15,20 +16,25 @@ import cloudpickle
 import pykka
 
 from supervision import (
+    CAPTURE,
     ChildNotRunning,
     ChildSpec,
     ExitKind,
     ExitReason,
+    ReadyFile,
     StartError,
     classify_exit,
 )
 
 from ._launcher import ChildProcess, Launcher, LaunchError, ProcessExit, SpawnRequest
+from ._memory import MemoryWatch
 from ._messages import (
     ChildExited,
     Info,
+    MemoryExceeded,
     Pause,
     ProcessExited,
+    ReadOutput,
     Restart,
     Resume,
     Signal,
@@ -39,13 +45,16 @@ from ._messages import (
 )
 
 log = logging.getLogger("nannytree")
+STDERR_TAIL_LINES = 20
+READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
 
 
 class WorkerActor(pykka.ThreadingActor):
     """One child of a nanny: starts, stops, signals and watches its OS process.
 
-    Its nanny asks it `Start`, `Stop`, `Restart`, `Signal`, `Pause`, `Resume`
-    and `Info`; it tells its nanny `ChildExited` when the process ends by itself.
+    Its nanny asks it `Start`, `Stop`, `Restart`, `Signal`, `Pause`, `Resume`,
+    `Info` and `ReadOutput`; it tells its nanny `ChildExited` when the process
+    ends by itself.
     """
 
     use_daemon_thread = True
@@ -56,16 +65,20 @@ class WorkerActor(pykka.ThreadingActor):
         launcher: Launcher,
         parent: pykka.ActorRef[Any] | None,
         supervisor: str = "",
+        memory: MemoryWatch | None = None,
     ) -> None:
         super().__init__()
         self.spec = spec
         self._launcher = launcher
         self._parent = parent
         self._supervisor = supervisor
+        self._memory = memory
         self._proc: ChildProcess | None = None
+        self._started_at = 0.0
         self._incarnation = 0
         self._paused = False
         self._last_exit: ExitReason | None = None
+        self._last_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
 
     # -- messages -------------------------------------------------------------
@@ -77,6 +90,8 @@ class WorkerActor(pykka.ThreadingActor):
             return self._start_process()
         if isinstance(message, Stop):
             return self._stop_process()
+        if isinstance(message, MemoryExceeded):
+            return self._on_memory_exceeded(message)
         if isinstance(message, Restart):
             self._stop_process()
             return self._start_process()
@@ -90,6 +105,8 @@ class WorkerActor(pykka.ThreadingActor):
             self._signal(signal.SIGCONT, "resume it")
             self._paused = False
             return None
+        if isinstance(message, ReadOutput):
+            return self._output(message.stream).decode(errors="replace")
         if isinstance(message, Info):
             return WorkerInfo(
                 self.spec.id,
@@ -114,7 +131,7 @@ class WorkerActor(pykka.ThreadingActor):
         reason = ExitReason(
             ExitKind.ACTOR_CRASHED,
             exc_type=exception_type.__name__ if exception_type else None,
-            message=str(exception_value),
+            message=f"worker actor of {self.spec.id!r} failed: {exception_value}",
         )
         self._tell_parent(ChildExited(self.spec.id, self._incarnation, None, reason))
 
@@ -129,6 +146,10 @@ class WorkerActor(pykka.ThreadingActor):
         if self._proc is not None:
             return Started(self._proc.pid, self._incarnation)
         request = self._request()
+        ready = self.spec.ready
+        if isinstance(ready, ReadyFile):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready.path)  # a file left by the last incarnation proves nothing
         self._incarnation += 1
         incarnation = self._incarnation
         ref = self.actor_ref
@@ -141,22 +162,46 @@ class WorkerActor(pykka.ThreadingActor):
             proc = self._launcher.spawn(request, on_exit=on_exit)
         except LaunchError as e:
             self._fail(ExitReason.start_failure(str(e)))
-        self._proc, self._paused = proc, False
-        if self.spec.ready == "notify" and not proc.wait_ready(self.spec.start_timeout):
+        self._started_at = time.monotonic()
+        self._proc, self._paused, self._last_output = proc, False, {}
+        if not self._wait_ready(proc):
             self._proc = None
             exit = proc.exit
             if exit is None:
-                proc.send_signal(signal.SIGKILL)
-                proc.wait()
+                self._kill_now(proc)
                 self._fail(
                     ExitReason(
                         ExitKind.START_TIMEOUT,
-                        message=f"not ready within start_timeout={self.spec.start_timeout}s; "
-                        "call actors.child.ready() sooner or raise start_timeout",
+                        message=f"not ready within start_timeout={self.spec.start_timeout}s "
+                        f"(ready={ready!r}); make it ready sooner or raise start_timeout",
+                        stderr_tail=self._stderr_tail(proc),
                     )
                 )
-            self._fail(self._classify(exit, stop_requested=False))
+            self._fail(self._classify(exit, proc, stop_requested=False))
+        if self.spec.memory_limit is not None and self._memory is not None:
+            limit = self.spec.memory_limit
+            self._memory.watch(
+                proc.pid,
+                limit,
+                lambda rss: ref.tell(MemoryExceeded(incarnation, rss)),
+            )
         return Started(proc.pid, incarnation)
+
+    def _wait_ready(self, proc: ChildProcess) -> bool:
+        """True once the child is ready; False if it exited or start_timeout passed."""
+        ready, timeout = self.spec.ready, self.spec.start_timeout
+        if ready == "started":
+            return True
+        if ready == "notify":
+            return proc.wait_ready(timeout)
+        if isinstance(ready, float):
+            return proc.wait(ready) is None  # the spec keeps ready < start_timeout
+        assert isinstance(ready, ReadyFile)
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(ready.path):
+            if proc.wait(READY_FILE_POLL) is not None or time.monotonic() > deadline:
+                return False
+        return True
 
     def _fail(self, reason: ExitReason) -> NoReturn:
         self._last_exit = reason
@@ -181,7 +226,7 @@ class WorkerActor(pykka.ThreadingActor):
             except Exception as e:
                 self._fail(
                     ExitReason.start_failure(
-                        f"target cannot be pickled ({type(e).__name__}: {e}); "
+                        f"field 'target': cannot be pickled ({type(e).__name__}: {e}); "
                         "pass what it needs as args, or create locks, sockets and "
                         "files inside the target"
                     )
@@ -200,29 +245,38 @@ class WorkerActor(pykka.ThreadingActor):
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
-        shutdown = self.spec.shutdown
-        note = ""
-        if shutdown == "brutal_kill":
-            proc.send_signal(signal.SIGKILL)
-            exit = proc.wait()
-        else:
-            proc.send_signal(signal.SIGTERM)
-            if self._paused:
-                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
-            timeout = None if shutdown == "infinity" else float(shutdown)
-            exit = proc.wait(timeout)
-            if exit is None:
-                note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
-                log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
-                proc.send_signal(signal.SIGKILL)
-                exit = proc.wait()
-        assert exit is not None
-        self._proc, self._paused = None, False
-        reason = self._classify(exit, stop_requested=True)
+        exit, note = self._terminate(proc)
+        reason = self._classify(exit, proc, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
         self._last_exit = reason
         return reason
+
+    def _terminate(self, proc: ChildProcess) -> tuple[ProcessExit, str]:
+        """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever."""
+        self._proc, note = None, ""
+        if self._memory is not None:
+            self._memory.unwatch(proc.pid)
+        shutdown = self.spec.shutdown
+        if shutdown == "brutal_kill":
+            return self._kill_now(proc), note
+        proc.send_signal(signal.SIGTERM)
+        if self._paused:
+            proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+        self._paused = False
+        timeout = None if shutdown == "infinity" else float(shutdown)
+        exit = proc.wait(timeout)
+        if exit is None:
+            note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
+            log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
+            exit = self._kill_now(proc)
+        return exit, note
+
+    def _kill_now(self, proc: ChildProcess) -> ProcessExit:
+        proc.send_signal(signal.SIGKILL)
+        exit = proc.wait()
+        assert exit is not None
+        return exit
 
     # -- signals and exits ------------------------------------------------------------
 
@@ -235,11 +289,47 @@ class WorkerActor(pykka.ThreadingActor):
         if proc is None or message.incarnation != self._incarnation or proc.pid != message.exit.pid:
             return  # consumed by a stop, or from an older incarnation
         self._proc, self._paused = None, False
-        reason = self._classify(message.exit, stop_requested=False)
-        self._last_exit = reason
-        self._tell_parent(ChildExited(self.spec.id, message.incarnation, proc.pid, reason))
+        if self._memory is not None:
+            self._memory.unwatch(proc.pid)
+        reason = self._classify(message.exit, proc, stop_requested=False)
+        uptime = time.monotonic() - self._started_at
+        if uptime < self.spec.min_uptime:
+            reason = ExitReason(
+                ExitKind.START_FAILURE,
+                code=reason.code,
+                signal=reason.signal,
+                exc_type=reason.exc_type,
+                message=f"exited after {uptime:.3f}s, before min_uptime={self.spec.min_uptime}s "
+                f"({reason})",
+                traceback=reason.traceback,
+                stderr_tail=reason.stderr_tail,
+            )
+        self._report_exit(message.incarnation, proc.pid, reason)
 
-    def _classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
+    def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
+        proc = self._proc
+        if proc is None or message.incarnation != self._incarnation:
+            return
+        exit, _ = self._terminate(proc)
+        limit = self.spec.memory_limit
+        reason = ExitReason(
+            ExitKind.MEMORY_LIMIT,
+            code=exit.returncode if exit.returncode >= 0 else None,
+            signal=-exit.returncode if exit.returncode < 0 else None,
+            message=f"its process tree used {message.rss} bytes of RSS, over memory_limit="
+            f"{limit}; raise memory_limit or find the leak",
+            stderr_tail=self._stderr_tail(proc),
+        )
+        self._report_exit(message.incarnation, proc.pid, reason)
+
+    def _report_exit(self, incarnation: int, pid: int, reason: ExitReason) -> None:
+        self._last_exit = reason
+        self._tell_parent(ChildExited(self.spec.id, incarnation, pid, reason))
+
+    def _classify(
+        self, exit: ProcessExit, proc: ChildProcess, *, stop_requested: bool
+    ) -> ExitReason:
+        self._last_output = {1: proc.output(1), 2: proc.output(2)}
         if exit.launcher_died and not stop_requested:
             return ExitReason(ExitKind.LAUNCHER_DIED, signal=-exit.returncode)
         error = exit.error
@@ -250,7 +340,19 @@ class WorkerActor(pykka.ThreadingActor):
             exc_type=error.type if error else None,
             exc_message=error.message if error else "",
             traceback=error.traceback if error else "",
+            stderr_tail=self._stderr_tail(proc),
         )
+
+    def _stderr_tail(self, proc: ChildProcess) -> str:
+        if self.spec.stderr != CAPTURE:
+            return ""
+        lines = proc.output(2).decode(errors="replace").splitlines()
+        return "\n".join(lines[-STDERR_TAIL_LINES:])
+
+    def _output(self, stream: int) -> bytes:
+        if self._proc is not None:
+            return self._proc.output(stream)
+        return self._last_output.get(stream, b"")
 
     def _tell_parent(self, message: ChildExited) -> None:
         if self._parent is not None:

@@ -14,6 +14,7 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
+from ._config import ConfigError, TargetResolver, UnresolvedTarget, load_tree
 from ._core import Supervisor
 from ._errors import (
     AlreadyPresent,
@@ -37,10 +38,12 @@ from ._intensity import add_restart
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
+    CAPTURE,
     INFINITY,
     AnySpec,
     AutoShutdown,
     ChildSpec,
+    ReadyFile,
     Restart,
     Shutdown,
     Strategy,
@@ -50,6 +53,7 @@ from ._spec import (
 
 __all__ = [
     "BRUTAL_KILL",
+    "CAPTURE",
     "INFINITY",
     "Action",
     "AlreadyPresent",
@@ -65,12 +69,14 @@ __all__ = [
     "ChildRunning",
     "ChildSpec",
     "ChildState",
+    "ConfigError",
     "Event",
     "EventKind",
     "Exit",
     "ExitKind",
     "ExitReason",
     "NannyError",
+    "ReadyFile",
     "Reply",
     "Report",
     "Restart",
@@ -86,10 +92,13 @@ __all__ = [
     "SupervisorSpec",
     "SupervisorStartError",
     "TerminateChild",
+    "TargetResolver",
     "TerminateChildren",
     "TooManyChildren",
+    "UnresolvedTarget",
     "add_restart",
     "check_childspecs",
     "classify_exit",
+    "load_tree",
     "signal_name",
 ]

@@ -9,6 +9,8 @@ Every default, in one sentence each:
 - `auto_shutdown` defaults to `AutoShutdown.NEVER`.
 - `start_timeout` defaults to 30.0 seconds.
 - `ready` defaults to "started": a child counts as started once its process runs.
+- `min_uptime` defaults to 0.0 seconds: no exit counts as a failed start.
+- `stdout` and `stderr` default to None: the child writes to the parent's.
 - `normal_exit_codes` defaults to {0}.
 """
 
@@ -46,8 +48,18 @@ class AutoShutdown(StrEnum):
 BRUTAL_KILL = "brutal_kill"
 INFINITY = "infinity"
 Shutdown: TypeAlias = float | Literal["brutal_kill", "infinity"]
-Ready: TypeAlias = Literal["started", "notify"]
-READY_MODES: tuple[str, ...] = ("started", "notify")
+CAPTURE = "capture"
+
+
+@dataclass(frozen=True)
+class ReadyFile:
+    """Readiness by file: the child is ready once `path` exists (removed before each start)."""
+
+    path: str | os.PathLike[str]
+
+
+Ready: TypeAlias = Literal["started", "notify"] | float | ReadyFile
+READY_MODES = '"started", "notify", seconds of uptime > 0, or ReadyFile(path)'
 
 
 def _enum(enum: type[StrEnum], value: Any, child: str | None, name: str) -> Any:
@@ -111,11 +123,17 @@ class ChildSpec:
     - `significant`: for a supervisor with auto_shutdown (default False).
     - `env`: variables added to the parent's environment (or replacing it when
       `inherit_env=False`); `cwd`: working directory (default: the parent's).
-    - `ready`: "started" (default: started once the process runs) or "notify"
-      (started once it calls actors.child.ready()); `start_timeout` (default 30.0 s)
-      bounds the wait.
+    - `ready`: when the child counts as started, so that its next sibling may start:
+      "started" (default: once its process runs), "notify" (once it calls
+      actors.child.ready()), a number of seconds (once it has stayed up that long) or
+      ReadyFile(path) (once the file exists); `start_timeout` (default 30.0 s) bounds
+      the wait, and a child not ready by then fails to start (reason start_timeout).
+    - `min_uptime`: an exit sooner than this after the start counts as a failed start
+      (reason start_failure; default 0.0: never), as supervisord's startsecs.
     - `memory_limit`: bytes of RSS, or None (default: no limit).
-    - `stdout`, `stderr`: None (default: the parent's) or a file path to append to.
+    - `stdout`, `stderr`: None (default: the parent's), a file path to append to, or
+      "capture" (kept in a bounded buffer, read with the nanny's read_output(); the
+      tail of captured stderr travels with an abnormal exit reason).
     - `normal_exit_codes`: exit codes that count as a normal exit (default {0}).
     - `fresh_interpreter`: run a target in a new interpreter instead of a fork of the
       launcher (slower; default False).
@@ -134,6 +152,7 @@ class ChildSpec:
     cwd: str | os.PathLike[str] | None = None
     ready: Ready = "started"
     start_timeout: float = 30.0
+    min_uptime: float = 0.0
     memory_limit: int | None = None
     stdout: str | os.PathLike[str] | None = None
     stderr: str | os.PathLike[str] | None = None
@@ -197,13 +216,40 @@ class ChildSpec:
         _check_bool(self.inherit_env, cid, "inherit_env")
         if self.cwd is not None and not isinstance(self.cwd, str | os.PathLike):
             raise SpecError(cid, "cwd", self.cwd, "expected a directory path")
-        if self.ready not in READY_MODES:
-            raise SpecError(cid, "ready", self.ready, f"expected one of {READY_MODES}")
-        if self.ready == "notify" and self.command is not None:
+        ready = self.ready
+        if isinstance(ready, int | float) and not isinstance(ready, bool):
+            if not math.isfinite(ready) or ready <= 0:
+                raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
+            put(self, "ready", float(ready))
+        elif isinstance(ready, ReadyFile):
+            if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
+                raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
+        elif ready not in ("started", "notify"):
+            raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
+        if ready == "notify" and self.command is not None:
             raise SpecError(
-                cid, "ready", "notify", 'only a target= child can notify; use ready="started"'
+                cid,
+                "ready",
+                "notify",
+                "only a target= child can call actors.child.ready(); for a command use "
+                "seconds of uptime or ReadyFile(path)",
             )
+        if (
+            isinstance(self.min_uptime, bool)
+            or not isinstance(self.min_uptime, int | float)
+            or (not math.isfinite(self.min_uptime) or self.min_uptime < 0)
+        ):
+            raise SpecError(cid, "min_uptime", self.min_uptime, "expected seconds >= 0")
+        put(self, "min_uptime", float(self.min_uptime))
         put(self, "start_timeout", _check_positive(self.start_timeout, cid, "start_timeout"))
+        if isinstance(self.ready, float) and self.ready >= self.start_timeout:
+            raise SpecError(
+                cid,
+                "ready",
+                self.ready,
+                f"seconds of uptime must be below start_timeout={self.start_timeout}; "
+                "raise start_timeout",
+            )
         if self.memory_limit is not None and (
             isinstance(self.memory_limit, bool)
             or not isinstance(self.memory_limit, int)
@@ -215,7 +261,9 @@ class ChildSpec:
         for name in ("stdout", "stderr"):
             value = getattr(self, name)
             if value is not None and not isinstance(value, str | os.PathLike):
-                raise SpecError(cid, name, value, "expected None (inherit) or a file path")
+                raise SpecError(
+                    cid, name, value, 'expected None (inherit), a file path, or "capture"'
+                )
         codes = self.normal_exit_codes
         if isinstance(codes, int) or not isinstance(codes, Iterable):
             raise SpecError(cid, "normal_exit_codes", codes, "expected a set of ints, e.g. {0}")
