@@ -18,7 +18,7 @@ from ._messages import (
     Stop,
     WorkerInfo,
 )
-from ._nanny import NannyActor
+from ._nanny import NannyActor, TreeNode
 from ._worker import WorkerActor
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "Start",
     "Started",
     "Stop",
+    "TreeNode",
     "WorkerActor",
     "WorkerInfo",
     "child",

@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from dataclasses import dataclass
 from typing import Any, cast
 
 import pykka
@@ -57,6 +58,17 @@ from ._messages import (
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
+
+
+@dataclass(frozen=True)
+class TreeNode:
+    """One child in which_tree(): its info, its path, and its children if a supervisor."""
+
+    info: ChildInfo
+    path: str
+    children: tuple[TreeNode, ...] = ()
+
+
 _roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
 
 
@@ -137,6 +149,27 @@ class NannyActor(pykka.ThreadingActor):
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
         return [self._overlay(info) for info in self._core.which_children()]
+
+    def which_tree(self) -> list[TreeNode]:
+        """The whole subtree, in start order: each child with its own children, if any."""
+        nodes = []
+        for info in self._core.children():
+            path = f"{self._core.name}/{info.id}"
+            nested = self._nested.get(info.id)
+            below: list[TreeNode] = []
+            if nested is not None and info.state == "running":
+                with contextlib.suppress(pykka.ActorDeadError):
+                    below = cast(list[TreeNode], nested.proxy().which_tree().get())
+            nodes.append(TreeNode(self._overlay(info), path, tuple(below)))
+        return nodes
+
+    def child_nanny(self, key: str) -> pykka.ActorRef[NannyActor]:
+        """The ActorRef of a running nested supervisor, to call its API directly."""
+        info = self._core.which_child(key)
+        nested = self._nested.get(info.id)
+        if nested is None or info.state != "running":
+            raise ChildNotRunning(self._core.name, info.id, "reach it as a running supervisor")
+        return nested
 
     def which_child(self, key: str | int) -> ChildInfo:
         return self._overlay(self._core.which_child(key))
