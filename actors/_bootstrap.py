@@ -65,6 +65,14 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
         raise _Terminated(128 + signum)
 
 
+def _on_crash_signal(signum: int, frame: FrameType | None) -> None:
+    from actors import _faults
+
+    exc = _faults.take_crash(os.getpid())
+    if exc is not None and _raise_on_term:
+        raise exc
+
+
 def _tie_to_launcher(launcher_pid: int) -> None:
     # The launcher also calls setpgid for us (no race with a killpg from the host).
     os.setpgid(0, 0)
@@ -129,6 +137,7 @@ def _apply_settings(settings: Mapping[str, Any], control_fd: int) -> None:
         sys.path[:] = settings["sys_path"]
     sys.argv[:] = list(settings["argv"]) or [""]
     signal.signal(signal.SIGTERM, _on_sigterm)
+    signal.signal(signal.SIGRTMIN + 7, _on_crash_signal)  # actors._faults.CRASH_SIGNAL
     os.register_at_fork(after_in_child=_forget_control_fd)
 
 

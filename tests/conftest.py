@@ -8,7 +8,6 @@ import psutil
 import pykka
 import pytest
 
-from actors import NannyActor
 from supervision import SupervisorSpec
 
 LEAK_DEADLINE = 5.0
@@ -44,16 +43,11 @@ def no_process_left_behind() -> Iterator[None]:
 
 
 @pytest.fixture
-def tree() -> Iterator[Callable[[SupervisorSpec], pykka.ActorRef[Any]]]:
-    """Start trees with tree(spec); every one is stopped at teardown."""
-    refs: list[pykka.ActorRef[Any]] = []
+def tree(nanny_tree: Callable[..., Any]) -> Callable[[SupervisorSpec], pykka.ActorRef[Any]]:
+    """Start trees with tree(spec) -> ActorRef, through the nannytree pytest plugin
+    (each is stopped at teardown, and the test fails if it left a process)."""
 
     def start(spec: SupervisorSpec) -> pykka.ActorRef[Any]:
-        ref = NannyActor.start(spec)
-        refs.append(ref)
-        return ref
+        return nanny_tree(spec).ref
 
-    yield start
-    for ref in refs:
-        if ref.is_alive():
-            ref.stop()
+    return start

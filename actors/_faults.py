@@ -1,0 +1,65 @@
+"""Fault injection: make a running Python child raise a given exception.
+
+The harness pickles the exception into a private file (a 0700 directory owned
+by this user) and sends the child CRASH_SIGNAL; the child's bootstrap handler
+loads it and raises it in the target's main thread, as if the target had.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import stat
+import tempfile
+
+import cloudpickle
+
+CRASH_SIGNAL = signal.SIGRTMIN + 7
+
+
+def runtime_dir() -> str:
+    """A private directory for this user: $XDG_RUNTIME_DIR/nannytree or /tmp/nannytree-UID."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base and os.access(base, os.W_OK):
+        path = os.path.join(base, "nannytree")
+    else:
+        path = os.path.join(tempfile.gettempdir(), f"nannytree-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise PermissionError(
+            f"{path} must be a directory owned by uid {os.getuid()} with mode 0700; remove it"
+        )
+    return path
+
+
+def _crash_file(pid: int) -> str:
+    return os.path.join(runtime_dir(), f"crash-{pid}")
+
+
+def inject_crash(pid: int, exception: BaseException) -> None:
+    """Make the Python child `pid` raise `exception` in its target."""
+    path = _crash_file(pid)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(cloudpickle.dumps(exception))
+    try:
+        os.kill(pid, CRASH_SIGNAL)
+    except ProcessLookupError:
+        os.unlink(path)
+        raise
+
+
+def take_crash(pid: int) -> BaseException | None:
+    """In the child: the exception injected for it, if any (the file is consumed)."""
+    try:
+        path = _crash_file(pid)
+        with open(path, "rb") as f:
+            data = f.read()
+        os.unlink(path)
+    except OSError:
+        return None
+    exc = cloudpickle.loads(data)
+    return exc if isinstance(exc, BaseException) else None

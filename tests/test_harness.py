@@ -1,0 +1,148 @@
+"""The test harness and pytest plugin, used the way a user would."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import pytest
+
+from actors import aio, testing
+from supervision import ChildSpec, EventKind, ExitKind, Strategy, SupervisorSpec
+
+
+class Boom(Exception):
+    pass
+
+
+def _spec() -> SupervisorSpec:
+    return SupervisorSpec(
+        id="root",
+        strategy=Strategy.ONE_FOR_ALL,
+        intensity=5,
+        children=[
+            ChildSpec(id="a", target=testing.ready_after, args=(0,), ready="notify"),
+            SupervisorSpec(
+                id="sub",
+                children=[ChildSpec(id="b", target=testing.ready_after, args=(0,), ready="notify")],
+            ),
+        ],
+    )
+
+
+def test_kill_and_wait_for_a_restart(nanny_tree):
+    tree = nanny_tree(_spec())
+    probe = tree.probe()
+    pid = tree.kill("a")
+    tree.wait_for(EventKind.CHILD_STARTED, "a", where=lambda e: e.pid != pid)
+    assert probe.contexts("a")[:2] == [EventKind.CHILD_EXITED, EventKind.CHILD_STARTED]
+    # one_for_all: sub was stopped and started again
+    assert ("root", "child_terminated", "sub") in probe.sequence()
+
+
+def test_crash_a_python_child_with_a_given_exception(nanny_tree):
+    tree = nanny_tree(_spec())
+    tree.crash("b", Boom("injected"))
+    exited = tree.wait_for(EventKind.CHILD_EXITED, "b")
+    assert exited.reason.kind is ExitKind.EXCEPTION
+    assert exited.reason.exc_type == "tests.test_harness.Boom"
+    assert exited.reason.message == "injected"
+    assert exited.supervisor == "root/sub"
+
+
+def test_signal_pause_resume_reach_nested_children(nanny_tree):
+    tree = nanny_tree(_spec())
+    tree.pause("b")
+    assert tree.child("b").state == "paused"
+    tree.resume("b")
+    assert tree.child("b").state == "running"
+    tree.signal("b", signal.SIGTERM)
+    reason = tree.wait_for(EventKind.CHILD_EXITED, "b").reason
+    assert reason.kind is ExitKind.KILLED and reason.signal == signal.SIGTERM
+
+
+def test_scripted_children_behave_as_named(nanny_tree):
+    tree = nanny_tree(
+        SupervisorSpec(
+            id="root",
+            intensity=10,
+            children=[
+                ChildSpec(id="exit3", target=testing.exit_with, args=(3,), restart="temporary"),
+                ChildSpec(
+                    id="raises",
+                    target=testing.raise_after,
+                    args=(0, KeyError("k")),
+                    restart="temporary",
+                ),
+                ChildSpec(
+                    id="stubborn", target=testing.ignore_sigterm, ready="notify", shutdown=0.2
+                ),
+            ],
+        )
+    )
+    assert tree.wait_for(EventKind.CHILD_EXITED, "exit3").reason.code == 3
+    assert tree.wait_for(EventKind.CHILD_EXITED, "raises").reason.exc_type == "KeyError"
+    tree.nanny.terminate_child("stubborn").get()
+    assert "ignored SIGTERM" in tree.wait_for(EventKind.CHILD_TERMINATED, "stubborn").reason.message
+    with pytest.raises(Exception, match="start_timeout"):
+        tree.nanny.start_child(
+            ChildSpec(id="hang", target=testing.hang_on_start, ready="notify", start_timeout=0.2)
+        ).get()
+
+
+def test_harness_reports_a_leaked_process():
+    harness = testing.TreeHarness(
+        SupervisorSpec(id="root", children=[ChildSpec(id="a", command=["sleep", "60"])])
+    ).start()
+    assert harness.stop() == []  # a clean stop leaves nothing
+
+
+def test_async_calls_never_block_the_event_loop():
+    async def main() -> tuple[int, list[str], object]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.005)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        spec = SupervisorSpec(
+            id="root",
+            children=[
+                ChildSpec(
+                    id="stubborn", target=testing.ignore_sigterm, ready="notify", shutdown=0.5
+                )
+            ],
+        )
+        async with aio.AsyncNanny(spec) as nanny:
+            ids = [c.id for c in await nanny.which_children()]
+            before = ticks
+            await nanny.terminate_child("stubborn")  # takes 0.5 s: SIGTERM is ignored
+            during = ticks - before
+        reason = await nanny.finished()
+        task.cancel()
+        return during, ids, reason
+
+    during, ids, reason = asyncio.run(main())
+    assert ids == ["stubborn"]
+    assert during >= 10, f"the loop ticked only {during} times while a call was awaited"
+    assert reason is not None and reason.kind is ExitKind.SHUTDOWN
+
+
+def test_async_finished_reports_a_give_up():
+    async def main() -> object:
+        spec = SupervisorSpec(
+            id="root",
+            intensity=0,
+            children=[ChildSpec(id="c", target=testing.exit_with, args=(1,))],
+        )
+        nanny = await aio.AsyncNanny(spec).start()
+        try:
+            return await asyncio.wait_for(nanny.finished(), 10)
+        finally:
+            await nanny.stop()
+
+    reason = asyncio.run(main())
+    assert reason.kind is ExitKind.SHUTDOWN and "max_restart_intensity" in reason.message
