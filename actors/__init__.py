@@ -5,7 +5,7 @@ Python child, use `actors.child` (ready(), stop_requested()).
 """
 
 from . import child
-from ._events import EventLog
+from ._events import EventLog, load_events
 from ._messages import (
     ChildExited,
     Info,
@@ -18,7 +18,7 @@ from ._messages import (
     Stop,
     WorkerInfo,
 )
-from ._nanny import NannyActor, TreeNode
+from ._nanny import NannyActor, NannyPlugin, TreeNode
 from ._worker import WorkerActor
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "EventLog",
     "Info",
     "NannyActor",
+    "NannyPlugin",
     "Pause",
     "Restart",
     "Resume",
@@ -37,4 +38,5 @@ __all__ = [
     "WorkerActor",
     "WorkerInfo",
     "child",
+    "load_events",
 ]

@@ -2,21 +2,65 @@
 
 Every nanny of a tree appends here in its own thread, so the log holds the
 whole tree's events in the order they happened. Tests and tools wait on it
-(`wait_for`) instead of sleeping.
+(`wait_for`) instead of sleeping. Listeners get events on threads of their own,
+so a slow or failing listener never holds up a nanny.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import queue
 import threading
 import time
 from collections.abc import Callable
 
-from supervision import Event
+from supervision import Event, event_from_dict, event_to_dict
 
 log = logging.getLogger("nannytree")
 
 Listener = Callable[[Event], None]
+LISTENER_QUEUE = 10_000  # events a slow listener may fall behind before it loses some
+
+
+class _Subscription:
+    """One listener on its own daemon thread, fed through a bounded queue."""
+
+    def __init__(self, listener: Listener) -> None:
+        self.listener = listener
+        self.queue: queue.SimpleQueue[Event | None] = queue.SimpleQueue()
+        self.pending = 0
+        self.dropped = 0
+        self.failures = 0
+        self._lock = threading.Lock()
+        self.thread = threading.Thread(
+            target=self._run, name=f"nannytree-listener-{listener!r:.40}", daemon=True
+        )
+        self.thread.start()
+
+    def offer(self, event: Event) -> None:
+        with self._lock:
+            if self.pending >= LISTENER_QUEUE:
+                self.dropped += 1
+                if self.dropped == 1:
+                    log.warning("event listener %r is too slow: dropping events", self.listener)
+                return
+            self.pending += 1
+        self.queue.put(event)
+
+    def close(self) -> None:
+        self.queue.put(None)
+
+    def _run(self) -> None:
+        while (event := self.queue.get()) is not None:
+            with self._lock:
+                self.pending -= 1
+            try:
+                self.listener(event)
+            except Exception:
+                self.failures += 1
+                log.exception("event listener %r failed on %s", self.listener, event)
 
 
 class EventLog:
@@ -27,7 +71,7 @@ class EventLog:
         self._max = max_events
         self._dropped = 0
         self._cond = threading.Condition()
-        self._listeners: list[Listener] = []
+        self._subscriptions: list[_Subscription] = []
 
     def append(self, event: Event) -> None:
         with self._cond:
@@ -38,15 +82,11 @@ class EventLog:
                 del self._events[:cut]
                 self._dropped += cut
             self._cond.notify_all()
-            listeners = list(self._listeners)
-        for listener in listeners:
-            try:
-                listener(event)
-            except Exception:
-                log.exception("event listener %r failed on %s", listener, event)
+            for sub in self._subscriptions:
+                sub.offer(event)
 
     def snapshot(self) -> list[Event]:
-        """All events so far, oldest first."""
+        """All events still kept, oldest first."""
         with self._cond:
             return list(self._events)
 
@@ -56,17 +96,21 @@ class EventLog:
         return self._dropped
 
     def subscribe(self, listener: Listener) -> Callable[[], None]:
-        """Call `listener(event)` for each new event; returns the unsubscribe function.
+        """Call `listener(event)` for each new event, on a thread of its own.
 
-        Listeners run in the thread of the nanny that reported the event: keep them short.
+        Returns the unsubscribe function. A listener that raises is logged and
+        kept; one that falls LISTENER_QUEUE events behind loses the newest ones
+        (logged once). Neither ever holds up the tree.
         """
+        sub = _Subscription(listener)
         with self._cond:
-            self._listeners.append(listener)
+            self._subscriptions.append(sub)
 
         def unsubscribe() -> None:
             with self._cond:
-                if listener in self._listeners:
-                    self._listeners.remove(listener)
+                if sub in self._subscriptions:
+                    self._subscriptions.remove(sub)
+            sub.close()
 
         return unsubscribe
 
@@ -99,6 +143,20 @@ class EventLog:
                     )
                 self._cond.wait(remaining)
 
+    def dump_jsonl(self, path: str | os.PathLike[str]) -> int:
+        """Write the kept events to a JSON Lines file; returns how many."""
+        events = self.snapshot()
+        with open(path, "w", encoding="utf-8") as f:
+            for event in events:
+                f.write(json.dumps(event_to_dict(event)) + "\n")
+        return len(events)
+
     def __len__(self) -> int:
         with self._cond:
             return self._dropped + len(self._events)
+
+
+def load_events(path: str | os.PathLike[str]) -> list[Event]:
+    """Events from a JSON Lines file written by EventLog.dump_jsonl."""
+    with open(path, encoding="utf-8") as f:
+        return [event_from_dict(json.loads(line)) for line in f if line.strip()]

@@ -10,6 +10,7 @@ import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -60,6 +61,18 @@ from ._worker import WorkerActor
 log = logging.getLogger("nannytree")
 
 
+class NannyPlugin:
+    """Extends a tree, as dask's NannyPlugin: `setup` once the tree has started
+    (in the thread that started it), `teardown` once it has stopped (with the
+    tree's exit reason). Override either; pass instances to NannyActor.start(plugins=...)."""
+
+    def setup(self, ref: pykka.ActorRef[NannyActor], log: EventLog) -> None:
+        """Called after every child started. Raising stops the tree and fails the start."""
+
+    def teardown(self, log: EventLog, reason: ExitReason | None) -> None:
+        """Called after every child stopped. Exceptions are logged, never raised."""
+
+
 @dataclass(frozen=True)
 class TreeNode:
     """One child in which_tree(): its info, its path, and its children if a supervisor."""
@@ -98,6 +111,7 @@ class NannyActor(pykka.ThreadingActor):
         _incarnation: int = 0,
         _log: EventLog | None = None,
         _memory: MemoryWatch | None = None,
+        plugins: Sequence[NannyPlugin] = (),
     ) -> None:
         super().__init__()
         if not isinstance(spec, SupervisorSpec):
@@ -110,8 +124,8 @@ class NannyActor(pykka.ThreadingActor):
         self._owns_launcher = _owns_launcher
         self._parent = _parent
         self._incarnation = _incarnation
-        self._log = _log or EventLog()
-        self._memory = _memory or MemoryWatch()
+        self._log = EventLog() if _log is None else _log
+        self._memory = MemoryWatch() if _memory is None else _memory
         self._owns_memory = _memory is None
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
@@ -121,6 +135,7 @@ class NannyActor(pykka.ThreadingActor):
         self._init_error: NannyError | None = None
         self._exit_reason: ExitReason | None = None
         self.finished = threading.Event()
+        self._plugins = list(plugins)
 
     @classmethod
     def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
@@ -139,6 +154,9 @@ class NannyActor(pykka.ThreadingActor):
             raise
         try:
             ref.ask(InitTree())
+            log = ref.proxy().event_log().get()
+            for plugin in kwargs.get("plugins", ()):
+                plugin.setup(ref, log)
         except BaseException:
             ref.stop()
             raise
@@ -428,6 +446,12 @@ class NannyActor(pykka.ThreadingActor):
     def _cleanup(self) -> None:
         self._stop_workers()
         self.finished.set()
+        for plugin in self._plugins:
+            try:
+                plugin.teardown(self._log, self._exit_reason)
+            except Exception:
+                log.exception("nanny %r: plugin %r failed in teardown", self._core.name, plugin)
+        self._plugins.clear()
         if self._owns_memory:
             self._memory.close()
         if self._owns_launcher:

@@ -32,7 +32,7 @@ from ._errors import (
     SupervisorStartError,
     TooManyChildren,
 )
-from ._events import Event, EventKind
+from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._info import ChildCounts, ChildInfo, ChildState
 from ._intensity import add_restart
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
@@ -91,14 +91,16 @@ __all__ = [
     "SupervisorNotRunning",
     "SupervisorSpec",
     "SupervisorStartError",
-    "TerminateChild",
     "TargetResolver",
+    "TerminateChild",
     "TerminateChildren",
     "TooManyChildren",
     "UnresolvedTarget",
     "add_restart",
     "check_childspecs",
     "classify_exit",
+    "event_from_dict",
+    "event_to_dict",
     "load_tree",
     "signal_name",
 ]

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
-from ._reasons import ExitReason
+from ._reasons import ExitKind, ExitReason
 
 
 class EventKind(StrEnum):
@@ -51,3 +52,38 @@ class Event:
         if self.detail:
             parts.append(self.detail)
         return " ".join(parts)
+
+
+def event_to_dict(event: Event) -> dict[str, object]:
+    """A JSON-ready dict of an event (and of its reason)."""
+    reason = event.reason
+    return {
+        "time": event.time,
+        "supervisor": event.supervisor,
+        "context": event.context.value,
+        "offender": event.offender,
+        "reason": None
+        if reason is None
+        else {k: v for k, v in vars(reason).items() if v not in (None, "")},
+        "pid": event.pid,
+        "incarnation": event.incarnation,
+        "detail": event.detail,
+    }
+
+
+def event_from_dict(data: dict[str, Any]) -> Event:
+    """The inverse of event_to_dict."""
+    raw = data.get("reason")
+    reason = None
+    if raw is not None:
+        reason = ExitReason(**{**raw, "kind": ExitKind(raw["kind"])})
+    return Event(
+        time=float(data["time"]),
+        supervisor=str(data["supervisor"]),
+        context=EventKind(data["context"]),
+        offender=data.get("offender"),
+        reason=reason,
+        pid=data.get("pid"),
+        incarnation=data.get("incarnation"),
+        detail=str(data.get("detail", "")),
+    )
