@@ -10,7 +10,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -56,6 +56,7 @@ from ._messages import (
     Started,
     Stop,
 )
+from ._timer import Scheduler
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
@@ -111,6 +112,7 @@ class NannyActor(pykka.ThreadingActor):
         _incarnation: int = 0,
         _log: EventLog | None = None,
         _memory: MemoryWatch | None = None,
+        _scheduler: Scheduler | None = None,
         plugins: Sequence[NannyPlugin] = (),
     ) -> None:
         super().__init__()
@@ -127,6 +129,7 @@ class NannyActor(pykka.ThreadingActor):
         self._log = EventLog() if _log is None else _log
         self._memory = MemoryWatch() if _memory is None else _memory
         self._owns_memory = _memory is None
+        self._scheduler = Scheduler() if _scheduler is None else _scheduler
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
@@ -308,12 +311,24 @@ class NannyActor(pykka.ThreadingActor):
                 results = self._terminate_many(action.child_ids)
                 queue.extend(self._core.terminated_all(results, time.monotonic()))
             elif isinstance(action, ScheduleRetry):
-                self.actor_ref.tell(RetryRestart(action.child_id))
+                if action.delay > 0:
+                    self._scheduler.call_later(action.delay, self._retry_later(action.child_id))
+                else:
+                    self.actor_ref.tell(RetryRestart(action.child_id))
             elif isinstance(action, Reply):
                 reply = action
             elif isinstance(action, Exit):
                 self._exit(action)
         return reply
+
+    def _retry_later(self, child_id: str) -> Callable[[], None]:
+        ref = self.actor_ref
+
+        def retry() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(RetryRestart(child_id))
+
+        return retry
 
     def _call(self, actions: list[Action]) -> Any:
         reply = self._run(actions)
@@ -349,6 +364,7 @@ class NannyActor(pykka.ThreadingActor):
                 _incarnation=incarnation,
                 _log=self._log,
                 _memory=self._memory,
+                _scheduler=self._scheduler,
             )
         except StartError as e:
             return self._core.start_failed(child_id, e.reason, time.monotonic())
@@ -454,6 +470,7 @@ class NannyActor(pykka.ThreadingActor):
         self._plugins.clear()
         if self._owns_memory:
             self._memory.close()
+            self._scheduler.close()
         if self._owns_launcher:
             self._launcher.close()
         _roots.discard(self)

@@ -43,6 +43,7 @@ from ._intensity import add_restart
 from ._reasons import ExitKind, ExitReason
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
+_MASK64 = (1 << 64) - 1
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
 TerminateContext = Literal["restart", "api", "shutdown"]
 
@@ -55,6 +56,9 @@ class _Child:
     incarnation: int = 0
     restarts: int = 0
     last_exit: ExitReason | None = None
+    failures: int = 0  # consecutive failed runs, for backoff
+    started_at: float | None = None
+    next_attempt: float | None = None
 
     @property
     def id(self) -> str:
@@ -75,6 +79,7 @@ class _Child:
             last_exit=self.last_exit,
             restart=self.spec.restart,
             significant=self.spec.significant,
+            next_attempt=self.next_attempt if self.state == "backoff" else None,
         )
 
 
@@ -114,8 +119,9 @@ class Supervisor:
     (`busy` is False).
     """
 
-    def __init__(self, spec: SupervisorSpec, name: str | None = None) -> None:
+    def __init__(self, spec: SupervisorSpec, name: str | None = None, *, seed: int = 0) -> None:
         self.spec = spec
+        self._jitter_state = (seed * 0x9E3779B97F4A7C15 + 1) & _MASK64
         self.name = name or spec.id
         self.mode: Mode = "new"
         self.restart_times: tuple[float, ...] = ()
@@ -187,6 +193,7 @@ class Supervisor:
         self._now = now
         child = self._get(child_id)
         child.state, child.pid, child.incarnation = "running", pid, incarnation
+        child.started_at, child.next_attempt = now, None
         if step.ctx == "restart":
             child.restarts += 1
         self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
@@ -212,8 +219,13 @@ class Supervisor:
             # 5.5: the rest of the group waits; the retry goes through the mailbox.
             self._plan.clear()
             child.state = "restarting"
-            self._report(EventKind.RESTART_SCHEDULED, child, reason=reason)
-            self._out.append(ScheduleRetry(child_id))
+            if child.spec.backoff is not None:
+                child.failures += 1
+            delay = self._backoff_delay(child)
+            child.next_attempt = now + delay
+            detail = f"delay={delay:.3f}"
+            self._report(EventKind.RESTART_SCHEDULED, child, reason=reason, detail=detail)
+            self._out.append(ScheduleRetry(child_id, delay))
         elif step.ctx == "api_start":
             self._remove(child)
             self._out.append(Reply(error=StartError(self.name, child_id, reason)))
@@ -261,6 +273,14 @@ class Supervisor:
             return self._flush()
         child.state, child.pid, child.last_exit = "stopped", None, reason
         self._report(EventKind.CHILD_EXITED, child, reason=reason, incarnation=incarnation)
+        backoff = child.spec.backoff
+        started_at = child.started_at
+        if (
+            backoff is not None
+            and started_at is not None
+            and now - started_at >= backoff.reset_after
+        ):
+            child.failures = 0  # it had stayed up long enough: start counting again
         restart = child.spec.restart
         if restart is Restart.TEMPORARY:
             self._remove(child)
@@ -278,8 +298,11 @@ class Supervisor:
         self._expect_idle()
         self._now = now
         child = self._lookup(child_id)
-        if self.mode == "running" and child is not None and child.state == "restarting":
-            self._restart(child)
+        if self.mode == "running" and child is not None:
+            if child.state == "restarting":
+                self._restart(child)  # a failed start: charged again (5.5)
+            elif child.state == "backoff":
+                self._apply_strategy(child)  # charged when the restart was decided
         return self._advance()
 
     # -- inputs: the API (section 9) -------------------------------------------
@@ -322,7 +345,7 @@ class Supervisor:
         if child.alive:
             self._plan.append(_Terminate(child.id, "api"))
             return self._advance()
-        child.state = "stopped"  # ends a restart loop: the pending retry is a no-op
+        child.state = "stopped"  # ends a restart loop or backoff: the pending retry is a no-op
         if self._simple or child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
         self._out.append(Reply(None))
@@ -334,6 +357,7 @@ class Supervisor:
         self._refuse_simple("restart_child", "use terminate_child() and start_child()")
         child = self._find(key)
         self._refuse_live(child, "restart")
+        child.failures = 0  # a commanded start is no failure
         self._plan.append(_Start(child.id, "api_restart"))
         return self._advance()
 
@@ -364,6 +388,33 @@ class Supervisor:
             )
             self._shutdown(ExitReason.shutdown("reached_max_restart_intensity"))
             return
+        if child.spec.backoff is not None and child.state != "restarting":
+            child.failures += 1
+            delay = self._backoff_delay(child)
+            if delay > 0:
+                child.state, child.next_attempt = "backoff", self._now + delay
+                self._report(
+                    EventKind.RESTART_SCHEDULED,
+                    child,
+                    reason=child.last_exit,
+                    detail=f"backoff delay={delay:.3f}",
+                )
+                self._out.append(ScheduleRetry(child.id, delay))
+                return
+        self._apply_strategy(child)
+
+    def _backoff_delay(self, child: _Child) -> float:
+        backoff = child.spec.backoff
+        if backoff is None:
+            return 0.0
+        # A small deterministic generator: the core stays pure and replayable.
+        self._jitter_state = (
+            self._jitter_state * 6364136223846793005 + 1442695040888963407
+        ) & _MASK64
+        unit = (self._jitter_state >> 11) / float(1 << 53)
+        return backoff.delay(max(child.failures, 1), unit)
+
+    def _apply_strategy(self, child: _Child) -> None:
         strategy = self.spec.strategy
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             group = [child]
@@ -382,7 +433,8 @@ class Supervisor:
         if not child.spec.significant or policy is AutoShutdown.NEVER:
             return
         if policy is AutoShutdown.ALL_SIGNIFICANT and any(
-            c.spec.significant and c.state in ("running", "restarting") for c in self._children
+            c.spec.significant and c.state in ("running", "restarting", "backoff")
+            for c in self._children
         ):
             return
         self._report(EventKind.AUTO_SHUTDOWN, child, detail=policy.value)
@@ -391,7 +443,7 @@ class Supervisor:
     def _shutdown(self, reason: ExitReason, error: NannyError | None = None) -> None:
         self.mode = "shutting_down"
         for c in self._children:
-            if c.state == "restarting":
+            if c.state in ("restarting", "backoff"):
                 c.state = "stopped"
         if self._simple:
             self._plan.append(_TerminateAll("shutdown"))
@@ -535,7 +587,7 @@ class Supervisor:
     def _refuse_live(self, child: _Child, operation: str) -> None:
         if child.alive:
             raise ChildRunning(self.name, child.id, operation)
-        if child.state == "restarting":
+        if child.state in ("restarting", "backoff"):
             raise ChildRestarting(self.name, child.id, operation)
 
     def _report(

@@ -19,7 +19,8 @@ class ChildInfo:
 
     `pid` is None when no process runs (and for a nested supervisor, which runs
     in the tree's own process); `incarnation` counts the processes started for
-    this child; `restarts` counts the automatic restarts.
+    this child; `restarts` counts the automatic restarts; `next_attempt` is when a
+    child in state "backoff" will be restarted (on the clock the supervisor is given).
     """
 
     id: str
@@ -31,6 +32,7 @@ class ChildInfo:
     last_exit: ExitReason | None
     restart: Restart
     significant: bool = False
+    next_attempt: float | None = None  # state "backoff": when the restart is due
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ Every default, in one sentence each:
 - `min_uptime` defaults to 0.0 seconds: no exit counts as a failed start.
 - `stdout` and `stderr` default to None: the child writes to the parent's.
 - `normal_exit_codes` defaults to {0}.
+- `backoff` defaults to None: a child is restarted at once, as in OTP.
 """
 
 from __future__ import annotations
@@ -56,6 +57,64 @@ class ReadyFile:
     """Readiness by file: the child is ready once `path` exists (removed before each start)."""
 
     path: str | os.PathLike[str]
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential backoff between restarts, beyond OTP (off unless a spec sets it).
+
+    The n-th consecutive failed run of a child waits
+    min(max, initial * factor ** (n - 1)) seconds, +/- `jitter` (a fraction),
+    before it is restarted; a run that lasted `reset_after` seconds or more
+    starts the count again. Every default: initial 0.1 s, factor 2.0, max 30.0 s,
+    jitter 0.1, reset_after 60.0 s. Restarts still count against the
+    supervisor's intensity, when decided.
+    """
+
+    initial: float = 0.1
+    factor: float = 2.0
+    max: float = 30.0
+    jitter: float = 0.1
+    reset_after: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name, low in (("initial", 0.0), ("max", 0.0), ("reset_after", 0.0)):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (math.isfinite(value) and value >= low)
+            ):
+                raise SpecError(None, f"backoff.{name}", value, "expected seconds >= 0")
+            object.__setattr__(self, name, float(value))
+        if (
+            isinstance(self.factor, bool)
+            or not isinstance(self.factor, int | float)
+            or not (math.isfinite(self.factor) and self.factor >= 1)
+        ):
+            raise SpecError(None, "backoff.factor", self.factor, "expected a number >= 1")
+        if (
+            isinstance(self.jitter, bool)
+            or not isinstance(self.jitter, int | float)
+            or not (0 <= self.jitter < 1)
+        ):
+            raise SpecError(None, "backoff.jitter", self.jitter, "expected a fraction in [0, 1)")
+        if self.max < self.initial:
+            raise SpecError(None, "backoff.max", self.max, f"expected >= initial={self.initial}")
+
+    def delay(self, failures: int, unit: float = 0.5) -> float:
+        """Seconds before the restart that follows `failures` consecutive failures.
+
+        `unit` in [0, 1) picks the jitter (0.5: none).
+        """
+        base = min(self.max, self.initial * self.factor ** max(failures - 1, 0))
+        return max(0.0, base * (1 + self.jitter * (2 * unit - 1)))
+
+
+def _check_backoff(value: Any, child: str) -> Backoff | None:
+    if value is not None and not isinstance(value, Backoff):
+        raise SpecError(child, "backoff", value, "expected None or Backoff(...)")
+    return value
 
 
 Ready: TypeAlias = Literal["started", "notify"] | float | ReadyFile
@@ -137,6 +196,8 @@ class ChildSpec:
     - `normal_exit_codes`: exit codes that count as a normal exit (default {0}).
     - `fresh_interpreter`: run a target in a new interpreter instead of a fork of the
       launcher (slower; default False).
+    - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
+      restart at once, as OTP).
     """
 
     id: str
@@ -158,6 +219,7 @@ class ChildSpec:
     stderr: str | os.PathLike[str] | None = None
     normal_exit_codes: Iterable[int] = frozenset({0})
     fresh_interpreter: bool = False
+    backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -277,6 +339,7 @@ class ChildSpec:
             )
         put(self, "normal_exit_codes", frozenset(codes))
         _check_bool(self.fresh_interpreter, cid, "fresh_interpreter")
+        _check_backoff(self.backoff, cid)
 
     @property
     def type(self) -> Literal["worker"]:
@@ -294,7 +357,7 @@ class SupervisorSpec:
     - `auto_shutdown`: AutoShutdown.NEVER (default), ANY_SIGNIFICANT or ALL_SIGNIFICANT.
     - `max_children`: simple_one_for_one only: at most this many children (default None).
     - As a child of another supervisor: `restart` (default PERMANENT), `shutdown`
-      (default "infinity") and `significant` (default False).
+      (default "infinity"), `significant` (default False) and `backoff` (default None).
     """
 
     id: str
@@ -307,6 +370,7 @@ class SupervisorSpec:
     restart: Restart = Restart.PERMANENT
     shutdown: Shutdown = "infinity"
     significant: bool = False
+    backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
         sid = _check_id(self.id)
@@ -323,6 +387,7 @@ class SupervisorSpec:
         put(self, "restart", _enum(Restart, self.restart, sid, "restart"))
         put(self, "shutdown", _check_shutdown(self.shutdown, sid))
         _check_bool(self.significant, sid, "significant")
+        _check_backoff(self.backoff, sid)
         if self.significant and self.restart is Restart.PERMANENT:
             raise SpecError(
                 sid,

@@ -320,3 +320,33 @@ def test_a_crashed_nested_nanny_reaches_its_parent(tree):
     assert exited.reason.kind is ExitKind.ACTOR_CRASHED
     wait_event(ref, EventKind.CHILD_STARTED, "sub", where=lambda e: e.incarnation == 2)
     assert wait_gone([w_pid]) == []
+
+
+def test_backoff_delays_live_restarts_and_shows_in_which_children(tree):
+    from supervision import Backoff
+
+    backoff = Backoff(initial=0.3, factor=2.0, max=1.0, jitter=0.0, reset_after=30.0)
+    ref = tree(
+        SupervisorSpec(
+            id="root",
+            intensity=50,
+            period=60.0,
+            children=[ChildSpec(id="crashy", command=["sleep", "60"], backoff=backoff)],
+        )
+    )
+    pid = children_by_id(ref)["crashy"].pid
+    os.kill(pid, 9)
+    scheduled = wait_event(ref, EventKind.RESTART_SCHEDULED, "crashy")
+    assert "delay=0.300" in scheduled.detail
+    info = children_by_id(ref)["crashy"]
+    if info.state == "backoff":  # unless the 0.3 s already passed on a slow machine
+        assert info.next_attempt is not None and info.pid is None
+    restarted = wait_event(
+        ref, EventKind.CHILD_STARTED, "crashy", where=lambda e: e.incarnation == 2
+    )
+    assert restarted.time - scheduled.time >= 0.3
+    os.kill(restarted.pid, 9)
+    second = wait_event(
+        ref, EventKind.RESTART_SCHEDULED, "crashy", where=lambda e: e.time > restarted.time
+    )
+    assert "delay=0.600" in second.detail
