@@ -2,24 +2,53 @@
 
 `NannyActor` supervises; each `WorkerActor` owns one OS process. Inside a
 Python child, use `actors.child` (ready(), stop_requested()).
+
+Names are imported on first use: the launcher and the children it forks import
+`actors` too, and must not pay for (or inherit) pykka and the nanny.
 """
 
-from . import child
-from ._events import EventLog, load_events
-from ._messages import (
-    ChildExited,
-    Info,
-    Pause,
-    Restart,
-    Resume,
-    Signal,
-    Start,
-    Started,
-    Stop,
-    WorkerInfo,
-)
-from ._nanny import NannyActor, NannyPlugin, TreeNode
-from ._worker import WorkerActor
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from . import child
+    from ._events import EventLog, load_events
+    from ._messages import (
+        ChildExited,
+        Info,
+        Pause,
+        Restart,
+        Resume,
+        Signal,
+        Start,
+        Started,
+        Stop,
+        WorkerInfo,
+    )
+    from ._nanny import NannyActor, NannyPlugin, TreeNode
+    from ._worker import WorkerActor
+
+_HOMES = {
+    "ChildExited": "._messages",
+    "EventLog": "._events",
+    "Info": "._messages",
+    "NannyActor": "._nanny",
+    "NannyPlugin": "._nanny",
+    "Pause": "._messages",
+    "Restart": "._messages",
+    "Resume": "._messages",
+    "Signal": "._messages",
+    "Start": "._messages",
+    "Started": "._messages",
+    "Stop": "._messages",
+    "TreeNode": "._nanny",
+    "WorkerActor": "._worker",
+    "WorkerInfo": "._messages",
+    "child": ".child",
+    "load_events": "._events",
+}
 
 __all__ = [
     "ChildExited",
@@ -40,3 +69,17 @@ __all__ = [
     "child",
     "load_events",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'actors' has no attribute {name!r}")
+    module = importlib.import_module(home, __name__)
+    value = module if name == "child" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

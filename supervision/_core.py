@@ -271,8 +271,8 @@ class Supervisor:
                 incarnation=incarnation,
             )
             return self._flush()
-        child.state, child.pid, child.last_exit = "stopped", None, reason
-        self._report(EventKind.CHILD_EXITED, child, reason=reason, incarnation=incarnation)
+        pid, child.state, child.pid, child.last_exit = child.pid, "stopped", None, reason
+        self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at
         if (
@@ -452,8 +452,11 @@ class Supervisor:
         self._plan.append(_Exit(reason, error))
 
     def _after_termination(self, child: _Child, reason: ExitReason, ctx: TerminateContext) -> None:
+        pid, incarnation = child.pid, child.incarnation
         child.state, child.pid, child.last_exit = "stopped", None, reason
-        self._report(EventKind.CHILD_TERMINATED, child, reason=reason)
+        self._report(
+            EventKind.CHILD_TERMINATED, child, reason=reason, pid=pid, incarnation=incarnation
+        )
         if ctx != "shutdown" and (self._simple or child.spec.restart is Restart.TEMPORARY):
             self._remove(child)
 

@@ -45,6 +45,9 @@ def test_supervision_imports_nothing_impure(path):
     # os is allowed for os.PathLike / os.fspath in specs only.
     if path.name == "_spec.py":
         bad.discard("os")
+    # The simulator draws faults from a seeded random.Random: deterministic, no global state.
+    if path.name in ("simulate.py", "_sim_faults.py"):
+        bad.discard("random")
     assert not bad, f"{path.name} imports {sorted(bad)}: supervision/ must stay pure"
 
 
@@ -65,3 +68,14 @@ def test_public_names_are_exported_once(package):
     for name in module.__all__:
         assert hasattr(module, name), f"{package}.__all__ names missing {name}"
     assert len(set(module.__all__)) == len(module.__all__)
+
+
+def test_the_launcher_and_its_children_do_not_import_the_actors():
+    code = (
+        "import sys; import actors._launcher_main, actors._bootstrap, actors.child; "
+        "print(' '.join(m for m in ('pykka', 'psutil', 'actors._nanny', 'supervision') "
+        "if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == []
