@@ -99,10 +99,13 @@ def _reset_signals() -> None:
                 signal.signal(sig, wanted)
 
 
-def _close_fds_except(keep: int) -> None:
+def _close_fds_except(*keep: int) -> None:
     top = max(int(name) for name in os.listdir("/proc/self/fd"))
-    os.closerange(3, keep)
-    os.closerange(keep + 1, top + 1)
+    low = 3
+    for fd in sorted(keep):
+        os.closerange(low, fd)
+        low = fd + 1
+    os.closerange(low, top + 1)
 
 
 def _drop_inherited_logging() -> None:
@@ -184,14 +187,20 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def _run_target(settings: Mapping[str, Any], control_fd: int) -> NoReturn:
-    """Unpickle and call the target, then exit the way Python would."""
+def _run_target(settings: Mapping[str, Any], control_fd: int, go_fd: int | None = None) -> NoReturn:
+    """Unpickle and call the target, then exit the way Python would.
+
+    A warm standby (`go_fd`) unpickles first, then waits for the launcher's word.
+    """
     global _raise_on_term
     code, die_by = 0, None
+    loaded = None
+    if go_fd is not None:
+        loaded = _load_standby(settings, control_fd, go_fd)
     try:
         _raise_on_term = True
         try:
-            code, die_by = _call_target(settings, control_fd)
+            code, die_by = _call_target(settings, control_fd, loaded)
         finally:
             _raise_on_term = False
     except _Terminated:
@@ -200,13 +209,27 @@ def _run_target(settings: Mapping[str, Any], control_fd: int) -> NoReturn:
     _finish(code, die_by)
 
 
-def _call_target(settings: Mapping[str, Any], control_fd: int) -> tuple[int, int | None]:
+def _load_standby(settings: Mapping[str, Any], control_fd: int, go_fd: int) -> Any:
+    """Unpickle (so imports are done), then block until the launcher says go."""
+    try:
+        loaded = cloudpickle.loads(settings["payload"])
+    except BaseException:
+        loaded = None  # unpickled again after "go", where the error is reported
+    if not os.read(go_fd, 1):
+        os._exit(0)  # discarded (or the launcher is gone): never ran, nothing to say
+    os.close(go_fd)
+    return loaded
+
+
+def _call_target(
+    settings: Mapping[str, Any], control_fd: int, loaded: Any = None
+) -> tuple[int, int | None]:
     """(exit code, signal to die by)."""
     try:
         if _child._stop_requested:
             # SIGTERM came while starting up, before it could raise: honour it now.
             raise _Terminated(128 + signal.SIGTERM)
-        target, args, kwargs = cloudpickle.loads(settings["payload"])
+        target, args, kwargs = loaded or cloudpickle.loads(settings["payload"])
         target(*args, **kwargs)
     except _Terminated:
         return 0, signal.SIGTERM
@@ -247,6 +270,7 @@ def run_forked(
     settings: Mapping[str, Any],
     stdout_fd: int | None,
     stderr_fd: int | None,
+    go_fd: int | None = None,
 ) -> NoReturn:
     """Entry of a child forked by the launcher, signals still blocked."""
     try:
@@ -256,12 +280,12 @@ def run_forked(
             os.dup2(stdout_fd, 1)
         if stderr_fd is not None:
             os.dup2(stderr_fd, 2)
-        _close_fds_except(control_fd)
+        _close_fds_except(control_fd, *([] if go_fd is None else [go_fd]))
         atexit._clear()
         _drop_inherited_logging()
         _apply_settings(settings, control_fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        _run_target(settings, control_fd)
+        _run_target(settings, control_fd, go_fd)
     except BaseException:
         try:
             traceback.print_exc()

@@ -114,6 +114,24 @@ def _output_target(path: str | None) -> str | None:
     return os.path.abspath(path)
 
 
+def _settings(request: SpawnRequest) -> dict[str, Any]:
+    """What the launcher needs of a request, resolved against the host's state now."""
+    name = request.name
+    return {
+        "command": None if request.command is None else list(request.command),
+        "payload": request.payload,
+        "env": dict(os.environ if request.env is None else request.env),
+        "cwd": os.path.abspath(os.getcwd() if request.cwd is None else request.cwd),
+        "sys_path": list(request.sys_path),
+        "argv": list(request.argv),
+        "fresh": request.fresh_interpreter,
+        # Relative output paths are the host's, not the child's cwd.
+        "stdout": _output_target(request.stdout),
+        "stderr": _output_target(request.stderr),
+        "name": name,
+    }
+
+
 def _call(callback: Callable[..., object], *args: object) -> None:
     try:
         callback(*args)
@@ -395,12 +413,37 @@ class Launcher:
 
     # -- spawning --------------------------------------------------------------
 
+    def prepare(self, request: SpawnRequest) -> int:
+        """Fork a warm standby for `request` ahead of time; returns its id at once.
+
+        The standby has the target unpickled (its imports done) and waits for
+        spawn(request, standby=id). It belongs to the caller: discard() it when
+        it is no longer wanted. If it dies, spawn falls back to a plain fork.
+        """
+        if request.payload is None or request.fresh_interpreter:
+            raise ValueError(f"child {request.name!r}: only a forked Python child has a standby")
+        with self._lock:
+            sid = self._next_id
+            self._next_id += 1
+        self._send(("prepare", sid, _settings(request)))
+        return sid
+
+    def discard(self, standby: int) -> None:
+        """Kill a standby that prepare() made and spawn() did not use."""
+        self._send(("discard", standby))
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        frame = _wire.encode(message)
+        with contextlib.suppress(OSError), self._send_lock:
+            self._sock.sendall(frame)
+
     def spawn(
         self,
         request: SpawnRequest,
         *,
         on_exit: Callable[[ProcessExit], None] | None = None,
         on_ready: Callable[[], None] | None = None,
+        standby: int | None = None,
     ) -> ChildProcess:
         """Start a child; blocks until the launcher replied. Thread-safe.
 
@@ -410,19 +453,7 @@ class Launcher:
         name = request.name
         if threading.current_thread() is self._reader:
             raise RuntimeError("Launcher.spawn from an on_exit/on_ready callback would deadlock")
-        settings: dict[str, Any] = {
-            "command": None if request.command is None else list(request.command),
-            "payload": request.payload,
-            "env": dict(os.environ if request.env is None else request.env),
-            "cwd": os.path.abspath(os.getcwd() if request.cwd is None else request.cwd),
-            "sys_path": list(request.sys_path),
-            "argv": list(request.argv),
-            "fresh": request.fresh_interpreter,
-            # Relative output paths are the host's, not the child's cwd.
-            "stdout": _output_target(request.stdout),
-            "stderr": _output_target(request.stderr),
-            "name": name,
-        }
+        settings = _settings(request)
         slot = _Pending(name, on_exit, on_ready)
         with self._lock:
             if self._dead or self._closing or self._forked:
@@ -435,7 +466,7 @@ class Launcher:
             self._next_id += 1
             self._pending[req_id] = slot
         try:
-            frame = _wire.encode(("spawn", req_id, settings))
+            frame = _wire.encode(("spawn", req_id, settings, standby))
             with self._send_lock:
                 self._sock.sendall(frame)
         except OSError as exc:
@@ -523,6 +554,8 @@ class Launcher:
                     f"cannot start child {slot.name!r}: {text}", name=slot.name, errno=err
                 )
                 slot.done.set()
+        elif kind == "standby_died":
+            pass  # the next spawn that names it falls back to a plain fork
         elif kind == "hello":
             self._hello_error = message[2]
             self._hello.set()

@@ -160,6 +160,8 @@ class LauncherLoop:
         os.set_inheritable(lifeline_fd, False)
         self.lifeline = lifeline_fd
         self.children: dict[int, _Child] = {}
+        self.standbys: dict[int, tuple[_Child, int]] = {}  # id -> (child, write end of "go")
+        self.discarded: dict[int, _Child] = {}
         self.outbox: list[bytes] = []
         self.requests = _wire.Decoder()
         self._recv_buf = bytearray(1 << 18)
@@ -258,9 +260,15 @@ class LauncherLoop:
             return
         for message in messages:
             if message[0] == "spawn":
-                self._spawn(message[1], message[2])
+                self._spawn(message[1], message[2], message[3] if len(message) > 3 else None)
+            elif message[0] == "prepare":
+                self._prepare(message[1], message[2])
+            elif message[0] == "discard":
+                self._discard(message[1])
 
-    def _spawn(self, req_id: int, req: Mapping[str, Any]) -> None:
+    def _spawn(self, req_id: int, req: Mapping[str, Any], standby: int | None = None) -> None:
+        if standby is not None and self._go(req_id, standby):
+            return
         out_fd = err_fd = None
         captures: dict[int, int] = {}
         try:
@@ -350,7 +358,11 @@ class LauncherLoop:
             ) from None
 
     def _fork(
-        self, req: Mapping[str, Any], out_fd: int | None, err_fd: int | None
+        self,
+        req: Mapping[str, Any],
+        out_fd: int | None,
+        err_fd: int | None,
+        go_fd: int | None = None,
     ) -> tuple[int, int]:
         control_r, control_w = os.pipe()
         for stream in (sys.stdout, sys.stderr):
@@ -367,7 +379,7 @@ class LauncherLoop:
             os.close(control_w)
             raise _SpawnFailed(exc.errno, f"fork failed: {exc.strerror}") from None
         if pid == 0:
-            _bootstrap.run_forked(self.pid, control_w, req, out_fd, err_fd)
+            _bootstrap.run_forked(self.pid, control_w, req, out_fd, err_fd, go_fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         # Also set here, so a killpg from the host can never precede the child's own setpgid.
         with contextlib.suppress(OSError):
@@ -414,6 +426,76 @@ class LauncherLoop:
         os.set_blocking(control_r, False)
         return pid, control_r
 
+    # -- warm standbys: forked ahead, target unpickled, waiting for "go" ----------
+
+    def _prepare(self, sid: int, req: Mapping[str, Any]) -> None:
+        out_fd = err_fd = None
+        captures: dict[int, int] = {}
+        go_r, go_w = os.pipe()
+        try:
+            _chdir(req["cwd"])
+            out_fd = _open_output(req["stdout"], "stdout", captures)
+            err_fd = _open_output(req["stderr"], "stderr", captures)
+            pid, control_fd = self._fork(req, out_fd, err_fd, go_r)
+        except Exception:
+            # No standby then: the next spawn forks as usual and reports what fails.
+            self._close_all([*captures.values(), go_w])
+            self.report(("standby_died", sid))
+            return
+        finally:
+            self._close_all([go_r] + [fd for fd in (out_fd, err_fd) if fd is not None])
+        child = _Child(pid, control_fd)
+        child.captures = captures
+        self.standbys[sid] = (child, go_w)
+        self.sel.register(control_fd, selectors.EVENT_READ, lambda: self._read_control(child))
+
+    def _go(self, req_id: int, sid: int) -> bool:
+        entry = self.standbys.pop(sid, None)
+        if entry is None:
+            return False
+        child, go_w = entry
+        try:
+            os.write(go_w, b"g")
+        except OSError:
+            return False  # it died meanwhile: the reap will say so
+        finally:
+            os.close(go_w)
+        self.children[child.pid] = child
+        self.report(("spawned", req_id, child.pid))
+        for stream, fd in child.captures.items():
+            self.sel.register(
+                fd, selectors.EVENT_READ, lambda s=stream: self._read_output(child, s)
+            )
+        return True
+
+    def _discard(self, sid: int) -> None:
+        entry = self.standbys.pop(sid, None)
+        if entry is None:
+            return
+        child, go_w = entry
+        os.close(go_w)  # EOF on its go pipe: it exits; SIGKILL makes sure
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        self.discarded[child.pid] = child
+
+    def _standby_gone(self, pid: int) -> bool:
+        """A standby (or a discarded one) was reaped: clean up; True if it was one."""
+        child = self.discarded.pop(pid, None)
+        if child is None:
+            for sid, (candidate, go_w) in list(self.standbys.items()):
+                if candidate.pid == pid:
+                    del self.standbys[sid]
+                    os.close(go_w)
+                    child = candidate
+                    self.report(("standby_died", sid))
+                    break
+        if child is None:
+            return False
+        self._close_control(child)
+        self._close_all(child.captures.values())
+        child.captures.clear()
+        return True
+
     def _read_control(self, child: _Child) -> None:
         fd = child.control_fd
         if fd is None:
@@ -447,7 +529,8 @@ class LauncherLoop:
                 return
             child = self.children.pop(pid, None)
             if child is None:
-                continue  # an orphan re-parented to us: reaped, not reported
+                self._standby_gone(pid)
+                continue  # a standby, or an orphan re-parented to us: reaped, not reported
             # Grandchildren never outlive their parent: its group, and those that left it
             # (re-parented to us, the subreaper, before we were told of the exit).
             with contextlib.suppress(OSError):
@@ -460,8 +543,9 @@ class LauncherLoop:
             self.report(("exited", pid, os.waitstatus_to_exitcode(status), child.error))
 
     def _kill_orphans(self) -> None:
+        standbys = {c.pid for c, _ in self.standbys.values()} | set(self.discarded)
         for pid in _child_pids(self.pid):
-            if pid not in self.children:
+            if pid not in self.children and pid not in standbys:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(OSError):
@@ -471,7 +555,8 @@ class LauncherLoop:
 
     def kill_everything(self) -> None:
         """Kill every child's group, then every process re-parented to us, until none."""
-        for pid in self.children:
+        standbys = [c.pid for c, _ in self.standbys.values()]
+        for pid in [*self.children, *standbys]:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
         while True:

@@ -80,6 +80,7 @@ class WorkerActor(pykka.ThreadingActor):
         self._last_exit: ExitReason | None = None
         self._last_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
+        self._standby: tuple[int, SpawnRequest] | None = None  # warm_start: (id, its request)
 
     # -- messages -------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class WorkerActor(pykka.ThreadingActor):
         # The nanny stops its children before its workers; this is the backstop.
         if self._proc is not None:
             self._stop_process()
+        self._discard_standby()
 
     # -- start ------------------------------------------------------------------
 
@@ -158,8 +160,9 @@ class WorkerActor(pykka.ThreadingActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessExited(incarnation, exit))
 
+        standby = self._take_standby(request)
         try:
-            proc = self._launcher.spawn(request, on_exit=on_exit)
+            proc = self._launcher.spawn(request, on_exit=on_exit, standby=standby)
         except LaunchError as e:
             self._fail(ExitReason.start_failure(str(e)))
         self._started_at = time.monotonic()
@@ -178,6 +181,11 @@ class WorkerActor(pykka.ThreadingActor):
                     )
                 )
             self._fail(self._classify(exit, proc, stop_requested=False))
+        if self.spec.warm_start:
+            # Refill behind the start: one standby at most, so a crash storm
+            # cannot become a spawn storm.
+            with contextlib.suppress(LaunchError, OSError):
+                self._standby = (self._launcher.prepare(request), request)
         if self.spec.memory_limit is not None and self._memory is not None:
             limit = self.spec.memory_limit
             self._memory.watch(
@@ -186,6 +194,22 @@ class WorkerActor(pykka.ThreadingActor):
                 lambda rss: ref.tell(MemoryExceeded(incarnation, rss)),
             )
         return Started(proc.pid, incarnation)
+
+    def _take_standby(self, request: SpawnRequest) -> int | None:
+        """The standby for this start, if its request (env, cwd, ...) still holds."""
+        standby, self._standby = self._standby, None
+        if standby is None:
+            return None
+        sid, prepared = standby
+        if prepared != request:
+            self._launcher.discard(sid)  # forked before env, cwd or sys.path changed
+            return None
+        return sid
+
+    def _discard_standby(self) -> None:
+        if self._standby is not None:
+            self._launcher.discard(self._standby[0])
+            self._standby = None
 
     def _wait_ready(self, proc: ChildProcess) -> bool:
         """True once the child is ready; False if it exited or start_timeout passed."""
@@ -242,6 +266,7 @@ class WorkerActor(pykka.ThreadingActor):
     # -- stop ---------------------------------------------------------------------
 
     def _stop_process(self) -> ExitReason:
+        self._discard_standby()  # part of the child: stopped with it
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()

@@ -13,6 +13,7 @@ Every default, in one sentence each:
 - `stdout` and `stderr` default to None: the child writes to the parent's.
 - `normal_exit_codes` defaults to {0}.
 - `backoff` defaults to None: a child is restarted at once, as in OTP.
+- `warm_start` defaults to False.
 """
 
 from __future__ import annotations
@@ -196,6 +197,9 @@ class ChildSpec:
     - `normal_exit_codes`: exit codes that count as a normal exit (default {0}).
     - `fresh_interpreter`: run a target in a new interpreter instead of a fork of the
       launcher (slower; default False).
+    - `warm_start`: keep the next incarnation forked ahead, its target unpickled and
+      imports done, waiting for the word to run (restarts skip the fork and the
+      imports; one idle process more per child; default False).
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
     """
@@ -219,6 +223,7 @@ class ChildSpec:
     stderr: str | os.PathLike[str] | None = None
     normal_exit_codes: Iterable[int] = frozenset({0})
     fresh_interpreter: bool = False
+    warm_start: bool = False
     backoff: Backoff | None = None
 
     def __post_init__(self) -> None:
@@ -339,6 +344,15 @@ class ChildSpec:
             )
         put(self, "normal_exit_codes", frozenset(codes))
         _check_bool(self.fresh_interpreter, cid, "fresh_interpreter")
+        _check_bool(self.warm_start, cid, "warm_start")
+        if self.warm_start and (self.command is not None or self.fresh_interpreter):
+            raise SpecError(
+                cid,
+                "warm_start",
+                True,
+                "only a target= child forked from the launcher keeps a warm standby; "
+                "drop command= or fresh_interpreter=True",
+            )
         _check_backoff(self.backoff, cid)
 
     @property
