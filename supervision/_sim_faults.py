@@ -1,0 +1,198 @@
+"""Fault models for the simulator: how a simulated child fails, starts and stops.
+
+A fault model describes one worker child. Every model has the same start and
+stop behaviour fields; the subclasses say when a running process exits by
+itself. Every default, in one sentence each:
+- `start_duration` defaults to 0.0 seconds: a start succeeds or fails at once.
+- `stop_duration` defaults to 0.0 seconds: a process stops at once on SIGTERM.
+- `start_failure_probability` defaults to 0.0: no start fails at random.
+- `failed_starts` defaults to (): no start attempt is scripted to fail.
+- `Exponential.reason` and `Scripted` exits default to `CRASH` (exit code 1).
+- `Scripted.relative` defaults to False: exit times are absolute virtual times.
+- `Scripted.repeat` defaults to False: a relative script is not cycled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ._errors import SpecError
+from ._reasons import ExitKind, ExitReason
+
+CRASH = ExitReason(ExitKind.EXIT_CODE, code=1)
+"""The default reason a simulated process fails with: exit code 1."""
+
+START_FAILURE = ExitReason.start_failure("simulated start failure")
+"""The reason a simulated start fails with."""
+
+
+class Rng(Protocol):
+    """What a fault model draws from: a `random.Random` does."""
+
+    def random(self) -> float: ...
+
+    def expovariate(self, lambd: float, /) -> float: ...
+
+
+def _seconds(model: str, name: str, value: Any, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(None, f"{model}.{name}", value, "expected a finite number of seconds")
+    if value < 0 or (positive and value == 0):
+        bound = "> 0" if positive else ">= 0"
+        raise SpecError(None, f"{model}.{name}", value, f"expected seconds {bound}")
+    return float(value)
+
+
+def _reason(model: str, name: str, value: Any) -> ExitReason:
+    if not isinstance(value, ExitReason):
+        raise SpecError(
+            None, f"{model}.{name}", value, "expected an ExitReason, e.g. ExitReason.normal()"
+        )
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
+class FaultModel:
+    """A healthy child: it never exits by itself (the base of every fault model).
+
+    - `start_duration`: virtual seconds a start takes (its supervisor waits,
+      as the live one does for a readiness handshake); default 0.0.
+    - `stop_duration`: virtual seconds the process takes to exit after SIGTERM;
+      default 0.0. The child's `shutdown` spec bounds it: after `shutdown`
+      seconds it is killed, `brutal_kill` kills it at once, `infinity` waits.
+    - `start_failure_probability`: chance that a start attempt fails (after
+      `start_duration`); default 0.0.
+    - `failed_starts`: attempt numbers (1 = the child's first start in the
+      run, counting every attempt) that fail for sure; default ().
+    """
+
+    start_duration: float = 0.0
+    stop_duration: float = 0.0
+    start_failure_probability: float = 0.0
+    failed_starts: Collection[int] = ()
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        put = object.__setattr__
+        put(self, "start_duration", _seconds(name, "start_duration", self.start_duration))
+        put(self, "stop_duration", _seconds(name, "stop_duration", self.stop_duration))
+        p = self.start_failure_probability
+        if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
+            raise SpecError(
+                None, f"{name}.start_failure_probability", p, "expected a number from 0 to 1"
+            )
+        put(self, "start_failure_probability", float(p))
+        attempts = self.failed_starts
+        if isinstance(attempts, int) or not isinstance(attempts, Collection):
+            raise SpecError(
+                None, f"{name}.failed_starts", attempts, "expected attempt numbers, e.g. {2, 3}"
+            )
+        if not all(isinstance(a, int) and not isinstance(a, bool) and a >= 1 for a in attempts):
+            raise SpecError(
+                None, f"{name}.failed_starts", attempts, "expected attempt numbers >= 1"
+            )
+        put(self, "failed_starts", frozenset(attempts))
+
+    def lifetime(self, rng: Rng, incarnation: int) -> tuple[float, ExitReason] | None:
+        """How long the `incarnation`-th process of the child runs, and why it ends.
+
+        None: it runs until it is stopped. `incarnation` counts the child's
+        successful starts in the run, from 1.
+        """
+        return None
+
+    def absolute_exits(self) -> Sequence[tuple[float, ExitReason]]:
+        """Exits at absolute virtual times, whatever process is running then."""
+        return ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Healthy(FaultModel):
+    """A child that never exits by itself (what a child without a model is)."""
+
+
+@dataclass(frozen=True)
+class Exponential(FaultModel):
+    """A child whose processes fail at random: a mean time between failures.
+
+    Each process runs for an exponentially distributed time with mean `mtbf`
+    seconds (a memoryless failure rate of 1/mtbf), then exits with `reason`
+    (default `CRASH`, exit code 1).
+    """
+
+    mtbf: float
+    reason: ExitReason = CRASH
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        object.__setattr__(self, "mtbf", _seconds("Exponential", "mtbf", self.mtbf, positive=True))
+        _reason("Exponential", "reason", self.reason)
+
+    def lifetime(self, rng: Rng, incarnation: int) -> tuple[float, ExitReason] | None:
+        return rng.expovariate(1.0 / self.mtbf), self.reason
+
+
+@dataclass(frozen=True)
+class Scripted(FaultModel):
+    """A child that exits when the script says: a list of (seconds, ExitReason).
+
+    Absolute (`relative=False`, the default): at each virtual time, the child's
+    process exits with that reason if one is running and not being stopped;
+    otherwise that entry does nothing. Relative (`relative=True`): entry k is
+    the k-th successful start of the child in the run: that process runs
+    for that many seconds and exits with that reason; processes beyond the
+    script run until stopped, unless `repeat=True` cycles it.
+    A bare number instead of a pair means `CRASH`.
+    """
+
+    exits: Sequence[tuple[float, ExitReason] | float] = ()
+    relative: bool = False
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if isinstance(self.exits, str | bytes) or not isinstance(self.exits, Sequence):
+            raise SpecError(
+                None, "Scripted.exits", self.exits, "expected a list of (seconds, ExitReason)"
+            )
+        script: list[tuple[float, ExitReason]] = []
+        for entry in self.exits:
+            if isinstance(entry, tuple):
+                if len(entry) != 2:
+                    raise SpecError(
+                        None, "Scripted.exits", entry, "expected a (seconds, ExitReason) pair"
+                    )
+                script.append(
+                    (
+                        _seconds("Scripted", "exits", entry[0]),
+                        _reason("Scripted", "exits", entry[1]),
+                    )
+                )
+            else:
+                script.append((_seconds("Scripted", "exits", entry), CRASH))
+        object.__setattr__(self, "exits", tuple(script))
+        for name in ("relative", "repeat"):
+            if not isinstance(getattr(self, name), bool):
+                raise SpecError(None, f"Scripted.{name}", getattr(self, name), "expected a bool")
+        if self.repeat and not self.relative:
+            raise SpecError(
+                None, "Scripted.repeat", True, "only a relative script repeats; set relative=True"
+            )
+
+    def _script(self) -> tuple[tuple[float, ExitReason], ...]:
+        return self.exits  # type: ignore[return-value]  # normalised in __post_init__
+
+    def lifetime(self, rng: Rng, incarnation: int) -> tuple[float, ExitReason] | None:
+        script = self._script()
+        if not self.relative or not script:
+            return None
+        index = incarnation - 1
+        if self.repeat:
+            index %= len(script)
+        return script[index] if index < len(script) else None
+
+    def absolute_exits(self) -> Sequence[tuple[float, ExitReason]]:
+        return () if self.relative else self._script()

@@ -1,0 +1,263 @@
+"""What a simulation reports: per child, for the tree, and the run's events.
+
+Definitions (the same for every report):
+- A worker is *up* from the moment its start succeeds until its process exits
+  by itself or its supervisor begins to stop it. A nested supervisor is up from
+  the moment its parent records it started until it stops.
+- A child's availability is its uptime over the run's `duration`.
+- The tree is up while its root supervisor runs and every worker of the spec
+  is up or *finished*: a transient or temporary worker that ended normally and
+  is not restarted is finished, not down. Tree availability is the tree's
+  uptime over `duration`.
+- After the tree gives up (and is not restarted), everything is down until
+  `duration`: downtime includes the rest of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._events import Event, EventKind
+from ._reasons import ExitReason
+from ._spec import SupervisorSpec
+
+ChildType = Literal["worker", "supervisor"]
+_State = Literal["down", "up", "done"]
+
+
+@dataclass(frozen=True)
+class ChildReport:
+    """One child's figures over a run. `path` is relative to the root ("pool/w1").
+
+    `starts` counts successful starts, `restarts` those that were automatic
+    restarts, `exits` the exits by itself, `failures` the abnormal ones among
+    them, `start_failures` the failed start attempts and `terminations` the
+    times its supervisor stopped it.
+    """
+
+    path: str
+    type: ChildType
+    uptime: float
+    downtime: float
+    availability: float
+    starts: int
+    restarts: int
+    exits: int
+    failures: int
+    start_failures: int
+    terminations: int
+
+
+@dataclass(frozen=True)
+class TreeReport:
+    """The whole tree's figures over a run.
+
+    `give_ups` counts the times the root supervisor stopped by itself (restart
+    intensity reached, a failed start, or auto-shutdown); `time_to_give_up` is
+    the virtual time of the first, None if it never did; `root_exits` lists
+    each (time, reason). `intensity_reached` counts every supervisor's
+    reached_max_restart_intensity, nested ones included. `restarts`,
+    `failures` and `start_failures` are summed over the workers.
+    """
+
+    duration: float
+    uptime: float
+    downtime: float
+    availability: float
+    restarts: int
+    failures: int
+    start_failures: int
+    give_ups: int
+    time_to_give_up: float | None
+    intensity_reached: int
+    root_exits: tuple[tuple[float, ExitReason], ...] = ()
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """A run: its `events` (as a live tree reports them), per-child and tree reports.
+
+    `ended_at` is the virtual time the run stopped: `duration`, or the time
+    of the give-up when the tree gave up and was not restarted.
+    """
+
+    spec: SupervisorSpec
+    seed: int
+    duration: float
+    ended_at: float
+    events: list[Event]
+    children: dict[str, ChildReport]
+    tree: TreeReport
+
+    def __str__(self) -> str:
+        head = (
+            f"{'child':<20} {'avail':>8} {'uptime':>12} {'starts':>7} {'restarts':>8} "
+            f"{'failures':>8} {'start fail':>10}"
+        )
+        lines = [head]
+        for r in self.children.values():
+            lines.append(
+                f"{r.path:<20} {r.availability:>8.2%} {format_seconds(r.uptime):>12} {r.starts:>7} "
+                f"{r.restarts:>8} {r.failures:>8} {r.start_failures:>10}"
+            )
+        t = self.tree
+        first = t.time_to_give_up
+        gave_up = "never" if first is None else f"at {format_seconds(first)}"
+        lines.append(
+            f"{'(tree)':<20} {t.availability:>8.2%} {format_seconds(t.uptime):>12}; "
+            f"gave up {t.give_ups} times (first {gave_up})"
+        )
+        return "\n".join(lines)
+
+
+def event_sequence(
+    events: Iterable[Event], *, ignore: Collection[EventKind] = ()
+) -> list[tuple[str, str, str | None]]:
+    """The events as comparable (supervisor, context, offender) tuples.
+
+    Times, pids and reasons differ between a live run and a simulation; this
+    sequence does not, for a scripted scenario. Leave out kinds with `ignore`.
+    """
+    return [(e.supervisor, e.context.value, e.offender) for e in events if e.context not in ignore]
+
+
+@dataclass
+class _Account:
+    type: ChildType
+    state: _State = "down"
+    since: float = 0.0
+    uptime: float = 0.0
+    starts: int = 0
+    restarts: int = 0
+    exits: int = 0
+    failures: int = 0
+    start_failures: int = 0
+    terminations: int = 0
+
+
+@dataclass
+class Accounts:
+    """Running totals, updated as the simulation goes (no event list needed)."""
+
+    children: dict[str, _Account]
+    bad: int = 0  # workers neither up nor finished
+    root_running: bool = False
+    tree_since: float = 0.0
+    tree_uptime: float = 0.0
+    intensity_reached: int = 0
+    root_exits: list[tuple[float, ExitReason]] = field(default_factory=list)
+
+    @classmethod
+    def for_tree(cls, paths: Mapping[str, ChildType]) -> Accounts:
+        children = {p: _Account(t) for p, t in paths.items()}
+        return cls(children, bad=sum(1 for t in paths.values() if t == "worker"))
+
+    @property
+    def tree_up(self) -> bool:
+        return self.root_running and self.bad == 0
+
+    def set_state(self, path: str, state: _State, now: float) -> None:
+        acc = self.children[path]
+        old = acc.state
+        if old == state:
+            return
+        if old == "up":
+            acc.uptime += now - acc.since
+        acc.state, acc.since = state, now
+        if acc.type == "worker" and (old == "down") != (state == "down"):
+            was_up = self.tree_up
+            self.bad += 1 if state == "down" else -1
+            self._tree_changed(was_up, now)
+
+    def set_root_running(self, running: bool, now: float) -> None:
+        was_up = self.tree_up
+        self.root_running = running
+        self._tree_changed(was_up, now)
+
+    def _tree_changed(self, was_up: bool, now: float) -> None:
+        up = self.tree_up
+        if was_up and not up:
+            self.tree_uptime += now - self.tree_since
+        elif up and not was_up:
+            self.tree_since = now
+
+    def report(self, duration: float) -> tuple[dict[str, ChildReport], TreeReport]:
+        """Close the books at `duration` and build the reports."""
+        children: dict[str, ChildReport] = {}
+        for path, acc in self.children.items():
+            uptime = acc.uptime + (duration - acc.since if acc.state == "up" else 0.0)
+            children[path] = ChildReport(
+                path=path,
+                type=acc.type,
+                uptime=uptime,
+                downtime=duration - uptime,
+                availability=_fraction(uptime, duration),
+                starts=acc.starts,
+                restarts=acc.restarts,
+                exits=acc.exits,
+                failures=acc.failures,
+                start_failures=acc.start_failures,
+                terminations=acc.terminations,
+            )
+        uptime = self.tree_uptime + (duration - self.tree_since if self.tree_up else 0.0)
+        workers = [c for c in children.values() if c.type == "worker"]
+        gave_up = [t for t, r in self.root_exits]
+        tree = TreeReport(
+            duration=duration,
+            uptime=uptime,
+            downtime=duration - uptime,
+            availability=_fraction(uptime, duration),
+            restarts=sum(c.restarts for c in workers),
+            failures=sum(c.failures for c in workers),
+            start_failures=sum(c.start_failures for c in workers),
+            give_ups=len(gave_up),
+            time_to_give_up=gave_up[0] if gave_up else None,
+            intensity_reached=self.intensity_reached,
+            root_exits=tuple(self.root_exits),
+        )
+        return children, tree
+
+    def on_event(self, path: str | None, event: Event, restart: bool, finishes: bool) -> None:
+        """Count a reported event about the child at `path` (None: about a supervisor).
+
+        `restart`: a CHILD_STARTED that was an automatic restart; `finishes`: a
+        CHILD_EXITED after which the child is not restarted (transient or
+        temporary, normal reason).
+        """
+        kind = event.context
+        if kind is EventKind.MAX_INTENSITY_REACHED:
+            self.intensity_reached += 1
+        acc = self.children.get(path) if path is not None else None
+        if acc is None or path is None:
+            return
+        if kind is EventKind.CHILD_STARTED:
+            acc.starts += 1
+            acc.restarts += restart
+            self.set_state(path, "up", event.time)
+        elif kind is EventKind.CHILD_EXITED:
+            acc.exits += 1
+            if event.reason is not None and not event.reason.is_normal:
+                acc.failures += 1
+            if finishes:
+                self.set_state(path, "done", event.time)
+        elif kind is EventKind.START_FAILED:
+            acc.start_failures += 1
+        elif kind is EventKind.CHILD_TERMINATED:
+            acc.terminations += 1
+
+
+def _fraction(part: float, whole: float) -> float:
+    if whole <= 0:
+        return 1.0
+    return min(1.0, max(0.0, part / whole))
+
+
+def format_seconds(seconds: float) -> str:
+    """Seconds in the unit that reads best: "42.0 s", "12.5 min", "3.2 h"."""
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -1,0 +1,610 @@
+"""Restart-strategy experiments in virtual time: the live decision core, no processes.
+
+`simulate(spec, faults, duration=...)` runs a `SupervisorSpec` against a fault
+model per worker and returns the events a live tree would report, with a report
+per child and for the tree. `compare(specs, faults, ...)` runs several specs on
+the same fault model and seeds and returns a `Table`.
+
+How it models a tree (the same as `actors.NannyActor`, in virtual time):
+- Each supervisor is an actor with a FIFO mailbox: child exits and restart
+  retries queue while it is busy. It carries out the core's actions in order;
+  a start takes the child's `start_duration`, a stop its `stop_duration`
+  (bounded by its `shutdown` spec), and the supervisor waits meanwhile.
+- A nested supervisor is a child whose "process" is a sub-simulation. Starting
+  it runs its init; stopping it runs its shutdown; when it gives up, its parent
+  gets an ordinary child exit with its `shutdown` reason.
+- `ScheduleRetry(delay)` (a failed restart's retry, or a `Backoff` delay)
+  posts the retry to the mailbox after `delay` seconds (0: at once, behind
+  what is queued), as the live tree's timer does.
+- Exits are noticed at once; times tie-break in the order they were scheduled,
+  so a run is deterministic for a given seed.
+- When the root gives up, the run ends there (the rest of `duration` counts as
+  downtime), unless `root_restart_delay` is given: then the root is started
+  again that many seconds later, as systemd's Restart=always would.
+- Not modelled: API calls (so simple_one_for_one supervisors have no
+  children), `ready=`/`start_timeout` (give the fault model a `start_duration`),
+  memory limits, pause/resume.
+
+Faults are keyed by a worker's path below the root: "web" for a child of the
+root, "pool/w1" for a child of the nested supervisor "pool". A worker without
+a fault model never fails.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from random import Random
+from typing import Any
+
+from ._actions import (
+    Action,
+    Exit,
+    Report,
+    ScheduleRetry,
+    StartChild,
+    TerminateChild,
+    TerminateChildren,
+)
+from ._core import Supervisor
+from ._errors import SpecError, StartError
+from ._events import Event, EventKind
+from ._reasons import ExitKind, ExitReason
+from ._sim_faults import CRASH, START_FAILURE, Exponential, FaultModel, Healthy, Scripted
+from ._sim_report import (
+    Accounts,
+    ChildReport,
+    ChildType,
+    SimulationResult,
+    TreeReport,
+    event_sequence,
+)
+from ._sim_table import ComparisonRow, Table, summarize
+from ._spec import (
+    BRUTAL_KILL,
+    INFINITY,
+    AnySpec,
+    ChildSpec,
+    Restart,
+    Strategy,
+    SupervisorSpec,
+)
+
+__all__ = [
+    "CRASH",
+    "START_FAILURE",
+    "ChildReport",
+    "ComparisonRow",
+    "Exponential",
+    "FaultModel",
+    "Healthy",
+    "Scripted",
+    "SimulationResult",
+    "Table",
+    "TreeReport",
+    "compare",
+    "event_sequence",
+    "simulate",
+]
+
+_HEALTHY = Healthy()
+
+
+# -- messages to a simulated supervisor ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Init:
+    pass
+
+
+@dataclass(frozen=True)
+class _Shutdown:
+    pass
+
+
+@dataclass(frozen=True)
+class _ChildExited:
+    child_id: str
+    incarnation: int
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class _Retry:
+    child_id: str
+
+
+_Message = _Init | _Shutdown | _ChildExited | _Retry
+
+
+# -- one worker's faults, over the whole run ------------------------------------------
+
+
+class _Faults:
+    def __init__(self, model: FaultModel, seed: int, path: str) -> None:
+        self.model = model
+        self.life = Random(f"{seed}/{path}/life")
+        self.starts = Random(f"{seed}/{path}/start")
+        self.attempts = 0
+        self.successes = 0
+
+    def start_fails(self) -> bool:
+        self.attempts += 1
+        model = self.model
+        if self.attempts in model.failed_starts:
+            return True
+        p = model.start_failure_probability
+        return p > 0.0 and self.starts.random() < p
+
+    def lifetime(self) -> tuple[float, ExitReason] | None:
+        self.successes += 1
+        return self.model.lifetime(self.life, self.successes)
+
+
+class _Process:
+    __slots__ = ("alive", "incarnation", "reason")
+
+    def __init__(self, incarnation: int) -> None:
+        self.incarnation = incarnation
+        self.alive = True
+        self.reason: ExitReason | None = None
+
+
+# -- the simulated tree ------------------------------------------------------------------
+
+
+class _Node:
+    """One simulated supervisor: NannyActor's behaviour in virtual time."""
+
+    def __init__(
+        self,
+        sim: _Simulation,
+        spec: SupervisorSpec,
+        prefix: str,
+        parent: _Node | None = None,
+        child_id: str = "",
+        incarnation: int = 0,
+    ) -> None:
+        self.sim = sim
+        self.core = Supervisor(spec, f"{sim.root_name}/{prefix.rstrip('/')}" if prefix else None)
+        self.prefix = prefix  # "" for the root, "pool/" below it
+        self.parent = parent
+        self.child_id = child_id
+        self.incarnation = incarnation
+        self.mailbox: deque[_Message] = deque()
+        self.queue: deque[Action] = deque()
+        self.current: _Message | None = None
+        self.waiting = False
+        self.dead = False
+        self.running = False
+        self.procs: dict[str, _Process] = {}
+        self.nested: dict[str, _Node] = {}
+        self.incarnations: dict[str, int] = {}
+        self.paths: dict[str, str] = {}  # child id -> path below the root
+
+    def path(self, child_id: str) -> str:
+        path = self.paths.get(child_id)
+        if path is None:
+            path = self.paths[child_id] = self.prefix + child_id
+        return path
+
+    # -- the mailbox --------------------------------------------------------------------
+
+    def deliver(self, message: _Message) -> None:
+        if self.dead:
+            if isinstance(message, _Shutdown):
+                self._reply_shutdown(ExitReason.shutdown("already stopped"))
+            return
+        self.mailbox.append(message)
+        self.run()
+
+    def answer(self, actions: list[Action]) -> None:
+        """The action we waited for is done; `actions` is the core's answer."""
+        self.waiting = False
+        self.queue.extend(actions)
+        self.run()
+
+    def run(self) -> None:
+        if self.running:
+            return  # the loop further up the stack carries on
+        self.running = True
+        try:
+            while not self.dead and not self.waiting:
+                if self.queue:
+                    self._step(self.queue.popleft())
+                elif self.current is not None:
+                    self._finished(self.current)
+                    self.current = None
+                elif self.mailbox:
+                    self.current = self.mailbox.popleft()
+                    self.queue.extend(self._handle(self.current))
+                else:
+                    return
+        finally:
+            self.running = False
+
+    def _handle(self, message: _Message) -> list[Action]:
+        now = self.sim.now
+        if isinstance(message, _ChildExited):
+            return self.core.child_exited(
+                message.child_id, message.incarnation, message.reason, now
+            )
+        if isinstance(message, _Retry):
+            return self.core.retry(message.child_id, now)
+        if isinstance(message, _Init):
+            return self.core.start(now)
+        return self.core.shutdown(now)
+
+    def _finished(self, message: _Message) -> None:
+        """A message is fully handled and the supervisor still runs."""
+        parent = self.parent
+        if parent is None:
+            return
+        if isinstance(message, _Init):
+            parent.answer(parent.core.started(self.child_id, None, self.incarnation, self.sim.now))
+        elif isinstance(message, _Shutdown):  # already stopping: the core had nothing to do
+            self._reply_shutdown(ExitReason.shutdown())
+
+    # -- carrying out the core's actions --------------------------------------------
+
+    def _step(self, action: Action) -> None:
+        if isinstance(action, Report):
+            self.sim.record(self, action.event)
+        elif isinstance(action, StartChild):
+            self._start(action.child_id, action.spec)
+        elif isinstance(action, TerminateChild):
+            self._terminate(action.child_id, action.spec)
+        elif isinstance(action, TerminateChildren):
+            # Only simple_one_for_one asks for it, and nothing starts its children here.
+            raise RuntimeError("simulate: simple_one_for_one children are not simulated")
+        elif isinstance(action, ScheduleRetry):
+            if action.delay > 0:
+                self.sim.at(self.sim.now + action.delay, self.deliver, _Retry(action.child_id))
+            else:
+                self.mailbox.append(_Retry(action.child_id))
+        elif isinstance(action, Exit):
+            self._exit(action)
+        # Reply: nothing calls the API in a simulation.
+
+    def _start(self, child_id: str, spec: AnySpec) -> None:
+        incarnation = self.incarnations.get(child_id, 0) + 1
+        self.incarnations[child_id] = incarnation
+        if isinstance(spec, SupervisorSpec):
+            node = _Node(self.sim, spec, self.prefix + child_id + "/", self, child_id, incarnation)
+            self.nested[child_id] = node
+            self.waiting = True
+            node.deliver(_Init())
+            return
+        faults = self.sim.faults_of(self.path(child_id))
+        fails = faults.start_fails()
+        delay = faults.model.start_duration
+        if delay > 0:
+            self.waiting = True
+            self.sim.at(
+                self.sim.now + delay, self._start_done, (child_id, incarnation, faults, fails)
+            )
+        else:
+            self.queue.extend(self._started(child_id, incarnation, faults, fails))
+
+    def _start_done(self, args: tuple[str, int, _Faults, bool]) -> None:
+        self.answer(self._started(*args))
+
+    def _started(
+        self, child_id: str, incarnation: int, faults: _Faults, fails: bool
+    ) -> list[Action]:
+        now = self.sim.now
+        if fails:
+            return self.core.start_failed(child_id, START_FAILURE, now)
+        proc = _Process(incarnation)
+        self.procs[child_id] = proc
+        life = faults.lifetime()
+        if life is not None:
+            self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
+        return self.core.started(child_id, None, incarnation, now)
+
+    def _process_exit(self, args: tuple[str, _Process, ExitReason]) -> None:
+        """A worker's process ends by itself (a fault)."""
+        child_id, proc, reason = args
+        if not proc.alive or self.procs.get(child_id) is not proc:
+            return  # already stopped (or stopping) by its supervisor
+        proc.alive, proc.reason = False, reason
+        self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
+        self.deliver(_ChildExited(child_id, proc.incarnation, reason))
+
+    def kill(self, child_id: str, reason: ExitReason) -> None:
+        """Scripted absolute exit: the current process of `child_id`, if one runs."""
+        proc = self.procs.get(child_id)
+        if proc is not None and proc.alive and not self.dead:
+            self._process_exit((child_id, proc, reason))
+
+    def _stop_worker(self, child_id: str, spec: ChildSpec) -> tuple[float, ExitReason]:
+        """Begin stopping a worker: how long it takes and the reason it ends with."""
+        proc = self.procs.pop(child_id, None)
+        if proc is None:
+            return 0.0, ExitReason.shutdown("already stopped")
+        if not proc.alive:  # it died by itself; its exit is still queued, and will be stale
+            assert proc.reason is not None
+            return 0.0, proc.reason
+        proc.alive = False
+        self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
+        need = self.sim.faults_of(self.path(child_id)).model.stop_duration
+        shutdown = spec.shutdown
+        if shutdown == BRUTAL_KILL:
+            return 0.0, ExitReason(ExitKind.SHUTDOWN, signal=9)
+        if shutdown == INFINITY or need <= float(shutdown):
+            return need, ExitReason.shutdown()
+        note = f"ignored SIGTERM for {float(shutdown)}s; killed with SIGKILL"
+        return float(shutdown), ExitReason(ExitKind.SHUTDOWN, signal=9, message=note)
+
+    def _terminate(self, child_id: str, spec: AnySpec) -> None:
+        if isinstance(spec, SupervisorSpec):
+            node = self.nested.pop(child_id)
+            self.sim.accounts.set_state(node.prefix.rstrip("/"), "down", self.sim.now)
+            self.waiting = True
+            node.deliver(_Shutdown())
+            return
+        delay, reason = self._stop_worker(child_id, spec)
+        if delay > 0:
+            self.waiting = True
+            self.sim.at(self.sim.now + delay, self._terminate_done, (child_id, reason))
+        else:
+            self.queue.extend(self.core.terminated(child_id, reason, self.sim.now))
+
+    def _terminate_done(self, args: tuple[str, ExitReason]) -> None:
+        self.answer(self.core.terminated(args[0], args[1], self.sim.now))
+
+    def _exit(self, action: Exit) -> None:
+        """The supervisor stopped: tell whoever waits for it, or its parent."""
+        self.dead = True
+        now = self.sim.now
+        message, self.current = self.current, None
+        if self.parent is None:
+            self.sim.root_exited(action.reason)
+        elif isinstance(message, _Shutdown):
+            self._reply_shutdown(action.reason)
+        elif isinstance(message, _Init):
+            reason = action.error.reason if isinstance(action.error, StartError) else action.reason
+            self.parent.answer(self.parent.core.start_failed(self.child_id, reason, now))
+        else:  # gave up by itself: an ordinary child exit for the parent
+            self.sim.accounts.set_state(self.prefix.rstrip("/"), "down", now)
+            self.parent.deliver(_ChildExited(self.child_id, self.incarnation, action.reason))
+        for queued in self.mailbox:  # pykka fails pending asks of a stopped actor
+            if isinstance(queued, _Shutdown):
+                self._reply_shutdown(ExitReason.shutdown("already stopped"))
+        self.mailbox.clear()
+
+    def _reply_shutdown(self, reason: ExitReason) -> None:
+        parent = self.parent
+        if parent is not None:
+            parent.answer(parent.core.terminated(self.child_id, reason, self.sim.now))
+
+
+class _Simulation:
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        faults: Mapping[str, FaultModel],
+        duration: float,
+        seed: int,
+        root_restart_delay: float | None,
+        keep_events: bool,
+    ) -> None:
+        self.spec = spec
+        self.root_name = spec.id
+        self.duration = duration
+        self.seed = seed
+        self.root_restart_delay = root_restart_delay
+        self.events: list[Event] | None = [] if keep_events else None
+        self.now = 0.0
+        self.heap: list[tuple[float, int, Callable[[Any], None], Any]] = []
+        self.seq = 0
+        self.ended_at: float | None = None
+        paths = _paths(spec)
+        _check_faults(faults, paths)
+        self.models = dict(faults)
+        self.specs: dict[str, AnySpec] = {}
+        _collect_specs(spec, "", self.specs)
+        self.faults: dict[str, _Faults] = {}
+        self.accounts = Accounts.for_tree(paths)
+        self.root: _Node | None = None
+
+    def at(self, time: float, fn: Callable[[Any], None], arg: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (time, self.seq, fn, arg))
+
+    def faults_of(self, path: str) -> _Faults:
+        faults = self.faults.get(path)
+        if faults is None:
+            model = self.models.get(path, _HEALTHY)
+            faults = self.faults[path] = _Faults(model, self.seed, path)
+        return faults
+
+    def run(self) -> SimulationResult:
+        for path, model in self.models.items():
+            for when, reason in model.absolute_exits():
+                self.at(when, self._kill, (path, reason))
+        self._start_root(None)
+        heap, duration = self.heap, self.duration
+        while heap and self.ended_at is None:
+            when, _, fn, arg = heap[0]
+            if when > duration:
+                break
+            heapq.heappop(heap)
+            self.now = when
+            fn(arg)
+        children, tree = self.accounts.report(duration)
+        return SimulationResult(
+            spec=self.spec,
+            seed=self.seed,
+            duration=duration,
+            ended_at=duration if self.ended_at is None else self.ended_at,
+            events=self.events if self.events is not None else [],
+            children=children,
+            tree=tree,
+        )
+
+    def _start_root(self, _: object) -> None:
+        self.root = _Node(self, self.spec, "")
+        self.accounts.set_root_running(True, self.now)
+        self.root.deliver(_Init())
+
+    def _kill(self, args: tuple[str, ExitReason]) -> None:
+        path, reason = args
+        node = self.root
+        *parents, child_id = path.split("/")
+        for name in parents:
+            if node is None:
+                return
+            node = node.nested.get(name)
+        if node is not None:
+            node.kill(child_id, reason)
+
+    def root_exited(self, reason: ExitReason) -> None:
+        self.accounts.set_root_running(False, self.now)
+        self.accounts.root_exits.append((self.now, reason))
+        if self.root_restart_delay is None:
+            self.ended_at = self.now
+        else:
+            self.at(self.now + self.root_restart_delay, self._start_root, None)
+
+    def record(self, node: _Node, event: Event) -> None:
+        if self.events is not None:
+            self.events.append(event)
+        offender = event.offender
+        kind = event.context
+        path = None
+        if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
+            path = node.path(offender)
+        restart = kind is EventKind.CHILD_STARTED and not isinstance(node.current, _Init)
+        finishes = False
+        if path is not None and kind is EventKind.CHILD_EXITED:
+            spec = self.specs[path]
+            reason = event.reason
+            finishes = spec.restart is Restart.TEMPORARY or (
+                spec.restart is Restart.TRANSIENT and reason is not None and reason.is_normal
+            )
+        self.accounts.on_event(path, event, restart, finishes)
+
+
+# -- the spec tree ---------------------------------------------------------------------
+
+
+def _paths(spec: SupervisorSpec, prefix: str = "") -> dict[str, ChildType]:
+    paths: dict[str, ChildType] = {}
+    if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+        return paths
+    for child in spec.children:
+        path = prefix + child.id
+        paths[path] = child.type
+        if isinstance(child, SupervisorSpec):
+            paths.update(_paths(child, path + "/"))
+    return paths
+
+
+def _collect_specs(spec: SupervisorSpec, prefix: str, out: dict[str, AnySpec]) -> None:
+    for child in spec.children:
+        out[prefix + child.id] = child
+        if isinstance(child, SupervisorSpec):
+            _collect_specs(child, prefix + child.id + "/", out)
+
+
+def _check_faults(faults: Mapping[str, FaultModel], paths: Mapping[str, ChildType]) -> None:
+    workers = sorted(p for p, t in paths.items() if t == "worker")
+    for path, model in faults.items():
+        if not isinstance(model, FaultModel):
+            raise SpecError(
+                path, "faults", model, "expected a fault model: Exponential, Scripted or Healthy"
+            )
+        if paths.get(path) == "supervisor":
+            raise SpecError(
+                path,
+                "faults",
+                model,
+                "a nested supervisor fails through its children; give its workers fault models",
+            )
+        if path not in paths:
+            raise SpecError(
+                path, "faults", model, f"no worker at this path; the workers are {workers}"
+            )
+
+
+# -- the API ------------------------------------------------------------------------
+
+
+def simulate(
+    spec: SupervisorSpec,
+    faults: Mapping[str, FaultModel] | None = None,
+    *,
+    duration: float,
+    seed: int = 0,
+    root_restart_delay: float | None = None,
+    keep_events: bool = True,
+) -> SimulationResult:
+    """Run `spec` for `duration` virtual seconds against `faults`; report what happened.
+
+    - `faults`: a fault model per worker path ("web", "pool/w1"); workers
+      without one never fail.
+    - `seed`: the same seed gives the same run; each worker draws from its
+      own random streams, so specs compared on one seed share their faults
+      as far as the runs allow.
+    - `root_restart_delay`: None (default) ends the run when the root gives
+      up; seconds > 0 start it again after that delay.
+    - `keep_events`: False drops the event list (the reports are the same),
+      for long runs.
+    """
+    if not isinstance(spec, SupervisorSpec):
+        raise SpecError(None, "spec", spec, "simulate() takes a SupervisorSpec")
+    if isinstance(duration, bool) or not isinstance(duration, int | float):
+        raise SpecError(spec.id, "duration", duration, "expected virtual seconds > 0")
+    if not (math.isfinite(duration) and duration > 0):
+        raise SpecError(spec.id, "duration", duration, "expected virtual seconds > 0")
+    if root_restart_delay is not None and not (
+        isinstance(root_restart_delay, int | float)
+        and math.isfinite(root_restart_delay)
+        and root_restart_delay > 0
+    ):
+        raise SpecError(
+            spec.id,
+            "root_restart_delay",
+            root_restart_delay,
+            "expected None (the run ends at a give-up) or seconds > 0",
+        )
+    sim = _Simulation(spec, faults or {}, float(duration), seed, root_restart_delay, keep_events)
+    return sim.run()
+
+
+def compare(
+    specs: Mapping[str, SupervisorSpec],
+    faults: Mapping[str, FaultModel] | None = None,
+    *,
+    duration: float,
+    seeds: Iterable[int] = range(10),
+    root_restart_delay: float | None = None,
+) -> Table:
+    """Run each spec on the same fault model and seeds; return a `Table` row per spec.
+
+    `str(table)` renders it as plain text; `table.rows` holds the figures
+    (means over the seeds).
+    """
+    seed_list = list(seeds)
+    if not seed_list:
+        raise SpecError(None, "seeds", seeds, "expected at least one seed")
+    rows = []
+    for name, spec in specs.items():
+        results = [
+            simulate(
+                spec,
+                faults,
+                duration=duration,
+                seed=seed,
+                root_restart_delay=root_restart_delay,
+                keep_events=False,
+            )
+            for seed in seed_list
+        ]
+        rows.append(summarize(name, results))
+    return Table(rows, duration=float(duration), seeds=tuple(seed_list))
