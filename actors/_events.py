@@ -134,7 +134,7 @@ class EventLog:
                 for i in range(max(index - base, 0), len(events)):
                     if predicate(events[i]):
                         return events[i]
-                index = base + len(events)
+                index = max(index, base + len(events))
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     tail = "\n  ".join(str(e) for e in events[-10:])

@@ -94,3 +94,16 @@ def test_plugins_set_up_after_start_and_tear_down_after_stop():
     assert calls == [("setup", EventKind.CHILD_STARTED)]
     ref.stop()
     assert calls[-1] == ("teardown", ExitKind.SHUTDOWN)
+
+
+def test_wait_for_from_an_index_not_reached_yet_waits_for_it():
+    log = EventLog()
+    for i in range(3):
+        log.append(Event(time=float(i), supervisor="root", context=EventKind.CHILD_STARTED))
+
+    def later() -> None:
+        for i in range(3, 6):
+            log.append(Event(time=float(i), supervisor="root", context=EventKind.CHILD_STARTED))
+
+    threading.Timer(0.05, later).start()
+    assert log.wait_for(lambda e: True, 5, start=5).time == 5.0
