@@ -28,8 +28,6 @@ from collections.abc import Mapping
 from types import FrameType, TracebackType
 from typing import Any, NoReturn
 
-import cloudpickle
-
 from actors import _wire
 from actors import child as _child
 
@@ -212,7 +210,7 @@ def _run_target(settings: Mapping[str, Any], control_fd: int, go_fd: int | None 
 def _load_standby(settings: Mapping[str, Any], control_fd: int, go_fd: int) -> Any:
     """Unpickle (so imports are done), then block until the launcher says go."""
     try:
-        loaded = cloudpickle.loads(settings["payload"])
+        loaded = pickle.loads(settings["payload"])
     except BaseException:
         loaded = None  # unpickled again after "go", where the error is reported
     if not os.read(go_fd, 1):
@@ -229,7 +227,8 @@ def _call_target(
         if _child._stop_requested:
             # SIGTERM came while starting up, before it could raise: honour it now.
             raise _Terminated(128 + signal.SIGTERM)
-        target, args, kwargs = loaded or cloudpickle.loads(settings["payload"])
+        # Plain pickle: it imports cloudpickle only for what was pickled by value.
+        target, args, kwargs = loaded or pickle.loads(settings["payload"])
         target(*args, **kwargs)
     except _Terminated:
         return 0, signal.SIGTERM
