@@ -1,0 +1,506 @@
+"""The control socket of `nannytree run`: a Unix socket (mode 0600, no TCP) that
+answers JSON-lines requests by calling the tree's nannies, and its client.
+
+One request per connection: the client sends one JSON object on one line; the
+server answers one JSON object on one line ({"ok": true, ...} or {"ok": false,
+"error": "...", "kind": "..."}), or, for {"op": "events"}, one {"event": {...}}
+line per event and a final {"end": "..."} line.
+
+A run holds an exclusive flock on `<socket>.lock` for its whole life, so a second
+run on the same socket refuses at once, and a socket left by a killed run (its
+lock released by the kernel) is detected as stale and replaced.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import select
+import selectors
+import signal
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from supervision import ChildNotFound, NannyError
+
+from ._events import EventLog
+from ._status import EventFeed, EventRecord, Target, TreeInspector
+
+MAX_LINE = 64 * 1024
+MAX_PATH = 107  # sun_path holds 108 bytes, NUL included
+OP_TIMEOUT = 600.0
+
+Send = Callable[[dict[str, Any]], bool]
+
+
+class ControlError(Exception):
+    """The control socket cannot be set up or reached; the message says what to do."""
+
+
+class AlreadyRunning(ControlError):
+    """Another `nannytree run` serves this socket."""
+
+
+class NoTree(ControlError):
+    """No running tree answers at the socket."""
+
+
+# -- where sockets live ------------------------------------------------------------------
+
+
+def _secure_dir(path: Path, *, create: bool) -> Path | None:
+    """`path` as a private directory of ours (0700), created if asked; None if absent."""
+    if create:
+        with contextlib.suppress(FileExistsError):
+            path.mkdir(mode=0o700)
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    uid = os.getuid()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
+        raise ControlError(
+            f"{path} is not a directory of yours (uid {uid}); remove it, set "
+            "XDG_RUNTIME_DIR, or pass --socket PATH"
+        )
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def runtime_dir(*, create: bool) -> Path | None:
+    """$XDG_RUNTIME_DIR/nannytree if usable, else /tmp/nannytree-<uid>, mode 0700."""
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK | os.X_OK):
+        return _secure_dir(Path(xdg) / "nannytree", create=create)
+    return _secure_dir(Path(f"/tmp/nannytree-{os.getuid()}"), create=create)
+
+
+def socket_for(tree_id: str) -> Path:
+    """The default socket of a tree: <runtime dir>/<tree id>.sock (the dir is created)."""
+    base = runtime_dir(create=True)
+    assert base is not None
+    return base / f"{tree_id}.sock"
+
+
+def find_socket(tree: str | None = None) -> Path:
+    """The socket a client should use: the named tree's, or the only one running."""
+    base = runtime_dir(create=False)
+    if tree is not None:
+        if base is None:
+            raise NoTree(f"no tree {tree!r} is running (no runtime directory yet)")
+        return base / f"{tree}.sock"
+    sockets = sorted(base.glob("*.sock")) if base is not None else []
+    live = [s for s in sockets if _answers(s)]
+    if len(live) == 1:
+        return live[0]
+    if not live:
+        where = base if base is not None else "the runtime directory"
+        raise NoTree(f"no running tree found in {where}; start one with `nannytree run FILE`")
+    names = ", ".join(s.stem for s in live)
+    raise ControlError(f"several trees are running ({names}); pick one with --tree ID")
+
+
+def _answers(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(1.0)
+        try:
+            s.connect(str(path))
+        except OSError:
+            return False
+    return True
+
+
+def check_path(path: Path) -> None:
+    if len(os.fsencode(path)) > MAX_PATH:
+        raise ControlError(
+            f"socket path too long ({len(os.fsencode(path))} bytes, at most {MAX_PATH}): "
+            f"{path}; pass a shorter --socket"
+        )
+
+
+# -- the listening side ---------------------------------------------------------------------
+
+
+class ControlSocket:
+    """The bound, locked, 0600 socket of one run; serve() answers on a thread."""
+
+    def __init__(self, path: Path, sock: socket.socket, lock_fd: int, stale: bool) -> None:
+        self.path = path
+        self.replaced_stale = stale
+        self._sock = sock
+        self._lock_fd = lock_fd
+        self._lock_path = _lock_path(path)
+        self._closing = threading.Event()
+        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC)
+        self._thread: threading.Thread | None = None
+        self._connections: set[threading.Thread] = set()
+        self._guard = threading.Lock()
+
+    @classmethod
+    def bind(cls, path: Path) -> ControlSocket:
+        """Lock, replace a stale socket, bind with mode 0600. Raises ControlError."""
+        path = Path(os.path.abspath(path))
+        check_path(path)
+        if not path.parent.is_dir():
+            _secure_dir(path.parent, create=True)
+        lock_fd = _take_lock(path)
+        try:
+            stale = _clear_stale(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+            old = os.umask(0o177)  # no window where the socket is open to others
+            try:
+                sock.bind(str(path))
+            finally:
+                os.umask(old)
+            os.chmod(path, 0o600)
+            sock.listen(16)
+            sock.setblocking(False)
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        return cls(path, sock, lock_fd, stale)
+
+    def serve(self, handler: Callable[[dict[str, Any], Send], None]) -> None:
+        """Answer each connection on its own thread with handler(request, send)."""
+        self._thread = threading.Thread(
+            target=self._accept_loop, args=(handler,), name="nannytree-control", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def closing(self) -> threading.Event:
+        return self._closing
+
+    def close(self, linger: float = 2.0) -> None:
+        """Stop answering, let streams send their end line, remove the socket and lock."""
+        self._closing.set()
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        if self._thread is not None:
+            self._thread.join(linger)
+        with self._guard:
+            connections = list(self._connections)
+        for t in connections:
+            t.join(linger)
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()
+        with contextlib.suppress(FileNotFoundError):
+            self._lock_path.unlink()
+        self._sock.close()
+        os.close(self._lock_fd)
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _accept_loop(self, handler: Callable[[dict[str, Any], Send], None]) -> None:
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._sock, selectors.EVENT_READ)
+            sel.register(self._wake_r, selectors.EVENT_READ)
+            while not self._closing.is_set():
+                for key, _ in sel.select():
+                    if key.fileobj is not self._sock or self._closing.is_set():
+                        continue
+                    try:
+                        conn, _ = self._sock.accept()
+                    except BlockingIOError:
+                        continue
+                    t = threading.Thread(
+                        target=self._serve_one,
+                        args=(conn, handler),
+                        name="nannytree-control-conn",
+                        daemon=True,
+                    )
+                    with self._guard:
+                        self._connections.add(t)
+                    t.start()
+
+    def _serve_one(
+        self, conn: socket.socket, handler: Callable[[dict[str, Any], Send], None]
+    ) -> None:
+        lock = threading.Lock()
+
+        def send(message: dict[str, Any]) -> bool:
+            data = (json.dumps(message) + "\n").encode()
+            with lock:
+                try:
+                    conn.sendall(data)
+                except OSError:
+                    return False
+            return True
+
+        try:
+            with conn:
+                conn.setblocking(True)
+                conn.settimeout(10.0)
+                pid, uid, _ = struct.unpack(
+                    "3i",
+                    conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")),
+                )
+                if uid not in (os.getuid(), 0):
+                    send({"ok": False, "error": "not your tree", "kind": "PermissionError"})
+                    return
+                line = conn.makefile("rb").readline(MAX_LINE)
+                try:
+                    request = json.loads(line)
+                    if not isinstance(request, dict):
+                        raise ValueError("expected a JSON object")
+                except ValueError as e:
+                    send({"ok": False, "error": f"bad request: {e}", "kind": "BadRequest"})
+                    return
+                conn.settimeout(None)
+                request["_peer"] = {"pid": pid, "conn": conn}
+                handler(request, send)
+        except OSError:
+            pass
+        finally:
+            with self._guard:
+                self._connections.discard(threading.current_thread())
+
+
+def _lock_path(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def _take_lock(path: Path) -> int:
+    """An exclusive flock on <socket>.lock, held while the run lives; our pid inside."""
+    lock_path = _lock_path(path)
+    while True:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise AlreadyRunning(
+                f"another `nannytree run` (pid {owner}) is serving {path}; "
+                f"control it with `nannytree status --socket {path}`, stop it first, "
+                "or pass another --socket"
+            ) from None
+        try:
+            same = os.fstat(fd).st_ino == os.stat(lock_path).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:  # else the last owner removed it between our open and flock: retry
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            return fd
+        os.close(fd)
+
+
+def _clear_stale(path: Path) -> bool:
+    """Remove a socket left by a run that died (we hold the lock). True if one was."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISSOCK(st.st_mode):
+        raise ControlError(f"{path} exists and is not a socket; remove it or pass another --socket")
+    if _answers(path):
+        raise AlreadyRunning(f"something already answers on {path}; pass another --socket")
+    path.unlink()
+    return True
+
+
+# -- what the server answers ------------------------------------------------------------------
+
+
+class Controller:
+    """Turns control requests into calls on the tree's nannies."""
+
+    def __init__(
+        self,
+        inspector: TreeInspector,
+        log: EventLog,
+        info: dict[str, Any],
+        request_stop: Callable[[str], None],
+        closing: threading.Event,
+    ) -> None:
+        self.inspector = inspector
+        self.log = log
+        self.info = info
+        self.request_stop = request_stop
+        self.closing = closing
+
+    def handle(self, request: dict[str, Any], send: Send) -> None:
+        op = request.get("op")
+        try:
+            if op == "events":
+                self._events(request, send)
+                return
+            send({"ok": True, **self._dispatch(str(op), request)})
+        except ChildNotFound as e:
+            key = request.get("id", e.child)
+            send(
+                {
+                    "ok": False,
+                    "error": f"no child {key!r} in tree {self.inspector.spec.id!r}; "
+                    "`nannytree status` lists them",
+                    "kind": "ChildNotFound",
+                }
+            )
+        except TimeoutError:
+            send(
+                {
+                    "ok": False,
+                    "error": "a supervisor is busy starting or stopping children; try again",
+                    "kind": "Busy",
+                }
+            )
+        except pykka.ActorDeadError:
+            send({"ok": False, "error": "the tree is stopping", "kind": "Stopping"})
+        except (NannyError, LookupError, ValueError) as e:
+            send({"ok": False, "error": str(e), "kind": type(e).__name__})
+
+    def _dispatch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
+        if op == "hello":
+            return dict(self.info)
+        if op == "status":
+            return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "shutdown":
+            self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
+            return {"message": f"stopping tree {self.inspector.spec.id!r}"}
+        actions = {
+            "start": self._start,
+            "stop": self._stop,
+            "restart": self._restart,
+            "pause": self._pause,
+            "resume": self._resume,
+            "signal": self._signal,
+        }
+        if op not in actions:
+            raise ValueError(f"unknown op {op!r}; expected one of {', '.join(actions)}")
+        key = request.get("id")
+        if not isinstance(key, str):
+            raise ValueError("the request needs an id")
+        return {"message": actions[op](self.inspector.find(key), request)}
+
+    def _call(self, target: Target, method: str, *args: Any) -> Any:
+        return getattr(target.nanny.proxy(), method)(*args).get(timeout=OP_TIMEOUT)
+
+    def _start(self, t: Target, request: dict[str, Any]) -> str:
+        if t.info.state in ("running", "paused"):
+            raise ValueError(
+                f"{t.path} is already running (pid {t.info.pid}); use `nannytree restart`"
+            )
+        info = self._call(t, "restart_child", t.child_id)
+        return f"started {t.path}" + (f", pid {info.pid}" if info.pid else "")
+
+    def _stop(self, t: Target, request: dict[str, Any]) -> str:
+        if t.info.state == "stopped":
+            return f"{t.path} was not running"
+        self._call(t, "terminate_child", t.child_id)
+        return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
+
+    def _restart(self, t: Target, request: dict[str, Any]) -> str:
+        if t.info.state != "stopped":
+            self._call(t, "terminate_child", t.child_id)
+        info = self._call(t, "restart_child", t.child_id)
+        if t.info.pid and info.pid:
+            return f"restarted {t.path}: pid {t.info.pid} -> {info.pid}"
+        return f"restarted {t.path}" + (f", pid {info.pid}" if info.pid else "")
+
+    def _worker_only(self, t: Target, what: str) -> None:
+        if t.info.type == "supervisor":
+            raise ValueError(f"{t.path} is a supervisor; {what} its workers one by one")
+
+    def _pause(self, t: Target, request: dict[str, Any]) -> str:
+        self._worker_only(t, "pause")
+        self._call(t, "pause_child", t.child_id)
+        return f"paused {t.path} (pid {t.info.pid}, SIGSTOP to its process group)"
+
+    def _resume(self, t: Target, request: dict[str, Any]) -> str:
+        self._worker_only(t, "resume")
+        self._call(t, "resume_child", t.child_id)
+        return f"resumed {t.path} (pid {t.info.pid})"
+
+    def _signal(self, t: Target, request: dict[str, Any]) -> str:
+        self._worker_only(t, "signal")
+        sig = request.get("signal")
+        if type(sig) is not int:
+            raise ValueError("the request needs a signal number")
+        self._call(t, "signal_child", t.child_id, sig)
+        return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
+
+    def _events(self, request: dict[str, Any], send: Send) -> None:
+        last = request.get("last", 20)
+        feed = EventFeed(self.log, backlog=last if isinstance(last, int) else 20)
+        conn: socket.socket = request["_peer"]["conn"]
+        try:
+            for event in feed.backlog:
+                if not send({"event": EventRecord.from_event(event).to_dict()}):
+                    return
+            if not request.get("follow"):
+                send({"end": "done"})
+                return
+            while not self.closing.is_set():
+                new = feed.get(timeout=0.25)
+                if new is not None:
+                    if not send({"event": EventRecord.from_event(new).to_dict()}):
+                        return
+                elif _peer_gone(conn):
+                    return
+            while (new := feed.get(timeout=0)) is not None:
+                send({"event": EventRecord.from_event(new).to_dict()})
+            send({"end": "the tree stopped"})
+        finally:
+            feed.close()
+
+
+def _peer_gone(conn: socket.socket) -> bool:
+    readable, _, _ = select.select([conn], [], [], 0)
+    if not readable:
+        return False
+    try:
+        return conn.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+# -- the client --------------------------------------------------------------------------------
+
+
+def _connect(path: Path, timeout: float | None) -> socket.socket:
+    check_path(path)
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    s.settimeout(timeout)
+    try:
+        s.connect(str(path))
+    except FileNotFoundError:
+        s.close()
+        raise NoTree(f"no tree is running at {path}; start one with `nannytree run FILE`") from None
+    except ConnectionRefusedError:
+        s.close()
+        raise NoTree(
+            f"no tree answers at {path}: the run that made it has ended (a stale socket)"
+        ) from None
+    except OSError as e:
+        s.close()
+        raise ControlError(f"cannot connect to {path}: {e.strerror or e}") from None
+    return s
+
+
+def stream(
+    path: Path, request: dict[str, Any], timeout: float | None = None
+) -> Iterator[dict[str, Any]]:
+    """Send one request; yield each JSON line of the answer until the server closes."""
+    with _connect(path, timeout) as s:
+        s.sendall((json.dumps(request) + "\n").encode())
+        with s.makefile("rb") as lines:
+            for line in lines:
+                yield json.loads(line)
+
+
+def call(path: Path, request: dict[str, Any], timeout: float | None = OP_TIMEOUT) -> dict[str, Any]:
+    """Send one request and return its one answer."""
+    for answer in stream(path, request, timeout):
+        return answer
+    raise ControlError(f"the tree at {path} closed the connection without answering")

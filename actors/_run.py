@@ -1,0 +1,340 @@
+"""`nannytree run`: host a tree in the foreground, show it, serve its control socket.
+
+Ctrl-C or SIGTERM (or `nannytree shutdown`, or --duration) stops the tree in
+reverse start order and exits 0; a tree that gives up exits 1 with the reason.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import FrameType
+from typing import Any, TextIO
+
+import pykka
+from rich.console import Console
+
+from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
+
+from ._control import ControlError, Controller, ControlSocket, socket_for
+from ._events import EventLog
+from ._nanny import NannyActor
+from ._status import EventFeed, EventRecord, Node, TreeInspector
+from ._view import Header, LiveView, plain_line
+
+
+@dataclass
+class RunOptions:
+    """How to run: `live` None means "a live view if the output is a terminal"."""
+
+    socket: Path | None = None
+    live: bool | None = None
+    duration: float | None = None
+    child_output: str = "auto"  # "auto", "inherit" or a file path
+    refresh: float = 0.25
+
+
+class _Interrupted(Exception):
+    pass
+
+
+class _StopRequest:
+    """Why the run should stop; set from signal handlers and the control thread."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.why = ""
+        self.starting = True
+        self.live = False
+
+    def request(self, why: str) -> None:
+        if not self.event.is_set():
+            self.why = why
+            self.event.set()
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.starting:
+            self.starting = False  # a second signal goes to the stop path
+            raise _Interrupted(name)
+        if self.event.is_set():
+            # Asked twice: leave now. The launcher sees its lifeline close and
+            # kills every child's process group.
+            if self.live:
+                sys.stdout.write("\x1b[?25h")  # show the cursor rich had hidden
+            sys.stderr.write(f"\nnannytree: {name} again: exiting without waiting\n")
+            sys.stderr.flush()
+            os._exit(1)
+        self.request(name)
+
+
+def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
+    """The tree with every child that would write to our terminal writing to `path`."""
+    children: list[ChildSpec | SupervisorSpec] = []
+    for child in spec.children:
+        if isinstance(child, SupervisorSpec):
+            children.append(with_output(child, path))
+        else:
+            children.append(
+                replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
+            )
+    return replace(spec, children=children)
+
+
+def _make_console(out: TextIO) -> Console:
+    if out.isatty():
+        return Console(file=out, highlight=False)
+    width = int(os.environ.get("COLUMNS", "160"))
+    return Console(file=out, highlight=False, width=width, no_color=True)
+
+
+class _Snapshots(threading.Thread):
+    """Keeps the latest snapshot of the tree for the live view, off the main thread."""
+
+    def __init__(self, inspector: TreeInspector, interval: float) -> None:
+        super().__init__(name="nannytree-view", daemon=True)
+        self.inspector = inspector
+        self.interval = interval
+        self.latest: Node | None = None
+        self.busy = False
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.is_set() and self.inspector.ref.is_alive():
+            try:
+                snapshot = self.inspector.snapshot()
+                if snapshot.state != "stopped":  # keep the last full tree for the end
+                    self.latest, self.busy = snapshot, False
+            except TimeoutError:
+                self.busy = True
+            except pykka.ActorDeadError:
+                pass
+            self.done.wait(self.interval)
+
+
+def _as_stopped(root: Node) -> Node:
+    """The last snapshot, as the stopped tree looks: every node stopped, no process."""
+    for _, node in root.walk():
+        if node.state != "stopped":
+            node.state, node.last_exit, node.last_exit_normal = "stopped", "shutdown", True
+        node.pid = node.uptime = node.cpu = node.rss = None
+    return root
+
+
+def _outcome(log: EventLog, root: str) -> tuple[int, str]:
+    """Exit status and message for a tree that stopped by itself."""
+    for event in reversed(log.snapshot()):
+        if event.supervisor != root:
+            continue
+        if event.context is EventKind.MAX_INTENSITY_REACHED:
+            return 1, (
+                f"tree {root!r} gave up: child {event.offender!r} ended too often "
+                f"(last: {event.reason}); {event.detail}"
+            )
+        if event.context is EventKind.AUTO_SHUTDOWN:
+            return 0, (
+                f"tree {root!r} shut itself down: significant child {event.offender!r} "
+                f"ended (auto_shutdown = {event.detail})"
+            )
+    return 1, f"tree {root!r} stopped by itself"
+
+
+class Runner:
+    """One foreground run of one tree."""
+
+    def __init__(self, spec: SupervisorSpec, opts: RunOptions, out: TextIO, err: TextIO) -> None:
+        self.spec = spec
+        self.opts = opts
+        self.out = out
+        self.err = err
+        self.live = out.isatty() if opts.live is None else opts.live
+        self.stop = _StopRequest()
+        self.stop.live = self.live
+        self.printing = True
+
+    def notice(self, text: str) -> None:
+        print(f"nannytree: {text}", file=self.err, flush=True)
+
+    def emit(self, record: EventRecord, view: LiveView | None) -> None:
+        if view is not None:
+            view.add(record)
+        elif self.printing:
+            try:
+                print(plain_line(record), file=self.out, flush=True)
+            except BrokenPipeError:  # `nannytree run ... | head`: keep running quietly
+                self.printing = False
+                # As Python's docs advise, so that the exit's flush does not fail again.
+                os.dup2(os.open(os.devnull, os.O_WRONLY), self.out.fileno())
+
+    def run(self) -> int:
+        try:
+            control = ControlSocket.bind(self.opts.socket or socket_for(self.spec.id))
+        except ControlError as e:
+            self.notice(str(e))
+            return 1
+        try:
+            return self._run(control)
+        finally:
+            control.close()
+
+    def _child_output(self, control: ControlSocket) -> str | None:
+        choice = self.opts.child_output
+        if choice == "inherit":
+            return None
+        if choice == "auto":
+            # Children writing to the terminal would tear the live view apart.
+            return str(control.path.with_suffix(".log")) if self.live else None
+        return os.path.abspath(choice)
+
+    def _run(self, control: ControlSocket) -> int:
+        if control.replaced_stale:
+            self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
+        output = self._child_output(control)
+        spec = with_output(self.spec, output) if output else self.spec
+        previous = {
+            sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            try:
+                ref = NannyActor.start(spec)
+            except _Interrupted as e:
+                self.notice(f"{e} while starting: the started children were stopped")
+                return 0
+            except NannyError as e:
+                self.notice(f"tree {spec.id!r} could not start: {e}")
+                return 1
+            finally:
+                self.stop.starting = False
+            return self._serve(ref, spec, control, output)
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def _serve(
+        self,
+        ref: pykka.ActorRef[Any],
+        spec: SupervisorSpec,
+        control: ControlSocket,
+        output: str | None,
+    ) -> int:
+        log: EventLog = ref.proxy().event_log().get()
+        feed = EventFeed(log)
+        inspector = TreeInspector(ref, spec, log)
+        info = {
+            "tree": spec.id,
+            "pid": os.getpid(),
+            "socket": str(control.path),
+            "output": output,
+        }
+        controller = Controller(inspector, log, info, self.stop.request, control.closing)
+        control.serve(controller.handle)
+        view: LiveView | None = None
+        snapshots: _Snapshots | None = None
+        try:
+            if self.live:
+                header = Header(
+                    spec.id,
+                    os.getpid(),
+                    str(control.path),
+                    output,
+                    default_socket=self.opts.socket is None,
+                )
+                view = LiveView(_make_console(self.out), header)
+                snapshots = _Snapshots(inspector, self.opts.refresh)
+                snapshots.start()
+                view.__enter__()
+            else:
+                self.notice(
+                    f"tree {spec.id!r} running, pid {os.getpid()}, control socket "
+                    f"{control.path}; Ctrl-C stops it"
+                )
+            for event in feed.backlog:
+                self.emit(EventRecord.from_event(event), view)
+            self._watch(ref, feed, view, snapshots)
+            stopped_by_us = self.stop.event.is_set()
+            self._stop_tree(ref, feed, view, snapshots)
+        finally:
+            if snapshots is not None:
+                snapshots.done.set()
+                snapshots.join()
+            if view is not None:
+                view.__exit__(None, None, None)
+            feed.close()
+            inspector.close()
+        if stopped_by_us:
+            self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
+            return 0
+        status, message = _outcome(log, spec.id)
+        self.notice(message)
+        return status
+
+    def _pump(
+        self,
+        feed: EventFeed,
+        view: LiveView | None,
+        snapshots: _Snapshots | None,
+        timeout: float,
+    ) -> None:
+        """Show the events of the next `timeout` seconds (and refresh the view)."""
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            event = feed.get(left)
+            if event is None:
+                break
+            self.emit(EventRecord.from_event(event), view)
+        if view is not None and snapshots is not None:
+            view.update(snapshots.latest, busy=snapshots.busy)
+            view.refresh()
+
+    def _watch(
+        self,
+        ref: pykka.ActorRef[Any],
+        feed: EventFeed,
+        view: LiveView | None,
+        snapshots: _Snapshots | None,
+    ) -> None:
+        deadline = None
+        if self.opts.duration is not None:
+            deadline = time.monotonic() + self.opts.duration
+        while not self.stop.event.is_set() and ref.is_alive():
+            if deadline is not None and time.monotonic() >= deadline:
+                self.stop.request(f"--duration {self.opts.duration:g}s")
+                break
+            self._pump(feed, view, snapshots, self.opts.refresh)
+
+    def _stop_tree(
+        self,
+        ref: pykka.ActorRef[Any],
+        feed: EventFeed,
+        view: LiveView | None,
+        snapshots: _Snapshots | None,
+    ) -> None:
+        """Stop in reverse start order, showing the events as they happen."""
+        if view is not None:
+            view.header.note = f"stopping ({self.stop.why or 'the tree ended'})..."
+        stopper = threading.Thread(target=ref.stop, name="nannytree-stop", daemon=True)
+        stopper.start()
+        while stopper.is_alive():
+            self._pump(feed, view, snapshots, self.opts.refresh)
+        self._pump(feed, view, snapshots, 0.05)
+        if snapshots is not None:
+            snapshots.done.set()
+            snapshots.join()
+            if view is not None and snapshots.latest is not None:
+                view.header.note = ""
+                view.update(_as_stopped(snapshots.latest))
+
+
+def run_tree(
+    spec: SupervisorSpec,
+    opts: RunOptions,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """Run `spec` in the foreground until stopped; the process exit status."""
+    return Runner(spec, opts, out or sys.stdout, err or sys.stderr).run()

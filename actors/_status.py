@@ -1,0 +1,371 @@
+"""What a running tree looks like right now: one snapshot, shared by the live view
+and the control socket's `status`, plus the tree's events as printable records."""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import psutil
+import pykka
+
+from supervision import (
+    ChildInfo,
+    ChildNotFound,
+    Event,
+    EventKind,
+    SupervisorSpec,
+)
+
+from ._events import EventLog
+from ._nanny import TreeNode
+
+# -- the snapshot ------------------------------------------------------------------
+
+
+@dataclass
+class Node:
+    """One supervisor or worker of a running tree, as `status` and the view show it.
+
+    `path` is "root/pool/w1" (the root's path is its id); `uptime` seconds since
+    the current incarnation started; `cpu` percent and `rss` bytes cover the
+    process and its descendants (for a supervisor: its whole subtree).
+    """
+
+    id: str
+    path: str
+    type: str
+    state: str
+    pid: int | None = None
+    uptime: float | None = None
+    restarts: int = 0
+    incarnation: int = 0
+    restart: str = "permanent"
+    last_exit: str | None = None
+    last_exit_normal: bool = True
+    cpu: float | None = None
+    rss: int | None = None
+    strategy: str | None = None
+    intensity: int | None = None
+    period: float | None = None
+    children: list[Node] = field(default_factory=list)
+
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, Node]]:
+        yield depth, self
+        for child in self.children:
+            yield from child.walk(depth + 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Node:
+        kids = [cls.from_dict(c) for c in data.get("children", [])]
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**{**known, "children": kids})
+
+
+def _sum(values: list[Any]) -> Any:
+    present = [v for v in values if v is not None]
+    return sum(present) if present else None
+
+
+class ProcStats:
+    """CPU percent and RSS of a process and its descendants, sampled on demand.
+
+    CPU is the share used since the previous sample of the same pid (since the
+    process started, on the first one). Thread-safe: the view and the control
+    socket share one.
+    """
+
+    MIN_INTERVAL = 0.2
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._procs: dict[int, psutil.Process] = {}
+        self._last: dict[int, tuple[float, float, float]] = {}  # pid: (when, cpu s, percent)
+
+    def sample(self, pid: int) -> tuple[float | None, int | None]:
+        with self._lock:
+            try:
+                proc = self._procs.get(pid)
+                if proc is None or not proc.is_running():
+                    proc = self._procs[pid] = psutil.Process(pid)
+                    self._last.pop(pid, None)
+                family = [proc, *proc.children(recursive=True)]
+                cpu_s, rss = 0.0, 0
+                for p in family:
+                    try:
+                        with p.oneshot():
+                            t = p.cpu_times()
+                            cpu_s += t.user + t.system
+                            rss += p.memory_info().rss
+                    except psutil.Error:
+                        continue
+                now = time.time()
+                last = self._last.get(pid)
+                if last is None:
+                    age = max(now - proc.create_time(), 1e-3)
+                    percent = 100.0 * cpu_s / age
+                elif now - last[0] < self.MIN_INTERVAL:
+                    return last[2], rss
+                else:
+                    percent = max(0.0, 100.0 * (cpu_s - last[1]) / (now - last[0]))
+                self._last[pid] = (now, cpu_s, percent)
+                return percent, rss
+            except psutil.Error:
+                self._procs.pop(pid, None)
+                self._last.pop(pid, None)
+                return None, None
+
+    def prune(self, alive: set[int]) -> None:
+        with self._lock:
+            for pid in set(self._procs) - alive:
+                del self._procs[pid]
+                self._last.pop(pid, None)
+
+
+class StartTimes:
+    """When each child's current incarnation started, from the tree's events."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._lock = threading.Lock()
+        self._times: dict[str, float] = {}
+        self._unsubscribe = log.subscribe(self._see)
+        for event in log.snapshot():
+            self._see(event)
+
+    def _see(self, event: Event) -> None:
+        if event.context is EventKind.CHILD_STARTED and event.offender:
+            key = f"{event.supervisor}/{event.offender}"
+        elif event.context is EventKind.SUPERVISOR_STARTED:
+            key = event.supervisor
+        else:
+            return
+        with self._lock:
+            self._times[key] = max(self._times.get(key, event.time), event.time)
+
+    def uptime(self, path: str, now: float) -> float | None:
+        with self._lock:
+            started = self._times.get(path)
+        return None if started is None else max(0.0, now - started)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+@dataclass(frozen=True)
+class Target:
+    """A child found by id or path: its supervisor's ref and where it sits."""
+
+    nanny: pykka.ActorRef[Any]
+    child_id: str
+    path: str
+    info: ChildInfo
+
+
+def _supervisor_specs(spec: SupervisorSpec, path: str) -> Iterator[tuple[str, SupervisorSpec]]:
+    yield path, spec
+    for child in spec.children:
+        if isinstance(child, SupervisorSpec):
+            yield from _supervisor_specs(child, f"{path}/{child.id}")
+
+
+class TreeInspector:
+    """Reads a running tree: snapshots for status and the view, lookups for control."""
+
+    def __init__(
+        self, ref: pykka.ActorRef[Any], spec: SupervisorSpec, log: EventLog, timeout: float = 5.0
+    ) -> None:
+        self.ref = ref
+        self.spec = spec
+        self.timeout = timeout
+        self.stats = ProcStats()
+        self.starts = StartTimes(log)
+        self._specs = dict(_supervisor_specs(spec, spec.id))
+
+    def close(self) -> None:
+        self.starts.close()
+
+    def _tree(self) -> list[TreeNode]:
+        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=self.timeout)
+        return tree
+
+    # -- snapshots -------------------------------------------------------------------
+
+    def snapshot(self) -> Node:
+        """The whole tree now. Raises TimeoutError when a supervisor is too busy to answer."""
+        now = time.monotonic()
+        root = self._supervisor_node(self.spec.id, self.spec.id, "running", now)
+        if self.ref.is_alive():
+            root.children = [self._node(t, now) for t in self._tree()]
+        else:
+            root.state = "stopped"
+        self._sum_up(root)
+        self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
+        return root
+
+    def _supervisor_node(self, child_id: str, path: str, state: str, now: float) -> Node:
+        spec = self._specs.get(path)
+        return Node(
+            id=child_id,
+            path=path,
+            type="supervisor",
+            state=state,
+            uptime=self.starts.uptime(path, now),
+            strategy=spec.strategy.value if spec else None,
+            intensity=spec.intensity if spec else None,
+            period=spec.period if spec else None,
+        )
+
+    def _node(self, tree: TreeNode, now: float) -> Node:
+        info = tree.info
+        if info.type == "supervisor":
+            node = self._supervisor_node(info.id, tree.path, info.state, now)
+            node.children = [self._node(t, now) for t in tree.children]
+        else:
+            node = Node(id=info.id, path=tree.path, type="worker", state=info.state)
+            if info.pid is not None:
+                node.pid = info.pid
+                node.cpu, node.rss = self.stats.sample(info.pid)
+        running = info.state in ("running", "paused")
+        node.uptime = self.starts.uptime(tree.path, now) if running else None
+        node.restarts = info.restarts
+        node.incarnation = info.incarnation
+        node.restart = info.restart.value
+        if info.last_exit is not None:
+            node.last_exit = str(info.last_exit)
+            node.last_exit_normal = info.last_exit.is_normal
+        return node
+
+    def _sum_up(self, node: Node) -> None:
+        if node.type != "supervisor":
+            return
+        for child in node.children:
+            self._sum_up(child)
+        node.cpu = _sum([c.cpu for c in node.children])
+        node.rss = _sum([c.rss for c in node.children])
+
+    # -- lookups ------------------------------------------------------------------------
+
+    def find(self, key: str) -> Target:
+        """A child by path ("pool/w1", "root/pool/w1") or by id anywhere in the tree.
+
+        Raises ChildNotFound, or LookupError when a bare id names several children.
+        """
+        root = self.spec.id
+        nodes = [n for t in self._tree() for n in _flatten(t)]
+        wanted = key.strip("/")
+        if "/" in wanted:
+            paths = {f"{root}/{wanted}", wanted}
+            matches = [n for n in nodes if n.path in paths]
+        else:
+            matches = [n for n in nodes if n.info.id == wanted]
+        if not matches:
+            raise ChildNotFound(root, key)
+        if len(matches) > 1:
+            listed = ", ".join(m.path for m in matches)
+            raise LookupError(f"{key!r} names several children ({listed}); give its path")
+        found = matches[0]
+        nanny = self.ref
+        for supervisor in found.path.split("/")[1:-1]:
+            nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
+        return Target(nanny, found.info.id, found.path, found.info)
+
+
+def _flatten(tree: TreeNode) -> Iterator[TreeNode]:
+    yield tree
+    for child in tree.children:
+        yield from _flatten(child)
+
+
+# -- events as records -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An Event made printable and portable: wall-clock time, JSON-able fields."""
+
+    time: float
+    who: str
+    what: str
+    pid: int | None = None
+    reason: str | None = None
+    abnormal: bool = False
+    detail: str = ""
+
+    @classmethod
+    def from_event(cls, event: Event) -> EventRecord:
+        wall = time.time() - (time.monotonic() - event.time)
+        who = f"{event.supervisor}/{event.offender}" if event.offender else event.supervisor
+        return cls(
+            time=wall,
+            who=who,
+            what=event.context.value,
+            pid=event.pid,
+            reason=str(event.reason) if event.reason is not None else None,
+            abnormal=event.reason is not None and not event.reason.is_normal,
+            detail=event.detail,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EventRecord:
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+    def __str__(self) -> str:
+        clock = time.strftime("%H:%M:%S", time.localtime(self.time))
+        parts = [f"{clock}.{int(self.time * 1000) % 1000:03d}", self.who, self.what]
+        if self.pid is not None:
+            parts.append(f"pid={self.pid}")
+        if self.reason is not None:
+            parts.append(f"reason={self.reason}")
+        if self.detail:
+            parts.append(self.detail)
+        return " ".join(parts)
+
+
+class EventFeed:
+    """A tree's events from now on, through a queue, after a backlog of past ones.
+
+    Subscribes first, then snapshots, so no event falls between the two; an event
+    in both is given once.
+    """
+
+    def __init__(self, log: EventLog, backlog: int | None = None, maxsize: int = 10_000) -> None:
+        self._queue: queue.Queue[Event] = queue.Queue(maxsize)
+        self.dropped = 0
+        self._unsubscribe = log.subscribe(self._put)
+        snapshot = log.snapshot()
+        self._tail = snapshot[-1000:]  # kept alive, so their ids stay unique
+        self._seen = {id(e) for e in self._tail}
+        if backlog is None:
+            self.backlog = snapshot
+        else:
+            self.backlog = snapshot[-backlog:] if backlog > 0 else []
+
+    def _put(self, event: Event) -> None:
+        try:
+            self._queue.put_nowait(event)
+        except queue.Full:
+            self.dropped += 1
+
+    def get(self, timeout: float) -> Event | None:
+        """The next new event, or None after `timeout` seconds without one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                event = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if id(event) not in self._seen:
+                return event
+
+    def close(self) -> None:
+        self._unsubscribe()

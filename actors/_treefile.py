@@ -1,0 +1,44 @@
+"""Tree files on disk: read, resolve `module:function` targets, load into a spec."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from supervision import ConfigError, SupervisorSpec, load_tree
+from supervision._config import MISSING
+
+
+def import_target(ref: str) -> Callable[..., Any]:
+    """Import "package.module:function" (the function may be "Class.method")."""
+    module_name, _, attr_path = ref.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for attr in attr_path.split("."):
+        obj = getattr(obj, attr)
+    return obj  # type: ignore[no-any-return]
+
+
+def load_tree_file(path: str | Path) -> SupervisorSpec:
+    """Read and load a TOML tree file; targets import from its directory too.
+
+    Raises ConfigError (also for a file that cannot be read).
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise ConfigError(str(path), "", MISSING, f"cannot read it ({e.strerror or e})") from None
+    # As `python script.py` does: modules beside the file are importable, in the
+    # host and (through sys.path, which children inherit) in every child.
+    here = str(path.resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return load_tree(data, str(path), resolve_target=import_target)
+
+
+def load_tree_text(text: str, filename: str) -> SupervisorSpec:
+    """Load a tree from text (the embedded demo), resolving targets by import."""
+    return load_tree(text, filename, resolve_target=import_target)

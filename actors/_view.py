@@ -1,0 +1,313 @@
+"""How a tree looks on a terminal: the live view, `status`, `check`, and plain lines.
+
+Everything here renders data (a Node snapshot, EventRecords, a spec); nothing
+talks to the tree, so each piece renders the same in a test's recording console.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shlex
+from collections import deque
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TextIO
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from supervision import AnySpec, ChildSpec, SupervisorSpec
+
+from ._status import EventRecord, Node
+
+STATE_STYLES = {
+    "running": "green",
+    "paused": "yellow",
+    "starting": "cyan",
+    "restarting": "cyan",
+    "stopping": "yellow",
+    "stopped": "bright_black",
+    "backoff": "magenta",
+}
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"  # pragma: no cover
+
+
+def fmt_cpu(percent: float | None) -> str:
+    return "-" if percent is None else f"{percent:.1f}%"
+
+
+def restarts_text(intensity: int | None, period: float | None) -> str:
+    word = "restart" if intensity == 1 else "restarts"
+    return f"max {intensity} {word} in {period:g}s"
+
+
+def _flags(node: Node) -> str:
+    return f"{node.strategy}, {restarts_text(node.intensity, node.period)}"
+
+
+def _guided(
+    node: Node, prefix: str = "", last: bool = True, top: bool = True
+) -> Iterator[tuple[str, Node]]:
+    """Rows of a tree with guide lines: ("├─ ", node), ("│  └─ ", child), ..."""
+    yield (prefix if top else prefix + ("└─ " if last else "├─ ")), node
+    inner = prefix if top else prefix + ("   " if last else "│  ")
+    for i, child in enumerate(node.children):
+        yield from _guided(child, inner, i == len(node.children) - 1, False)
+
+
+def tree_table(root: Node) -> Table:
+    """The tree as a table: one row per supervisor and worker, in start order."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, collapse_padding=True)
+    # Only the tree and last-exit columns give way on a narrow terminal (their
+    # cells are cut with an ellipsis); the figures keep their width.
+    table.add_column("tree", min_width=10)
+    table.add_column("state", no_wrap=True)
+    table.add_column("pid", justify="right", no_wrap=True)
+    table.add_column("uptime", justify="right", no_wrap=True)
+    table.add_column("restarts", justify="right", no_wrap=True)
+    table.add_column("cpu", justify="right", no_wrap=True)
+    table.add_column("rss", justify="right", no_wrap=True)
+    table.add_column("last exit", min_width=9)
+    for guide, node in _guided(root):
+        name = Text(no_wrap=True, overflow="ellipsis")
+        name.append(guide, style="dim")
+        if node.type == "supervisor":
+            name.append(node.id, style="bold")
+            name.append(f" ({node.strategy})", style="dim")
+        else:
+            name.append(node.id)
+        gave_up = "max_restart_intensity" in (node.last_exit or "")
+        exit_style = "" if node.last_exit_normal and not gave_up else "red"
+        table.add_row(
+            name,
+            Text(node.state, style=STATE_STYLES.get(node.state, "")),
+            str(node.pid) if node.pid is not None else "-",
+            fmt_duration(node.uptime),
+            str(node.restarts),
+            fmt_cpu(node.cpu),
+            fmt_bytes(node.rss),
+            Text(node.last_exit or "-", style=exit_style, no_wrap=True, overflow="ellipsis"),
+        )
+    return table
+
+
+def event_text(record: EventRecord) -> Text:
+    style = "red" if record.abnormal or "intensity" in record.what else ""
+    if record.what in ("child_started", "supervisor_started"):
+        style = "green"
+    line = str(record)
+    text = Text(no_wrap=True, overflow="ellipsis")
+    text.append(line[:12], style="dim")  # the clock: HH:MM:SS.mmm
+    text.append(line[12:], style=style)
+    return text
+
+
+@dataclass
+class Header:
+    """What the live view says above the tree."""
+
+    tree: str
+    pid: int
+    socket: str
+    output: str | None = None
+    note: str = ""
+    default_socket: bool = False
+
+    @property
+    def control(self) -> str:
+        """The command that reaches this run from another shell."""
+        if self.default_socket:
+            return "nannytree status"
+        return f"nannytree status --socket {self.socket}"
+
+
+def screen(
+    root: Node | None,
+    events: Sequence[EventRecord],
+    header: Header,
+    *,
+    height: int = 40,
+    busy: bool = False,
+) -> RenderableType:
+    """One frame of the live view: header, tree table, the latest events."""
+    title = Text("nannytree ", style="bold")
+    title.append(header.tree, style="bold cyan")
+    if root is not None:
+        title.append(f"  {_flags(root)}  pid {header.pid}  up {fmt_duration(root.uptime)}")
+    keys = "Ctrl-C stops the tree"
+    if header.output:
+        keys += f"  ·  children's output: {header.output}"
+    parts: list[RenderableType] = [
+        title,
+        Text(keys, style="dim"),
+        Text(f"from another shell: {header.control}", style="dim"),
+    ]
+    if header.note:
+        parts.append(Text(header.note, style="yellow"))
+    if busy:
+        parts.append(Text("a supervisor is busy; showing its last answer", style="yellow"))
+    rows = 0
+    if root is not None:
+        parts.append(tree_table(root))
+        rows = sum(1 for _ in root.walk())
+    room = max(3, height - rows - len(parts) - 8)
+    shown = list(events)[-room:]
+    body = Table.grid()
+    body.add_column(no_wrap=True, overflow="ellipsis")
+    for record in shown:
+        body.add_row(event_text(record))
+    if not shown:
+        body.add_row(Text("(none yet)", style="dim"))
+    parts.append(Panel(body, title="events", title_align="left", box=box.ROUNDED))
+    return Group(*parts)
+
+
+class LiveView:
+    """The live view on a terminal: call update() with each snapshot and event."""
+
+    def __init__(self, console: Console, header: Header, keep: int = 200) -> None:
+        self.console = console
+        self.header = header
+        self.events: deque[EventRecord] = deque(maxlen=keep)
+        self.root: Node | None = None
+        self.busy = False
+        self._live = Live(
+            console=console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+            vertical_overflow="crop",
+        )
+
+    def __enter__(self) -> LiveView:
+        self._live.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.refresh()
+        self._live.stop()
+        if not self.console.is_terminal:
+            self.console.line()  # rich leaves the last frame unterminated off a terminal
+
+    def add(self, record: EventRecord) -> None:
+        self.events.append(record)
+
+    def update(self, root: Node | None, *, busy: bool = False) -> None:
+        if root is not None:
+            self.root = root
+        self.busy = busy
+
+    def refresh(self) -> None:
+        frame = screen(
+            self.root, self.events, self.header, height=self.console.height, busy=self.busy
+        )
+        self._live.update(frame, refresh=True)
+
+
+# -- status and check ---------------------------------------------------------------------
+
+
+def status_view(status: dict[str, object], root: Node) -> RenderableType:
+    """`nannytree status`: a systemctl-like summary line, then the tree."""
+    dot = Text("● ", style=STATE_STYLES.get(root.state, ""))
+    dot.append(root.id, style="bold")
+    dot.append(f" - {root.state}, pid {status.get('pid')}, up {fmt_duration(root.uptime)}")
+    lines: list[RenderableType] = [dot, Text(f"  {_flags(root)}", style="dim")]
+    lines.append(Text(f"  socket {status.get('socket')}", style="dim"))
+    if status.get("output"):
+        lines.append(Text(f"  children's output: {status['output']}", style="dim"))
+    lines.append(tree_table(root))
+    return Group(*lines)
+
+
+def _spec_rows(spec: AnySpec, guide: str) -> list[str]:
+    if isinstance(spec, SupervisorSpec):
+        what = restarts_text(spec.intensity, spec.period)
+        if spec.auto_shutdown.value != "never":
+            what += f", auto_shutdown {spec.auto_shutdown.value}"
+        return [guide, spec.strategy.value, what]
+    assert isinstance(spec, ChildSpec)
+    if spec.command is not None:
+        what = shlex.join(spec.command)
+    else:
+        ref = getattr(spec.target, "ref", None)
+        name = ref or getattr(spec.target, "__qualname__", repr(spec.target))
+        module = getattr(spec.target, "__module__", "")
+        what = ref or f"{module}:{name}"
+        if spec.args or spec.kwargs:
+            params = [repr(a) for a in spec.args]
+            params += [f"{k}={v!r}" for k, v in spec.kwargs.items()]
+            what += f"({', '.join(params)})"
+    return [guide, "worker", what]
+
+
+def spec_table(spec: SupervisorSpec) -> Table:
+    """`nannytree check`: the tree a file would start."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    for name in ("tree", "type", "restart", "shutdown", "runs"):
+        table.add_column(name, no_wrap=name != "runs", overflow="fold")
+
+    def add(s: AnySpec, prefix: str, last: bool, top: bool) -> None:
+        guide = prefix if top else prefix + ("└─ " if last else "├─ ")
+        name, kind, what = _spec_rows(s, guide + s.id)
+        restart = "-" if top else s.restart.value
+        shutdown = "-" if top else str(s.shutdown)
+        table.add_row(name, kind, restart, shutdown, what)
+        if isinstance(s, SupervisorSpec):
+            inner = prefix if top else prefix + ("   " if last else "│  ")
+            for i, c in enumerate(s.children):
+                add(c, inner, i == len(s.children) - 1, False)
+
+    add(spec, "", True, True)
+    return table
+
+
+def plain_line(record: EventRecord) -> str:
+    """One event per line, for pipes and CI logs."""
+    return str(record)
+
+
+def print_to(out: TextIO, renderable: RenderableType) -> None:
+    """Print with rich: styled on a terminal; plain, wide and right-trimmed otherwise."""
+    if out.isatty():
+        Console(file=out, highlight=False).print(renderable)
+        return
+    buffer = io.StringIO()
+    width = int(os.environ.get("COLUMNS", "160"))
+    Console(file=buffer, highlight=False, width=width, no_color=True).print(renderable)
+    out.write("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n")
+    out.flush()

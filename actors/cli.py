@@ -1,0 +1,308 @@
+"""The nannytree command: run a tree from a TOML file, watch it live, control it.
+
+    nannytree demo --duration 20       a small tree that crashes now and then
+    nannytree run tree.toml            run a tree in the foreground (Ctrl-C stops it)
+    nannytree check tree.toml          validate a file and show the tree it would start
+    nannytree status                   the running tree, from another shell
+    nannytree restart|stop|start|pause|resume ID
+    nannytree signal ID SIG
+    nannytree events --follow
+    nannytree shutdown                 stop the running tree, as Ctrl-C does
+
+Exit status: 0 done; 1 failed (invalid file, refused request, a tree that gave
+up); 2 bad usage; 3 no running tree found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from supervision import ConfigError
+
+from ._control import ControlError, NoTree, call, find_socket, stream
+from ._run import RunOptions, run_tree
+from ._status import EventRecord, Node
+from ._treefile import load_tree_file, load_tree_text
+from ._view import plain_line, print_to, spec_table, status_view
+
+NO_TREE = 3
+
+
+def parse_signal(text: str) -> int:
+    """ "HUP", "sighup", "SIGHUP" or "1" -> 1."""
+    if text.isdigit():
+        number = int(text)
+        if number in {s.value for s in signal.Signals}:
+            return number
+    else:
+        name = text.upper()
+        name = name if name.startswith("SIG") else f"SIG{name}"
+        if name in signal.Signals.__members__:
+            return signal.Signals[name].value
+    raise argparse.ArgumentTypeError(f"unknown signal {text!r}; e.g. HUP, TERM, USR1 or 10")
+
+
+def positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected seconds > 0, not {text!r}")
+    return value
+
+
+# -- commands that host a tree --------------------------------------------------------------
+
+
+def _run_options(args: argparse.Namespace) -> RunOptions:
+    return RunOptions(
+        socket=args.socket,
+        live=args.live,
+        duration=args.duration,
+        child_output=args.child_output,
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    try:
+        spec = load_tree_file(args.file)
+    except ConfigError as e:
+        print(f"nannytree: {e}", file=sys.stderr)
+        return 1
+    return run_tree(spec, _run_options(args))
+
+
+def demo_text() -> str:
+    return resources.files("actors").joinpath("demo.toml").read_text()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    spec = load_tree_text(demo_text(), "demo.toml")
+    return run_tree(spec, _run_options(args))
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    try:
+        spec = load_tree_file(args.file)
+    except ConfigError as e:
+        print(f"nannytree: {e}", file=sys.stderr)
+        return 1
+    nodes = list(_walk_spec(spec))
+    workers = sum(1 for n in nodes if n == "worker")
+    supervisors = len(nodes) - workers
+    print(
+        f"{args.file}: ok: tree {spec.id!r}, {_plural(workers, 'worker')} "
+        f"under {_plural(supervisors, 'supervisor')}"
+    )
+    print_to(sys.stdout, spec_table(spec))
+    return 0
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def _walk_spec(spec: Any) -> Any:
+    yield spec.type
+    for child in getattr(spec, "children", ()):
+        yield from _walk_spec(child)
+
+
+# -- commands that talk to a running tree -------------------------------------------------
+
+
+def _socket(args: argparse.Namespace) -> Path:
+    if args.socket is not None:
+        return Path(args.socket)
+    return find_socket(args.tree)
+
+
+def _request(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
+    answer = call(_socket(args), request)
+    if not answer.get("ok"):
+        print(f"nannytree: {answer.get('error')}", file=sys.stderr)
+        return None
+    return answer
+
+
+def _find(root: Node, key: str) -> list[Node]:
+    return [
+        n
+        for _, n in root.walk()
+        if n.id == key or n.path == key or n.path.endswith(f"/{key.strip('/')}")
+    ]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    answer = _request(args, {"op": "status"})
+    if answer is None:
+        return 1
+    root = Node.from_dict(answer["tree"])
+    if args.id is not None:
+        found = _find(root, args.id)
+        if not found:
+            print(f"nannytree: no child {args.id!r} in tree {root.id!r}", file=sys.stderr)
+            return 1
+        root = Node(**{**root.__dict__, "children": found})
+    if args.json:
+        print(json.dumps({**answer, "tree": root.to_dict()}, indent=2))
+    else:
+        print_to(sys.stdout, status_view(answer, root))
+    return 0
+
+
+def _action(op: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        request: dict[str, Any] = {"op": op, "id": args.id}
+        if op == "signal":
+            request["signal"] = args.sig
+        answer = _request(args, request)
+        if answer is None:
+            return 1
+        print(answer["message"])
+        return 0
+
+    return run
+
+
+def cmd_shutdown(args: argparse.Namespace) -> int:
+    answer = _request(args, {"op": "shutdown"})
+    if answer is None:
+        return 1
+    print(answer["message"])
+    return 0
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    request = {"op": "events", "follow": args.follow, "last": args.last}
+    try:
+        for message in stream(_socket(args), request):
+            if "event" in message:
+                if args.json:
+                    print(json.dumps(message["event"]), flush=True)
+                else:
+                    print(plain_line(EventRecord.from_dict(message["event"])), flush=True)
+            elif "end" in message:
+                return 0
+            elif not message.get("ok", True):
+                print(f"nannytree: {message.get('error')}", file=sys.stderr)
+                return 1
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+# -- the parser ------------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="nannytree",
+        description="Run Erlang/OTP-style supervision trees of OS processes from TOML files.",
+        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 no running tree found.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    hosting = argparse.ArgumentParser(add_help=False)
+    hosting.add_argument(
+        "--socket",
+        type=Path,
+        help="control socket (default: <runtime dir>/<tree id>.sock)",
+    )
+    view = hosting.add_mutually_exclusive_group()
+    view.add_argument(
+        "--live",
+        dest="live",
+        action="store_true",
+        default=None,
+        help="live view (default on a terminal)",
+    )
+    view.add_argument(
+        "--plain", dest="live", action="store_false", help="one line per event (default otherwise)"
+    )
+    hosting.add_argument("--duration", type=positive, help="stop the tree after this many seconds")
+    hosting.add_argument(
+        "--child-output",
+        default="auto",
+        metavar="auto|inherit|PATH",
+        help="where children without their own stdout/stderr write (auto: a log file "
+        "beside the socket under the live view, else this terminal)",
+    )
+
+    p = sub.add_parser("run", parents=[hosting], help="run a tree file in the foreground")
+    p.add_argument("file", type=Path, help="the TOML tree file")
+    p.set_defaults(func=cmd_run)
+    p = sub.add_parser("demo", parents=[hosting], help="run the built-in demo tree")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("check", help="validate a tree file and show the tree it would start")
+    p.add_argument("file", type=Path)
+    p.set_defaults(func=cmd_check)
+
+    client = argparse.ArgumentParser(add_help=False)
+    where = client.add_mutually_exclusive_group()
+    where.add_argument("--socket", type=Path, help="the run's control socket")
+    where.add_argument("--tree", help="the tree's id (its socket in the runtime dir)")
+
+    p = sub.add_parser("status", parents=[client], help="show the running tree")
+    p.add_argument("id", nargs="?", help="only this child (id or path)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_status)
+    for op, text in (
+        ("start", "start a stopped child"),
+        ("stop", "stop a child (its spec is kept)"),
+        ("restart", "stop a child if running, then start it"),
+        ("pause", "SIGSTOP a child's process group"),
+        ("resume", "SIGCONT a paused child"),
+    ):
+        p = sub.add_parser(op, parents=[client], help=text)
+        p.add_argument("id", help="child id, or its path such as pool/worker")
+        p.set_defaults(func=_action(op))
+    p = sub.add_parser("signal", parents=[client], help="send a signal to a child's process group")
+    p.add_argument("id")
+    p.add_argument("sig", type=parse_signal, help="HUP, TERM, USR1, ... or a number")
+    p.set_defaults(func=_action("signal"))
+    p = sub.add_parser("events", parents=[client], help="the tree's lifecycle events")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
+    p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
+    p.add_argument("--json", action="store_true", help="one JSON object per line")
+    p.set_defaults(func=cmd_events)
+    p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
+    p.set_defaults(func=cmd_shutdown)
+    return parser
+
+
+def _quiet_logging() -> None:
+    """The nannies log abnormal exits as warnings; the CLI shows them as events already."""
+    logger = logging.getLogger("nannytree")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("nannytree: %(levelname)s: %(message)s"))
+        handler.setLevel(logging.ERROR)
+        logger.addHandler(handler)
+        logger.propagate = False
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    _quiet_logging()
+    try:
+        return int(args.func(args))
+    except NoTree as e:
+        print(f"nannytree: {e}", file=sys.stderr)
+        return NO_TREE
+    except ControlError as e:
+        print(f"nannytree: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,466 @@
+"""Trees from TOML: a document already read, parsed into a SupervisorSpec. Pure.
+
+    [supervisor]                      # the root: id defaults to the file's stem
+    strategy = "one_for_all"
+    intensity = 3
+    period = 5.0
+
+    [[supervisor.children]]           # a worker: `command` or `target`
+    id = "web"
+    command = ["python3", "-m", "http.server", "8000"]
+
+    [[supervisor.children]]           # a nested supervisor: it has `children`
+    id = "pool"
+    strategy = "one_for_one"
+
+    [[supervisor.children.children]]
+    id = "job"
+    target = "mypkg.jobs:run"         # module:function, resolved by the caller
+
+Every error names the file, the table path (`supervisor.children[2].restart`),
+the bad value and what is allowed. Relative `cwd`, `stdout` and `stderr` paths
+are relative to the file's directory.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import shlex
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+from ._errors import NannyError, SpecError
+from ._spec import (
+    CAPTURE,
+    AnySpec,
+    AutoShutdown,
+    Backoff,
+    ChildSpec,
+    ReadyFile,
+    Restart,
+    Strategy,
+    SupervisorSpec,
+)
+
+TargetResolver = Callable[[str], Callable[..., Any]]
+"""Turns "package.module:function" into the callable; raises when it cannot."""
+
+NO_FILE = "<string>"
+MISSING: Any = type("Missing", (), {"__repr__": lambda self: "missing"})()
+
+_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
+
+_AS_CHILD = ("restart", "shutdown", "significant", "backoff")  # what a parent uses
+WORKER_KEYS = (
+    *("id", "type", *_AS_CHILD),
+    *("command", "target", "args", "kwargs", "env", "inherit_env", "cwd", "ready"),
+    *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
+    *("normal_exit_codes", "fresh_interpreter", "warm_start"),
+)
+SUPERVISOR_KEYS = (
+    *("id", "type", *_AS_CHILD),
+    *("strategy", "intensity", "period", "auto_shutdown", "max_children", "children"),
+)
+ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", *_AS_CHILD))
+BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
+
+
+class ConfigError(NannyError, ValueError):
+    """A tree file is invalid: names the file, the table path, the value and the fix."""
+
+    def __init__(self, filename: str, path: str, value: Any, expected: str) -> None:
+        self.filename = filename
+        self.path = path
+        self.value = value
+        self.expected = expected
+        where = f"{filename}: {path}" if path else filename
+        if not path and value is MISSING:
+            super().__init__(f"{filename}: {expected}")
+        elif value is MISSING:
+            super().__init__(f"{where} is missing; {expected}")
+        else:
+            super().__init__(f"{where} is {show(value)}; {expected}")
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """A value as TOML-ish text for messages."""
+    text = json.dumps(value, default=repr, ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _choices(enum: Any) -> str:
+    return "expected one of " + ", ".join(f'"{m.value}"' for m in enum)
+
+
+@dataclass(frozen=True)
+class UnresolvedTarget:
+    """A `target = "module:function"` loaded without a resolver (e.g. to check a file).
+
+    Calling it fails: load the tree through `actors` to import targets for real.
+    """
+
+    ref: str
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(
+            f"target {self.ref!r} was never imported; load the tree with a resolver "
+            "(actors.cli does) to run it"
+        )
+
+
+def load_tree(
+    text: str | bytes,
+    filename: str = NO_FILE,
+    *,
+    resolve_target: TargetResolver | None = None,
+) -> SupervisorSpec:
+    """Parse a TOML tree (already read) into a validated SupervisorSpec.
+
+    `filename` is used in messages, as the default root id (its stem) and as the
+    base of relative paths. `resolve_target` turns "module:function" into the
+    callable; without one, targets load as `UnresolvedTarget` placeholders.
+    Raises ConfigError.
+    """
+    return _Loader(filename, resolve_target).load(text)
+
+
+class _Loader:
+    def __init__(self, filename: str, resolve: TargetResolver | None) -> None:
+        self.filename = filename
+        self.resolve = resolve
+        self.base = None if filename == NO_FILE else PurePath(filename).parent
+
+    def error(self, path: str, value: Any, expected: str) -> ConfigError:
+        return ConfigError(self.filename, path, value, expected)
+
+    # -- the document -------------------------------------------------------------
+
+    def load(self, text: str | bytes) -> SupervisorSpec:
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise ConfigError(self.filename, "", MISSING, f"not UTF-8 text ({e})") from None
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ConfigError(
+                self.filename, "", MISSING, f"not valid TOML: {e}; fix the syntax there"
+            ) from None
+        self.check_keys(doc, "", ("supervisor",))
+        if "supervisor" not in doc:
+            raise self.error(
+                "supervisor",
+                MISSING,
+                "a tree file starts with a [supervisor] table, then "
+                "[[supervisor.children]] tables, one per child",
+            )
+        root = doc["supervisor"]
+        if not isinstance(root, dict):
+            raise self.error("supervisor", root, "expected a table: [supervisor]")
+        if "id" not in root:
+            stem = PurePath(self.filename).stem if self.filename != NO_FILE else ""
+            if not stem or "/" in stem:
+                raise self.error("supervisor.id", MISSING, 'give the tree an id, e.g. id = "root"')
+            root = {"id": stem, **root}
+        return self.supervisor(root, "supervisor", nested=False)
+
+    def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+        for key in table:
+            if key not in allowed:
+                near = difflib.get_close_matches(key, allowed, n=1)
+                hint = f'did you mean "{near[0]}"? ' if near else ""
+                where = f"{path}.{key}" if path else key
+                raise self.error(
+                    where,
+                    table[key],
+                    f"unknown key; {hint}allowed here: {', '.join(allowed)}",
+                )
+
+    # -- supervisors -----------------------------------------------------------------
+
+    def supervisor(self, table: dict[str, Any], path: str, *, nested: bool) -> SupervisorSpec:
+        self.check_keys(table, path, SUPERVISOR_KEYS if nested else ROOT_KEYS)
+        sid = self.ident(table, path)
+        kw: dict[str, Any] = {"id": sid}
+        if "strategy" in table:
+            kw["strategy"] = self.enum(table, path, "strategy", Strategy)
+        if "auto_shutdown" in table:
+            kw["auto_shutdown"] = self.enum(table, path, "auto_shutdown", AutoShutdown)
+        for key in ("intensity", "max_children"):
+            if key in table:
+                kw[key] = self.integer(table, path, key)
+        if "period" in table:
+            kw["period"] = self.seconds(table, path, "period")
+        self.child_fields(table, path, kw)
+        raw = table.get("children", [])
+        if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
+            raise self.error(
+                f"{path}.children",
+                raw,
+                "expected [[...children]] tables, one per child",
+            )
+        children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
+        try:
+            return SupervisorSpec(children=children, **kw)
+        except SpecError as e:
+            raise self.spec_error(e, path) from None
+
+    def children(
+        self, raw: list[dict[str, Any]], path: str, auto_shutdown: AutoShutdown | None
+    ) -> list[AnySpec]:
+        seen: dict[str, str] = {}
+        specs: list[AnySpec] = []
+        for i, table in enumerate(raw):
+            where = f"{path}[{i}]"
+            cid = self.ident(table, where)
+            if cid in seen:
+                raise self.error(
+                    f"{where}.id", cid, f"duplicate id (also {seen[cid]}); ids must be unique"
+                )
+            seen[cid] = where
+            spec = self.child(table, where)
+            if spec.significant and auto_shutdown in (None, AutoShutdown.NEVER):
+                raise self.error(
+                    f"{where}.significant",
+                    True,
+                    "only a supervisor with auto_shutdown set watches significant "
+                    'children: set auto_shutdown = "any_significant" (or '
+                    '"all_significant") on the supervisor, or drop significant',
+                )
+            specs.append(spec)
+        return specs
+
+    def child(self, table: dict[str, Any], path: str) -> AnySpec:
+        kind = table.get("type")
+        if kind is None:
+            kind = "supervisor" if "children" in table or "strategy" in table else "worker"
+        if kind == "supervisor":
+            return self.supervisor(table, path, nested=True)
+        if kind != "worker":
+            raise self.error(f"{path}.type", kind, 'expected "worker" or "supervisor"')
+        return self.worker(table, path)
+
+    # -- workers -----------------------------------------------------------------------
+
+    def worker(self, table: dict[str, Any], path: str) -> ChildSpec:
+        self.check_keys(table, path, WORKER_KEYS)
+        kw: dict[str, Any] = {"id": self.ident(table, path)}
+        if "command" not in table and "target" not in table:
+            raise self.error(
+                f"{path}.command",
+                MISSING,
+                'give command = ["prog", "arg"] or target = "module:function"',
+            )
+        if "command" in table and "target" in table:
+            raise self.error(
+                f"{path}.target",
+                table["target"],
+                "give command or target, not both; split them into two children",
+            )
+        if "command" in table:
+            kw["command"] = self.command(table["command"], f"{path}.command")
+        else:
+            kw["target"] = self.target(table["target"], f"{path}.target")
+        if "args" in table:
+            if not isinstance(table["args"], list):
+                raise self.error(f"{path}.args", table["args"], "expected an array, e.g. [1, 2]")
+            kw["args"] = tuple(table["args"])
+        if "kwargs" in table:
+            if not isinstance(table["kwargs"], dict):
+                raise self.error(
+                    f"{path}.kwargs", table["kwargs"], "expected a table, e.g. { n = 1 }"
+                )
+            kw["kwargs"] = table["kwargs"]
+        self.child_fields(table, path, kw)
+        if "env" in table:
+            kw["env"] = self.env(table["env"], f"{path}.env")
+        for key in ("inherit_env", "fresh_interpreter", "warm_start"):
+            if key in table:
+                kw[key] = self.boolean(table, path, key)
+        for key in ("cwd", "stdout", "stderr"):
+            if key in table:
+                capture = key != "cwd" and table[key] == CAPTURE
+                kw[key] = CAPTURE if capture else self.path(table, path, key)
+        if "ready" in table:
+            kw["ready"] = self.ready(table["ready"], f"{path}.ready")
+        for key in ("start_timeout", "min_uptime"):
+            if key in table:
+                kw[key] = self.seconds(table, path, key, zero=key == "min_uptime")
+        if "memory_limit" in table:
+            kw["memory_limit"] = self.size(table["memory_limit"], f"{path}.memory_limit")
+        if "normal_exit_codes" in table:
+            codes = table["normal_exit_codes"]
+            if not isinstance(codes, list) or not all(
+                type(c) is int and 0 <= c <= 255 for c in codes
+            ):
+                raise self.error(
+                    f"{path}.normal_exit_codes", codes, "expected an array of exit codes 0-255"
+                )
+            kw["normal_exit_codes"] = frozenset(codes)
+        try:
+            return ChildSpec(**kw)
+        except SpecError as e:
+            raise self.spec_error(e, path) from None
+
+    def command(self, value: Any, path: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            try:
+                argv = shlex.split(value)
+            except ValueError as e:
+                raise self.error(path, value, f"cannot split it into arguments: {e}") from None
+        elif isinstance(value, list) and all(isinstance(a, str) for a in value):
+            argv = list(value)
+        else:
+            raise self.error(path, value, 'expected an array of strings, e.g. ["sleep", "10"]')
+        if not argv:
+            raise self.error(path, value, 'expected a program to run, e.g. ["sleep", "10"]')
+        return tuple(argv)
+
+    def target(self, value: Any, path: str) -> Callable[..., Any]:
+        if not isinstance(value, str) or not _TARGET.match(value):
+            raise self.error(
+                path, value, 'expected "package.module:function", e.g. "myapp.jobs:run"'
+            )
+        if self.resolve is None:
+            return UnresolvedTarget(value)
+        try:
+            target = self.resolve(value)
+        except Exception as e:
+            raise self.error(
+                path,
+                value,
+                f"cannot import it ({type(e).__name__}: {e}); the module must be "
+                "importable from the tree file's directory or the Python path",
+            ) from None
+        if not callable(target):
+            raise self.error(path, value, f"names a {type(target).__name__}, not a function")
+        return target
+
+    def ready(self, value: Any, path: str) -> Any:
+        if value in ("started", "notify"):
+            return value
+        if type(value) in (int, float) and 0 < value < float("inf"):
+            return float(value)
+        if isinstance(value, dict) and list(value) == ["file"]:
+            return ReadyFile(self.path(value, path, "file"))
+        raise self.error(
+            path,
+            value,
+            'expected "started", "notify" (a target calls actors.child.ready()), '
+            'seconds of uptime, or { file = "path" } (ready once the file exists)',
+        )
+
+    def env(self, value: Any, path: str) -> dict[str, str]:
+        if not isinstance(value, dict):
+            raise self.error(path, value, 'expected a table, e.g. env = { PORT = "8000" }')
+        for name, var in value.items():
+            if not isinstance(var, str):
+                raise self.error(
+                    f"{path}.{name}", var, f'expected a string; quote it: {name} = "{var}"'
+                )
+        return dict(value)
+
+    # -- fields ---------------------------------------------------------------------------
+
+    def child_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None:
+        """restart, shutdown and significant: shared by workers and nested supervisors."""
+        if "restart" in table:
+            kw["restart"] = self.enum(table, path, "restart", Restart)
+        if "shutdown" in table:
+            value = table["shutdown"]
+            if value not in ("brutal_kill", "infinity") and (
+                type(value) not in (int, float) or not 0 <= value < float("inf")
+            ):
+                raise self.error(
+                    f"{path}.shutdown",
+                    value,
+                    'expected seconds >= 0 from SIGTERM to SIGKILL, "brutal_kill" or "infinity"',
+                )
+            kw["shutdown"] = value
+        if "significant" in table:
+            kw["significant"] = self.boolean(table, path, "significant")
+        if "backoff" in table:
+            kw["backoff"] = self.backoff(table["backoff"], f"{path}.backoff")
+
+    def backoff(self, value: Any, path: str) -> Backoff | None:
+        """`backoff = true` (the defaults), `false`, or a table of Backoff's fields."""
+        if isinstance(value, bool):
+            return Backoff() if value else None
+        if not isinstance(value, dict):
+            raise self.error(
+                path, value, "expected true, false or a table, e.g. { initial = 0.5, max = 30 }"
+            )
+        self.check_keys(value, path, BACKOFF_KEYS)
+        try:
+            return Backoff(**value)
+        except SpecError as e:
+            field = e.field.removeprefix("backoff.")
+            raise self.error(f"{path}.{field}", e.value, e.expected) from None
+
+    def ident(self, table: Mapping[str, Any], path: str) -> str:
+        value = table.get("id", MISSING)
+        if not isinstance(value, str) or not value or "/" in value:
+            raise self.error(
+                f"{path}.id",
+                value,
+                'every child needs a unique id without "/", e.g. id = "web"',
+            )
+        return value
+
+    def enum(self, table: Mapping[str, Any], path: str, key: str, enum: Any) -> Any:
+        try:
+            return enum(table[key])
+        except ValueError:
+            raise self.error(f"{path}.{key}", table[key], _choices(enum)) from None
+
+    def integer(self, table: Mapping[str, Any], path: str, key: str) -> int:
+        value = table[key]
+        if type(value) is not int or value < 0:
+            raise self.error(f"{path}.{key}", value, "expected an integer >= 0")
+        return value
+
+    def seconds(
+        self, table: Mapping[str, Any], path: str, key: str, *, zero: bool = False
+    ) -> float:
+        value = table[key]
+        low_ok = type(value) in (int, float) and (value >= 0 if zero else value > 0)
+        if not low_ok or not value < float("inf"):
+            bound = ">= 0" if zero else "> 0"
+            raise self.error(f"{path}.{key}", value, f"expected a number of seconds {bound}")
+        return float(value)
+
+    def boolean(self, table: Mapping[str, Any], path: str, key: str) -> bool:
+        value = table[key]
+        if not isinstance(value, bool):
+            raise self.error(f"{path}.{key}", value, "expected true or false")
+        return value
+
+    def path(self, table: Mapping[str, Any], path: str, key: str) -> str:
+        value = table[key]
+        if not isinstance(value, str) or not value:
+            raise self.error(f"{path}.{key}", value, "expected a path (relative to the file)")
+        if self.base is None or PurePath(value).is_absolute():
+            return value
+        return str(self.base / value)
+
+    def size(self, value: Any, path: str) -> int:
+        if type(value) is int:
+            return value
+        match = _SIZE.match(value) if isinstance(value, str) else None
+        if match is None:
+            raise self.error(
+                path, value, 'expected bytes, or a size such as "512M" or "1G" (powers of 1024)'
+            )
+        return int(float(match[1]) * _UNITS[match[2].upper()])
+
+    def spec_error(self, e: SpecError, path: str) -> ConfigError:
+        """A field the spec itself refused: same message, with the table path."""
+        return self.error(f"{path}.{e.field}", e.value, e.expected)

@@ -1,0 +1,691 @@
+"""The nannytree command end to end: real `run` processes, controlled from second
+processes over the Unix socket, stopped with SIGINT/SIGTERM; plus the live view
+rendered through rich's recording console.
+
+No test sleeps to synchronise: each waits for an output line or a socket answer,
+with a deadline.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import io
+import json
+import os
+import queue
+import re
+import select
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import termios
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+from rich.console import Console
+
+from actors._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
+from actors._status import EventRecord, Node
+from actors._view import Header, LiveView, screen
+from actors.cli import parse_signal
+from tests.support import wait_gone
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "actors.cli"]
+DEADLINE = 20.0
+PID = r"(?: pid=\d+)?"  # events about a process may name it
+EVENT_LINE = re.compile(r"^\d\d:\d\d:\d\d\.\d{3} \S+ [a-z_]+( |$)")
+
+THREE = """
+[supervisor]
+id = "three"
+strategy = "one_for_all"
+intensity = 5
+period = 10
+
+[[supervisor.children]]
+id = "web"
+command = ["sleep", "600"]
+shutdown = 2
+
+[[supervisor.children]]
+id = "worker"
+command = "sh -c 'while :; do sleep 1; done'"
+shutdown = 2
+
+[[supervisor.children]]
+id = "mailer"
+target = "tests.children:sleep_forever"
+shutdown = 2
+"""
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path), **extra}
+    env.pop("NO_COLOR", None)
+    return env
+
+
+class Proc:
+    """A CLI subprocess whose output lines arrive on a queue, read by a thread."""
+
+    def __init__(self, *args: str, env: dict[str, str]) -> None:
+        self.p = subprocess.Popen(
+            [*CLI, *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.output: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.p.stdout is not None
+        for line in self.p.stdout:
+            self.output.append(line.rstrip("\n"))
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def expect(self, pattern: str, timeout: float = DEADLINE) -> re.Match[str]:
+        """Wait for the next output line matching `pattern` (a regex)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(
+                    f"no line matching {pattern!r} within {timeout}s; output:\n"
+                    + "\n".join(self.output)
+                ) from None
+            if line is None:
+                self.lines.put(None)
+                raise AssertionError(
+                    f"exited ({self.p.poll()}) before a line matching {pattern!r}; output:\n"
+                    + "\n".join(self.output)
+                )
+            match = re.search(pattern, line)
+            if match:
+                return match
+
+    def finish(self, sig: int | None = None, timeout: float = 30.0) -> tuple[int, str]:
+        """Send `sig` (if any), wait for the exit; the status and the whole output."""
+        if sig is not None:
+            self.p.send_signal(sig)
+        rc = self.p.wait(timeout)
+        self._reader.join(timeout)
+        return rc, "\n".join(self.output)
+
+    def close(self) -> None:
+        """Never leave it behind: SIGINT, then SIGKILL with every descendant."""
+        if self.p.poll() is None:
+            family = psutil.Process(self.p.pid).children(recursive=True)
+            self.p.send_signal(signal.SIGINT)
+            try:
+                self.p.wait(15)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+            for proc in family:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    proc.kill()
+        self._reader.join(5)
+        if self.p.stdout is not None:
+            self.p.stdout.close()
+
+    def __enter__(self) -> Proc:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60
+    )
+
+
+def status(sock: Path, env: dict[str, str]) -> dict[str, Any]:
+    out = cli("status", "--json", "--socket", str(sock), env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)  # type: ignore[no-any-return]
+
+
+def workers(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """path -> node, for every worker in a status answer."""
+    found: dict[str, dict[str, Any]] = {}
+
+    def walk(node: dict[str, Any]) -> None:
+        if node["type"] == "worker":
+            found[node["path"]] = node
+        for child in node["children"]:
+            walk(child)
+
+    walk(answer["tree"])
+    return found
+
+
+def pids(answer: dict[str, Any]) -> dict[str, int]:
+    return {path: n["pid"] for path, n in workers(answer).items() if n["pid"] is not None}
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    return _env(tmp_path)
+
+
+@pytest.fixture
+def three(tmp_path: Path) -> Path:
+    path = tmp_path / "three.toml"
+    path.write_text(THREE)
+    return path
+
+
+# -- the whole story: three programs, one_for_all, controlled from another process --------
+
+
+def test_run_status_restart_stop_start_and_ctrl_c(tmp_path, env, three):
+    sock = tmp_path / "c.sock"
+    seen: set[int] = set()
+    with Proc("run", str(three), "--socket", str(sock), "--plain", env=env) as run:
+        run.expect(r"^nannytree: tree 'three' running, pid \d+, control socket ")
+        run.expect(r"three/mailer child_started pid=\d+")
+
+        first = status(sock, env)
+        before = pids(first)
+        seen |= set(before.values())
+        assert set(before) == {"three/web", "three/worker", "three/mailer"}
+        assert all(n["state"] == "running" for n in workers(first).values())
+        assert first["tree"]["strategy"] == "one_for_all"
+
+        human = cli("status", "--socket", str(sock), env=env)
+        assert human.returncode == 0, human.stderr
+        assert human.stdout.startswith("● three - running, pid ")
+        assert "one_for_all, max 5 restarts in 10s" in human.stdout
+        for name, pid in (("├─ web", before["three/web"]), ("└─ mailer", before["three/mailer"])):
+            assert re.search(rf"{name}\s+running\s+{pid}\s+\d+s\s+0\s", human.stdout), human.stdout
+
+        # restart one from another process: only that one gets a new process
+        out = cli("restart", "worker", "--socket", str(sock), env=env)
+        assert out.returncode == 0, out.stderr
+        new = int(
+            re.fullmatch(
+                rf"restarted three/worker: pid {before['three/worker']} -> (\d+)\n", out.stdout
+            )[1]
+        )  # type: ignore[index]
+        run.expect(rf"three/worker child_started pid={new}")
+        after = pids(status(sock, env))
+        seen |= set(after.values())
+        assert after == {**before, "three/worker": new}
+
+        # a crash restarts all three (one_for_all), the others in reverse order first
+        os.kill(after["three/web"], signal.SIGKILL)
+        run.expect(rf"three/web child_exited{PID} reason=killed by SIGKILL")
+        run.expect(r"three/mailer child_terminated")
+        run.expect(r"three/worker child_terminated")
+        run.expect(r"three/mailer child_started")
+        crashed = pids(status(sock, env))
+        seen |= set(crashed.values())
+        assert not set(crashed.values()) & set(after.values())
+
+        out = cli("stop", "mailer", "--socket", str(sock), env=env)
+        assert out.stdout == f"stopped three/mailer (was pid {crashed['three/mailer']})\n"
+        mailer = workers(status(sock, env))["three/mailer"]
+        assert (mailer["state"], mailer["pid"]) == ("stopped", None)
+        out = cli("start", "mailer", "--socket", str(sock), env=env)
+        assert out.returncode == 0 and out.stdout.startswith("started three/mailer, pid ")
+        out = cli("start", "mailer", "--socket", str(sock), env=env)
+        assert out.returncode == 1 and "already running" in out.stderr
+        final = pids(status(sock, env))
+        seen |= set(final.values())
+
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0, output
+    assert "nannytree: tree 'three' stopped (SIGINT)" in output
+    stops = re.findall(rf"three/(\w+) child_terminated{PID} reason=shutdown", output)
+    assert stops[-3:] == ["mailer", "worker", "web"]  # reverse start order
+    assert wait_gone(sorted(seen)) == []
+    assert not sock.exists()
+
+    # Without a terminal: one line per event (or a nannytree notice), no escape codes.
+    assert "\x1b" not in output
+    for line in output.splitlines():
+        assert EVENT_LINE.match(line) or line.startswith("nannytree: "), line
+
+
+def test_sigterm_stops_the_tree_and_exits_0(tmp_path, env, three):
+    sock = tmp_path / "c.sock"
+    with Proc("run", str(three), "--socket", str(sock), env=env) as run:  # piped: plain
+        run.expect(r"three/mailer child_started")
+        children = pids(status(sock, env))
+        rc, output = run.finish(signal.SIGTERM)
+    assert rc == 0, output
+    assert output.rstrip().endswith("nannytree: tree 'three' stopped (SIGTERM)")
+    assert wait_gone(list(children.values())) == []
+
+
+def test_a_tree_that_gives_up_exits_1_with_the_reason(tmp_path, env):
+    tree = tmp_path / "doomed.toml"
+    tree.write_text(
+        "[supervisor]\nintensity = 1\nperiod = 30\n"
+        '[[supervisor.children]]\nid = "crash"\ncommand = ["sh", "-c", "exit 1"]\n'
+    )
+    with Proc("run", str(tree), "--socket", str(tmp_path / "d.sock"), env=env) as run:
+        rc, output = run.finish()
+    assert rc == 1, output
+    assert re.search(rf"doomed/crash reached_max_restart_intensity{PID} reason=exit code 1", output)
+    assert re.search(
+        r"nannytree: tree 'doomed' gave up: child 'crash' ended too often \(last: exit code 1\)",
+        output,
+    ), output
+
+
+def test_run_refuses_an_invalid_file(tmp_path, env):
+    tree = tmp_path / "bad.toml"
+    tree.write_text('[supervisor]\n[[supervisor.children]]\nid = "a"\ncommand = 3\n')
+    out = cli("run", str(tree), "--socket", str(tmp_path / "b.sock"), env=env)
+    assert out.returncode == 1
+    assert out.stderr == (
+        f"nannytree: {tree}: supervisor.children[0].command is 3; "
+        'expected an array of strings, e.g. ["sleep", "10"]\n'
+    )
+
+
+# -- the control socket -------------------------------------------------------------------
+
+
+def test_socket_is_private_in_the_runtime_dir_and_a_second_run_refuses(tmp_path, three):
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = _env(tmp_path, XDG_RUNTIME_DIR=str(xdg))
+    with Proc("run", str(three), "--plain", env=env) as run:
+        run.expect(r"three/mailer child_started")
+        sock = xdg / "nannytree" / "three.sock"
+        assert stat.S_ISSOCK(sock.stat().st_mode)
+        assert stat.S_IMODE(sock.stat().st_mode) == 0o600
+        assert stat.S_IMODE(sock.parent.stat().st_mode) == 0o700
+        host = psutil.Process(run.p.pid)
+        inet = host.net_connections if hasattr(host, "net_connections") else host.connections
+        assert inet(kind="inet") == []  # no TCP (or UDP) socket at all
+
+        found = cli("status", "--json", env=env)  # the only tree running: found by itself
+        assert found.returncode == 0, found.stderr
+        assert json.loads(found.stdout)["socket"] == str(sock)
+        assert cli("status", "--tree", "three", env=env).returncode == 0
+        missing = cli("status", "--tree", "nope", env=env)
+        assert missing.returncode == 3 and "no tree is running" in missing.stderr
+
+        second = cli("run", str(three), "--plain", env=env)
+        assert second.returncode == 1
+        assert f"another `nannytree run` (pid {run.p.pid}) is serving {sock}" in second.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert not sock.exists()
+    gone = cli("status", env=env)
+    assert gone.returncode == 3 and "no running tree found" in gone.stderr
+
+
+def test_a_stale_socket_from_a_killed_run_is_detected_and_replaced(tmp_path, env, three):
+    sock = tmp_path / "s.sock"
+    with Proc("run", str(three), "--socket", str(sock), env=env) as run:
+        run.expect(r"three/mailer child_started")
+        children = pids(status(sock, env))
+        run.p.kill()  # no cleanup at all: the socket file stays
+        run.finish()
+    # The launcher sees its lifeline close and kills every child.
+    assert wait_gone(list(children.values()), timeout=10) == []
+    assert sock.exists()
+    stale = cli("status", "--socket", str(sock), env=env)
+    assert stale.returncode == 3 and "stale" in stale.stderr
+    with Proc("run", str(three), "--socket", str(sock), env=env) as again:
+        again.expect(rf"^nannytree: replaced a stale socket left by a run that was killed: {sock}")
+        again.expect(r"three/mailer child_started")
+        assert status(sock, env)["pid"] == again.p.pid
+        rc, _ = again.finish(signal.SIGINT)
+    assert rc == 0
+
+
+def test_nested_children_by_path_pause_resume_signal(tmp_path, env):
+    tree = tmp_path / "nest.toml"
+    tree.write_text(
+        "[supervisor]\nintensity = 5\n"
+        '[[supervisor.children]]\nid = "w"\ncommand = ["sleep", "600"]\nshutdown = 1\n'
+        '[[supervisor.children]]\nid = "pool"\nintensity = 5\n'
+        '[[supervisor.children.children]]\nid = "w"\ncommand = ["sleep", "600"]\nshutdown = 1\n'
+        '[[supervisor.children.children]]\nid = "solo"\ncommand = ["sleep", "600"]\nshutdown = 1\n'
+    )
+    sock = str(tmp_path / "n.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"nest/pool child_started")
+        before = pids(status(Path(sock), env))
+        assert set(before) == {"nest/w", "nest/pool/w", "nest/pool/solo"}
+
+        ambiguous = cli("restart", "w", "--socket", sock, env=env)
+        assert ambiguous.returncode == 1
+        assert "'w' names several children (nest/w, nest/pool/w); give its path" in ambiguous.stderr
+        for key in ("pool/w", "nest/pool/w"):
+            out = cli("restart", key, "--socket", sock, env=env)
+            assert out.returncode == 0 and out.stdout.startswith("restarted nest/pool/w: pid ")
+        assert cli("restart", "nope", "--socket", sock, env=env).stderr == (
+            "nannytree: no child 'nope' in tree 'nest'; `nannytree status` lists them\n"
+        )
+
+        solo = before["nest/pool/solo"]
+        out = cli("pause", "solo", "--socket", sock, env=env)
+        assert out.stdout == f"paused nest/pool/solo (pid {solo}, SIGSTOP to its process group)\n"
+        assert psutil.Process(solo).status() == psutil.STATUS_STOPPED
+        only = cli("status", "solo", "--socket", sock, env=env).stdout
+        assert re.search(rf"solo\s+paused\s+{solo}\s", only) and "nest/w" not in only
+        assert cli("resume", "solo", "--socket", sock, env=env).returncode == 0
+        assert workers(status(Path(sock), env))["nest/pool/solo"]["state"] == "running"
+
+        refused = cli("pause", "pool", "--socket", sock, env=env)
+        assert refused.returncode == 1 and "nest/pool is a supervisor" in refused.stderr
+        assert cli("signal", "solo", "NOPE", "--socket", sock, env=env).returncode == 2
+        out = cli("signal", "solo", "term", "--socket", sock, env=env)
+        assert out.stdout == f"sent SIGTERM to nest/pool/solo (pid {solo})\n"
+        run.expect(rf"nest/pool/solo child_exited{PID} reason=killed by SIGTERM")
+        run.expect(r"nest/pool/solo child_started")
+        seen = set(before.values()) | set(pids(status(Path(sock), env)).values())
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_events_follow_streams_until_the_tree_stops(tmp_path, env, three):
+    sock = str(tmp_path / "e.sock")
+    with Proc("run", str(three), "--socket", sock, env=env) as run:
+        run.expect(r"three/mailer child_started")
+        with Proc("events", "--follow", "-n", "100", "--socket", sock, env=env) as follow:
+            follow.expect(r"three supervisor_started one_for_all")  # the backlog first
+            out = cli("restart", "web", "--socket", sock, env=env)
+            new = out.stdout.split()[-1]
+            follow.expect(rf"three/web child_started pid={new}$")
+            past = cli("events", "-n", "2", "--json", "--socket", sock, env=env)
+            assert [json.loads(line)["who"] for line in past.stdout.splitlines()] == [
+                "three/web",
+                "three/web",
+            ]
+            done = cli("shutdown", "--socket", sock, env=env)
+            assert done.stdout == "stopping tree 'three'\n"
+            follow.expect(r"three supervisor_stopped reason=shutdown")
+            assert follow.finish()[0] == 0
+        rc, output = run.finish()
+    assert rc == 0
+    assert re.search(r"stopped \(`nannytree shutdown` from pid \d+\)", output)
+
+
+def test_clients_without_a_tree_say_so(tmp_path, env):
+    out = cli("status", "--socket", str(tmp_path / "none.sock"), env=env)
+    assert out.returncode == 3
+    assert "no tree is running at" in out.stderr and "nannytree run FILE" in out.stderr
+    empty = _env(tmp_path, XDG_RUNTIME_DIR=str(tmp_path / "empty"))
+    (tmp_path / "empty").mkdir()
+    out = cli("restart", "web", env=empty)
+    assert out.returncode == 3 and "no running tree found" in out.stderr
+
+
+# -- check and demo ---------------------------------------------------------------------------
+
+
+def test_check_prints_the_tree_it_would_start(env):
+    out = cli("check", "examples/tree.toml", env=env)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "examples/tree.toml: ok: tree 'shop', 3 workers under 1 supervisor"
+    assert re.match(r"shop\s+one_for_all\s+-\s+-\s+max 3 restarts in 10s$", lines[3])
+    assert re.match(r"├─ web\s+worker\s+permanent\s+2.0\s+python3 -m http.server 8765", lines[4])
+    assert re.match(r"├─ worker\s+worker\s+permanent\s+2.0\s+sh -c 'while :;", lines[5])
+    assert re.match(r"└─ mailer\s+worker\s+permanent\s+2.0\s+actors._demo:steady$", lines[6])
+
+
+def test_check_reports_what_is_wrong(tmp_path, env):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        '[supervisor]\nstrategy = "one_for_all"\n'
+        + '[[supervisor.children]]\nid = "a"\ncommand = ["true"]\n' * 1
+        + '[[supervisor.children]]\nid = "b"\ncommand = ["true"]\n'
+        + '[[supervisor.children]]\nid = "c"\ncommand = ["true"]\nrestart = "always"\n'
+    )
+    out = cli("check", str(bad), env=env)
+    assert out.returncode == 1
+    assert out.stderr == (
+        f'nannytree: {bad}: supervisor.children[2].restart is "always"; '
+        'expected one of "permanent", "transient", "temporary"\n'
+    )
+
+
+def test_demo_shows_restarts_strategies_and_escalation(tmp_path, env):
+    with Proc("demo", "--plain", "--socket", str(tmp_path / "demo.sock"), env=env) as demo:
+        demo.expect(r"demo/pipeline/sink child_started")
+        demo.expect(rf"demo/fragile/crasher child_exited{PID} reason=exit code 3")
+        demo.expect(r"demo/fragile/crasher reached_max_restart_intensity")
+        demo.expect(r"demo/fragile child_exited reason=shutdown: reached_max_restart_intensity")
+        demo.expect(r"demo/fragile supervisor_started")  # escalated: demo restarts it
+        rc, output = demo.finish(signal.SIGINT)
+    assert rc == 0, output
+    assert re.search(rf"demo/flaky child_exited{PID} reason=exit code 1", output)
+
+
+def test_demo_is_bounded_by_its_duration(tmp_path, env):
+    with Proc("demo", "--duration", "0.5", "--socket", str(tmp_path / "d.sock"), env=env) as demo:
+        rc, output = demo.finish()
+    assert rc == 0, output
+    assert output.rstrip().endswith("nannytree: tree 'demo' stopped (--duration 0.5s)")
+
+
+# -- the live view ---------------------------------------------------------------------------
+
+
+def _sample_tree() -> Node:
+    mib = 1024 * 1024
+    return Node(
+        id="shop",
+        path="shop",
+        type="supervisor",
+        state="running",
+        uptime=65,
+        strategy="one_for_all",
+        intensity=3,
+        period=10.0,
+        cpu=1.5,
+        rss=60 * mib,
+        children=[
+            Node(
+                "web", "shop/web", "worker", "running", pid=4243, uptime=65, cpu=0.5, rss=20 * mib
+            ),
+            Node(
+                "worker",
+                "shop/worker",
+                "worker",
+                "running",
+                pid=4251,
+                uptime=3,
+                restarts=2,
+                cpu=1.0,
+                rss=4 * mib,
+                last_exit="exit code 1",
+                last_exit_normal=False,
+            ),
+            Node(
+                "pool",
+                "shop/pool",
+                "supervisor",
+                "running",
+                uptime=65,
+                strategy="one_for_one",
+                intensity=1,
+                period=5.0,
+                rss=36 * mib,
+                children=[
+                    Node("mailer", "shop/pool/mailer", "worker", "paused", pid=4245, uptime=3725)
+                ],
+            ),
+        ],
+    )
+
+
+def _events() -> list[EventRecord]:
+    return [
+        EventRecord(
+            time.time(), "shop/worker", "child_exited", reason="exit code 1", abnormal=True
+        ),
+        EventRecord(time.time(), "shop/worker", "child_started", pid=4251),
+    ]
+
+
+HEADER = Header("shop", 4242, "/run/user/1000/nannytree/shop.sock", "/tmp/shop.log")
+
+
+def test_the_live_view_renders_tree_and_events():
+    console = Console(record=True, width=100, file=io.StringIO(), force_terminal=True)
+    console.print(screen(_sample_tree(), _events(), HEADER, height=40))
+    lines = [line.rstrip() for line in console.export_text(clear=False).splitlines()]
+    assert lines[:3] == [
+        "nannytree shop  one_for_all, max 3 restarts in 10s  pid 4242  up 1m05s",
+        "Ctrl-C stops the tree  ·  children's output: /tmp/shop.log",
+        "from another shell: nannytree status --socket /run/user/1000/nannytree/shop.sock",
+    ]
+    assert re.match(r"tree\s+state\s+pid\s+uptime\s+restarts\s+cpu\s+rss\s+last exit$", lines[3])
+    assert set(lines[4]) == {"─"}
+    rows = [
+        r"shop \(one_for_all\)\s+running\s+-\s+1m05s\s+0\s+1.5%\s+60.0M\s+-",
+        r"├─ web\s+running\s+4243\s+1m05s\s+0\s+0.5%\s+20.0M\s+-",
+        r"├─ worker\s+running\s+4251\s+3s\s+2\s+1.0%\s+4.0M\s+exit code 1",
+        r"└─ pool \(one_for_one\)\s+running\s+-\s+1m05s\s+0\s+-\s+36.0M\s+-",
+        r"   └─ mailer\s+paused\s+4245\s+1h02m\s+0\s+-\s+-\s+-",
+    ]
+    for line, row in zip(lines[5:10], rows, strict=True):
+        assert re.fullmatch(row, line), (line, row)
+    assert lines[10].startswith("╭─ events ─")
+    assert re.fullmatch(
+        r"│ \d\d:\d\d:\d\d\.\d{3} shop/worker child_exited reason=exit code 1\s+│", lines[11]
+    )
+    assert re.fullmatch(
+        r"│ \d\d:\d\d:\d\d\.\d{3} shop/worker child_started pid=4251\s+│", lines[12]
+    )
+    assert lines[13].startswith("╰─") and len(lines) == 14
+    styled = console.export_text(styles=True)
+    assert "\x1b[31mexit code 1" in styled  # an abnormal exit is red
+    assert "\x1b[32mrunning" in styled and "\x1b[33mpaused" in styled
+
+
+def test_the_live_view_draws_its_last_frame_when_it_ends():
+    console = Console(record=True, width=100, file=io.StringIO(), force_terminal=True)
+    with LiveView(console, HEADER) as view:
+        for record in _events():
+            view.add(record)
+        view.update(_sample_tree(), busy=True)
+        view.refresh()
+        view.header.note = "stopping (SIGINT)..."
+    frames = console.export_text().split("nannytree shop ")
+    last = frames[-1]
+    assert "a supervisor is busy; showing its last answer" in last
+    assert "stopping (SIGINT)..." in last
+    assert re.search(r"└─ mailer\s+paused\s+4245", last)
+
+
+def test_the_screen_keeps_the_latest_events_that_fit():
+    console = Console(record=True, width=80, file=io.StringIO())
+    records = [EventRecord(time.time(), f"t/c{i}", "child_started", pid=i) for i in range(50)]
+    console.print(screen(None, records, Header("t", 1, "/s.sock"), height=12))
+    text = console.export_text()
+    assert "t/c49 " in text and "t/c40 " not in text
+    assert "a supervisor is busy" not in text
+
+
+def test_run_shows_the_live_view_on_a_terminal_and_stops_on_ctrl_c(tmp_path, env, three):
+    """On a terminal (a pty), `run` draws the live view; SIGINT stops it cleanly."""
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    sock = tmp_path / "l.sock"
+    p = subprocess.Popen(
+        [*CLI, "run", str(three), "--socket", str(sock)],
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        env={**env, "TERM": "xterm-256color"},
+        cwd=ROOT,
+    )
+    os.close(slave)
+    chunks: list[bytes] = []
+
+    def screen_text() -> str:
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
+
+    def read_until(pattern: str) -> None:
+        deadline = time.monotonic() + DEADLINE
+        while not re.search(pattern, screen_text()):
+            assert time.monotonic() < deadline, f"no {pattern!r} on screen:\n{screen_text()}"
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    chunks.append(os.read(master, 65536))
+                except OSError:
+                    break
+
+    try:
+        read_until(r"mailer\s+running\s+\d+")
+        children = pids(status(sock, env))
+        text = screen_text()
+        assert "nannytree three  one_for_all, max 5 restarts in 10s" in text
+        assert f"children's output: {tmp_path / 'l.log'}" in text
+        assert re.search(r"├─ web\s+running\s+\d+", text)
+        p.send_signal(signal.SIGINT)
+        read_until(r"nannytree: tree 'three' stopped \(SIGINT\)")
+        assert p.wait(30) == 0
+        assert re.search(r"└─ mailer\s+stopped\s+-", screen_text())
+        assert wait_gone(list(children.values())) == []
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.close(master)
+
+
+# -- pieces ------------------------------------------------------------------------------------
+
+
+def test_the_control_socket_is_0600_locked_and_cleaned_up(tmp_path):
+    path = tmp_path / "sub" / "x.sock"
+    control = ControlSocket.bind(path)
+    try:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+        with pytest.raises(AlreadyRunning, match=rf"pid {os.getpid()}\) is serving {path}"):
+            ControlSocket.bind(path)
+    finally:
+        control.close()
+    assert not path.exists() and not path.with_name("x.sock.lock").exists()
+    path.write_text("not a socket")
+    with pytest.raises(ControlError, match="exists and is not a socket"):
+        ControlSocket.bind(path)
+    with pytest.raises(ControlError, match="socket path too long"):
+        ControlSocket.bind(tmp_path / ("x" * 120))
+
+
+def test_the_runtime_dir_falls_back_to_a_private_tmp_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    path = runtime_dir(create=True)
+    assert path == Path(f"/tmp/nannytree-{os.getuid()}")
+    assert stat.S_IMODE(path.stat().st_mode) == 0o700
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    assert runtime_dir(create=True) == tmp_path / "nannytree"
+
+
+@pytest.mark.parametrize(
+    ("text", "number"), [("HUP", 1), ("sigterm", 15), ("SIGUSR1", 10), ("9", 9)]
+)
+def test_signals_by_name_or_number(text, number):
+    assert parse_signal(text) == number
