@@ -1,0 +1,513 @@
+"""Spec validation: every field, good and bad values, bad combinations, defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import supervision._spec as spec_module
+from supervision import (
+    BRUTAL_KILL,
+    INFINITY,
+    AutoShutdown,
+    Backoff,
+    ChildSpec,
+    ReadyFile,
+    Restart,
+    SpecError,
+    Strategy,
+    SupervisorSpec,
+    check_childspecs,
+)
+
+
+def work() -> None:
+    pass
+
+
+def child(child_id: str = "w", **fields: Any) -> ChildSpec:
+    if "target" not in fields and "command" not in fields:
+        fields["target"] = work
+    return ChildSpec(child_id, **fields)
+
+
+def assert_spec_error(
+    err: SpecError, child: str | None, field: str, value: Any, allowed: str
+) -> None:
+    """The error names the child, the field and the bad value, and says what is allowed."""
+    assert err.child == child
+    assert err.field == field
+    if isinstance(value, float) and math.isnan(value):
+        assert math.isnan(err.value)
+    else:
+        assert err.value == value
+    assert allowed in err.expected
+    text = str(err)
+    assert repr(field) in text
+    assert repr(value) in text
+    assert allowed in text
+    if child is not None:
+        assert repr(child) in text
+
+
+# -- ChildSpec: good values ------------------------------------------------------
+
+
+def test_child_spec_defaults_are_as_documented():
+    spec = ChildSpec("w", target=work)
+    assert spec.restart is Restart.PERMANENT
+    assert spec.shutdown == 5.0
+    assert spec.significant is False
+    assert spec.start_timeout == 30.0
+    assert spec.ready == "started"
+    assert spec.min_uptime == 0.0
+    assert spec.backoff is None
+    assert spec.normal_exit_codes == frozenset({0})
+    assert spec.args == ()
+    assert spec.kwargs == {}
+    assert spec.command is None
+    assert spec.env is None
+    assert spec.inherit_env is True
+    assert spec.cwd is None
+    assert spec.memory_limit is None
+    assert spec.stdout is None
+    assert spec.stderr is None
+    assert spec.fresh_interpreter is False
+    assert spec.type == "worker"
+
+
+def test_supervisor_spec_defaults_are_as_documented():
+    spec = SupervisorSpec("s")
+    assert spec.strategy is Strategy.ONE_FOR_ONE
+    assert spec.intensity == 1
+    assert spec.period == 5.0
+    assert spec.auto_shutdown is AutoShutdown.NEVER
+    assert spec.children == ()
+    assert spec.max_children is None
+    assert spec.restart is Restart.PERMANENT
+    assert spec.shutdown == INFINITY
+    assert spec.significant is False
+    assert spec.backoff is None
+    assert spec.type == "supervisor"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "restart",
+        "shutdown",
+        "significant",
+        "strategy",
+        "intensity",
+        "period",
+        "auto_shutdown",
+        "start_timeout",
+        "ready",
+        "min_uptime",
+        "stdout",
+        "stderr",
+        "normal_exit_codes",
+        "backoff",
+    ],
+)
+def test_module_docstring_states_every_default(name):
+    assert f"`{name}`" in (spec_module.__doc__ or "")
+
+
+def test_child_spec_normalises_good_values():
+    spec = ChildSpec(
+        "w",
+        target=work,
+        args=[1, 2],
+        kwargs={"k": 1},
+        restart="transient",
+        shutdown=3,
+        significant=True,
+        env={"A": "1"},
+        inherit_env=False,
+        cwd=Path("/tmp"),
+        ready="notify",
+        start_timeout=2,
+        memory_limit=4096,
+        stdout="/tmp/out.log",
+        stderr=Path("/tmp/err.log"),
+        normal_exit_codes=[0, 3],
+        fresh_interpreter=True,
+        min_uptime=1,
+        backoff=Backoff(),
+    )
+    assert spec.args == (1, 2)
+    assert spec.kwargs == {"k": 1}
+    assert spec.restart is Restart.TRANSIENT
+    assert spec.shutdown == 3.0
+    assert isinstance(spec.shutdown, float)
+    assert spec.significant is True
+    assert spec.env == {"A": "1"}
+    assert spec.start_timeout == 2.0
+    assert spec.normal_exit_codes == frozenset({0, 3})
+    assert spec.fresh_interpreter is True
+    assert spec.min_uptime == 1.0
+    assert spec.backoff == Backoff()
+
+
+@pytest.mark.parametrize(
+    ("ready", "stored"),
+    [("started", "started"), ("notify", "notify"), (2, 2.0), (ReadyFile("/r"), ReadyFile("/r"))],
+)
+def test_ready_accepts_started_notify_seconds_and_a_ready_file(ready, stored):
+    assert child(ready=ready).ready == stored
+
+
+def test_command_child_may_wait_for_seconds_of_uptime_or_a_ready_file():
+    assert ChildSpec("w", command=["true"], ready=1.5).ready == 1.5
+    assert ChildSpec("w", command=["true"], ready=ReadyFile("/r")).ready == ReadyFile("/r")
+
+
+def test_child_spec_copies_mutable_arguments():
+    args, kwargs, env = [1], {"k": 1}, {"A": "1"}
+    spec = ChildSpec("w", target=work, args=args, kwargs=kwargs, env=env)
+    args.append(2)
+    kwargs["k"] = 2
+    env["A"] = "2"
+    assert spec.args == (1,)
+    assert spec.kwargs == {"k": 1}
+    assert spec.env == {"A": "1"}
+
+
+def test_command_child_spec_stores_argv_as_a_tuple():
+    spec = ChildSpec("w", command=["sleep", "10"])
+    assert spec.command == ("sleep", "10")
+    assert spec.target is None
+
+
+@pytest.mark.parametrize("shutdown", [0, 0.5, 7, BRUTAL_KILL, INFINITY])
+def test_shutdown_accepts_seconds_brutal_kill_and_infinity(shutdown):
+    assert child(shutdown=shutdown).shutdown == shutdown
+
+
+@pytest.mark.parametrize("restart", list(Restart))
+def test_every_restart_type_is_accepted_by_value_or_member(restart):
+    assert child(restart=restart.value).restart is restart
+    assert child(restart=restart).restart is restart
+
+
+def test_child_spec_is_frozen():
+    spec = child()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.restart = Restart.TEMPORARY  # type: ignore[misc]
+
+
+# -- ChildSpec: bad values -------------------------------------------------------
+
+BAD_CHILD_FIELDS = [
+    # field, bad value, what the message says is allowed
+    ("restart", "sometimes", "Restart.PERMANENT, Restart.TRANSIENT, Restart.TEMPORARY"),
+    ("restart", None, "expected one of Restart."),
+    ("shutdown", -1, "seconds >= 0"),
+    ("shutdown", math.inf, 'use "infinity"'),
+    ("shutdown", math.nan, "seconds >= 0"),
+    ("shutdown", True, '"brutal_kill" or "infinity"'),
+    ("shutdown", "soon", '"brutal_kill" or "infinity"'),
+    ("shutdown", None, '"brutal_kill" or "infinity"'),
+    ("significant", "yes", "True or False"),
+    ("significant", 1, "True or False"),
+    ("args", "abc", "tuple of arguments"),
+    ("args", 42, "tuple of arguments"),
+    ("kwargs", [("k", 1)], "mapping of keyword arguments"),
+    ("env", {"A": 1}, "mapping of str to str"),
+    ("env", {1: "x"}, "mapping of str to str"),
+    ("env", ["A=1"], "mapping of str to str"),
+    ("inherit_env", "no", "True or False"),
+    ("cwd", 42, "directory path"),
+    ("ready", "now", 'expected "started", "notify", seconds of uptime > 0, or ReadyFile(path)'),
+    ("ready", 0, "seconds of uptime > 0"),
+    ("ready", -1.0, "seconds of uptime > 0"),
+    ("ready", math.inf, "seconds of uptime > 0"),
+    ("ready", True, "seconds of uptime > 0"),
+    ("ready", None, "seconds of uptime > 0"),
+    ("ready", 30, "must be below start_timeout=30.0"),
+    ("ready", ReadyFile(""), "ReadyFile takes a file path"),
+    ("min_uptime", -1, "seconds >= 0"),
+    ("min_uptime", math.inf, "seconds >= 0"),
+    ("min_uptime", True, "seconds >= 0"),
+    ("min_uptime", "1", "seconds >= 0"),
+    ("backoff", 0.5, "None or Backoff(...)"),
+    ("start_timeout", 0, "seconds > 0"),
+    ("start_timeout", -1.0, "seconds > 0"),
+    ("start_timeout", True, "seconds > 0"),
+    ("start_timeout", "10", "seconds > 0"),
+    ("start_timeout", math.inf, "finite"),
+    ("memory_limit", 4095, ">= 4096"),
+    ("memory_limit", True, ">= 4096"),
+    ("memory_limit", 4096.5, ">= 4096"),
+    ("memory_limit", "1G", ">= 4096"),
+    ("stdout", 1, "file path"),
+    ("stderr", 1, "file path"),
+    ("normal_exit_codes", 0, "set of ints"),
+    ("normal_exit_codes", {256}, "from 0 to 255"),
+    ("normal_exit_codes", {-1}, "from 0 to 255"),
+    ("normal_exit_codes", {True}, "from 0 to 255"),
+    ("normal_exit_codes", "0", "from 0 to 255"),
+    ("normal_exit_codes", [[0]], "from 0 to 255"),
+    ("fresh_interpreter", "yes", "True or False"),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"), BAD_CHILD_FIELDS, ids=lambda v: repr(v)[:30]
+)
+def test_bad_child_field_is_refused_naming_child_field_value_and_what_is_allowed(
+    field, value, allowed
+):
+    with pytest.raises(SpecError) as info:
+        child("w", **{field: value})
+    assert_spec_error(info.value, "w", field, value, allowed)
+
+
+@pytest.mark.parametrize("bad_id", [42, "", None])
+def test_child_id_must_be_a_non_empty_string(bad_id):
+    with pytest.raises(SpecError) as info:
+        ChildSpec(bad_id, target=work)
+    assert_spec_error(info.value, None, "id", bad_id, "non-empty string")
+
+
+def test_child_id_with_a_slash_is_refused():
+    with pytest.raises(SpecError) as info:
+        child("a/b")
+    assert_spec_error(info.value, "a/b", "id", "a/b", "'/' separates supervisors")
+
+
+def test_child_with_both_target_and_command_is_refused():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", target=work, command=["true"])
+    assert_spec_error(info.value, "w", "target", work, "exactly one of target=")
+
+
+def test_child_with_neither_target_nor_command_is_refused():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w")
+    assert_spec_error(info.value, "w", "target", None, "exactly one of target=")
+
+
+def test_target_must_be_callable():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", target="work")  # type: ignore[arg-type]
+    assert_spec_error(info.value, "w", "target", "work", "expected a callable")
+
+
+@pytest.mark.parametrize("command", ["sleep 10", b"sleep 10"])
+def test_command_given_as_a_string_is_refused_with_the_sh_c_remedy(command):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=command)
+    assert_spec_error(info.value, "w", "command", command, "['sh', '-c', line]")
+
+
+@pytest.mark.parametrize("command", [[], ["sleep", 10], [None]])
+def test_command_must_be_a_non_empty_list_of_str(command):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=command)
+    assert_spec_error(info.value, "w", "command", command, "non-empty list of str")
+
+
+@pytest.mark.parametrize("fresh", [True, 1])
+def test_fresh_interpreter_is_refused_for_a_command_child(fresh):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], fresh_interpreter=fresh)
+    assert_spec_error(info.value, "w", "fresh_interpreter", fresh, "only a target= child")
+
+
+def test_ready_notify_is_refused_for_a_command_child():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], ready="notify")
+    assert_spec_error(
+        info.value, "w", "ready", "notify", "only a target= child can call actors.child.ready()"
+    )
+
+
+def test_significant_permanent_child_is_a_bad_combination():
+    with pytest.raises(SpecError) as info:
+        child("w", significant=True)
+    assert_spec_error(info.value, "w", "significant", True, "a permanent child cannot be")
+
+
+@pytest.mark.parametrize("restart", [Restart.TRANSIENT, Restart.TEMPORARY])
+def test_significant_transient_or_temporary_child_is_accepted(restart):
+    assert child(restart=restart, significant=True).significant is True
+
+
+# -- SupervisorSpec --------------------------------------------------------------
+
+BAD_SUPERVISOR_FIELDS = [
+    ("strategy", "round_robin", "Strategy.ONE_FOR_ONE, Strategy.ONE_FOR_ALL"),
+    ("intensity", -1, "integer >= 0"),
+    ("intensity", 1.5, "integer >= 0"),
+    ("intensity", True, "integer >= 0"),
+    ("intensity", "1", "integer >= 0"),
+    ("period", 0, "seconds > 0"),
+    ("period", -5, "seconds > 0"),
+    ("period", "5", "seconds > 0"),
+    ("period", True, "seconds > 0"),
+    ("period", math.inf, "finite"),
+    ("auto_shutdown", "sometimes", "AutoShutdown.NEVER, AutoShutdown.ANY_SIGNIFICANT"),
+    ("restart", "sometimes", "Restart.PERMANENT"),
+    ("shutdown", -1, "seconds >= 0"),
+    ("shutdown", "later", '"brutal_kill" or "infinity"'),
+    ("significant", "yes", "True or False"),
+    ("backoff", "exponential", "None or Backoff(...)"),
+    ("children", 42, "list of specs"),
+    ("children", [42], "ChildSpec or SupervisorSpec items"),
+]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"), BAD_SUPERVISOR_FIELDS, ids=lambda v: repr(v)[:30]
+)
+def test_bad_supervisor_field_is_refused_naming_supervisor_field_value_and_what_is_allowed(
+    field, value, allowed
+):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", **{field: value})
+    bad = value[0] if field == "children" and isinstance(value, list) else value
+    assert_spec_error(info.value, "s", field, bad, allowed)
+
+
+def test_single_spec_as_children_is_refused():
+    one = child("w")
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", children=one)  # type: ignore[arg-type]
+    assert_spec_error(info.value, "s", "children", one, "list of specs")
+
+
+@pytest.mark.parametrize("bad_id", [42, "", "a/b"])
+def test_supervisor_id_is_checked_like_a_child_id(bad_id):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec(bad_id)
+    assert info.value.field == "id"
+    assert info.value.value == bad_id
+
+
+def test_supervisor_spec_normalises_good_values():
+    inner = SupervisorSpec("inner", restart="transient", significant=True, shutdown=10)
+    spec = SupervisorSpec(
+        "s",
+        strategy="rest_for_one",
+        intensity=0,
+        period=2,
+        children=[child("a"), inner],
+        auto_shutdown="any_significant",
+    )
+    assert spec.strategy is Strategy.REST_FOR_ONE
+    assert spec.intensity == 0
+    assert spec.period == 2.0
+    assert spec.auto_shutdown is AutoShutdown.ANY_SIGNIFICANT
+    assert spec.children == (child("a"), inner)
+    assert inner.restart is Restart.TRANSIENT
+    assert inner.shutdown == 10.0
+
+
+def test_significant_permanent_supervisor_is_a_bad_combination():
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", significant=True)
+    assert_spec_error(info.value, "s", "significant", True, "a permanent child cannot be")
+
+
+def test_duplicate_child_ids_are_refused_naming_the_id():
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", children=[child("a"), child("b"), child("a")])
+    assert_spec_error(info.value, "a", "id", "a", "duplicate child id")
+
+
+def test_significant_child_under_auto_shutdown_never_is_a_bad_combination():
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", children=[child("a", restart="transient", significant=True)])
+    assert_spec_error(info.value, "a", "significant", True, "auto_shutdown is NEVER")
+
+
+@pytest.mark.parametrize("auto", [AutoShutdown.ANY_SIGNIFICANT, AutoShutdown.ALL_SIGNIFICANT])
+def test_significant_child_under_auto_shutdown_is_accepted(auto):
+    spec = SupervisorSpec(
+        "s", auto_shutdown=auto, children=[child("a", restart="temporary", significant=True)]
+    )
+    assert spec.children[0].significant
+
+
+@pytest.mark.parametrize("n", [0, 2])
+def test_simple_one_for_one_needs_exactly_one_template(n):
+    children = [child(f"w{i}") for i in range(n)]
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", strategy="simple_one_for_one", children=children)
+    assert_spec_error(info.value, "s", "children", [c.id for c in children], "exactly one")
+
+
+@pytest.mark.parametrize("auto", [AutoShutdown.ANY_SIGNIFICANT, AutoShutdown.ALL_SIGNIFICANT])
+def test_simple_one_for_one_with_auto_shutdown_is_refused(auto):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec(
+            "s",
+            strategy="simple_one_for_one",
+            children=[child("w")],
+            auto_shutdown=auto,
+        )
+    assert_spec_error(info.value, "s", "auto_shutdown", auto, "cannot auto-shutdown")
+
+
+@pytest.mark.parametrize("strategy", ["one_for_one", "one_for_all", "rest_for_one"])
+def test_max_children_is_refused_on_a_static_supervisor(strategy):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", strategy=strategy, max_children=3)
+    assert_spec_error(info.value, "s", "max_children", 3, "only simple_one_for_one")
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_max_children_must_be_an_integer_at_least_zero(bad):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec("s", strategy="simple_one_for_one", children=[child()], max_children=bad)
+    assert_spec_error(info.value, "s", "max_children", bad, "integer >= 0")
+
+
+@pytest.mark.parametrize("good", [0, 1, 100])
+def test_max_children_accepts_integers_at_least_zero(good):
+    spec = SupervisorSpec("s", strategy="simple_one_for_one", children=[child()], max_children=good)
+    assert spec.max_children == good
+
+
+# -- check_childspecs ------------------------------------------------------------
+
+
+def test_check_childspecs_accepts_a_good_list_and_a_generator():
+    specs = [child("a"), child("b"), SupervisorSpec("c")]
+    assert check_childspecs(specs) is None
+    assert check_childspecs(s for s in specs) is None
+
+
+def test_check_childspecs_refuses_duplicate_ids():
+    with pytest.raises(SpecError) as info:
+        check_childspecs([child("a"), SupervisorSpec("a")])
+    assert_spec_error(info.value, "a", "id", "a", "duplicate child id")
+
+
+@pytest.mark.parametrize("specs", [42, child("a")], ids=["int", "one spec"])
+def test_check_childspecs_refuses_a_non_list(specs):
+    with pytest.raises(SpecError) as info:
+        check_childspecs(specs)
+    assert_spec_error(info.value, None, "children", specs, "list of specs")
+
+
+def test_check_childspecs_names_the_supervisor_for_a_non_spec_item():
+    with pytest.raises(SpecError) as info:
+        check_childspecs([child("a"), {"id": "b"}], supervisor="root")  # type: ignore[list-item]
+    assert_spec_error(info.value, "root", "children", {"id": "b"}, "ChildSpec or SupervisorSpec")
+
+
+def test_check_childspecs_without_auto_shutdown_does_not_check_significant():
+    # OTP's check_childspecs/1 skips the never/significant check; /2 does it.
+    significant = child("a", restart="transient", significant=True)
+    assert check_childspecs([significant]) is None
+    assert check_childspecs([significant], AutoShutdown.ANY_SIGNIFICANT) is None
+    with pytest.raises(SpecError) as info:
+        check_childspecs([significant], AutoShutdown.NEVER)
+    assert_spec_error(info.value, "a", "significant", True, "auto_shutdown is NEVER")
