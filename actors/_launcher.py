@@ -93,6 +93,7 @@ class ProcessExit:
     returncode: int  # >= 0 exit code, -N killed by signal N
     error: ChildError | None = None
     launcher_died: bool = False
+    stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
 
 
 class LaunchError(Exception):
@@ -357,7 +358,9 @@ class Launcher:
             with contextlib.suppress(OSError):
                 os.killpg(child.pgid, signal.SIGKILL)
         for child in live:
-            child._set_exit(ProcessExit(child.pid, -signal.SIGKILL, launcher_died=True))
+            child._set_exit(
+                ProcessExit(child.pid, -signal.SIGKILL, launcher_died=True, stderr=child.output(2))
+            )
         self._hello.set()
         self._close_fds()
 
@@ -519,7 +522,12 @@ class Launcher:
                 child = self._children.pop(pid, None)
             if child is not None:
                 child._set_exit(
-                    ProcessExit(pid, returncode, None if error is None else ChildError(*error))
+                    ProcessExit(
+                        pid,
+                        returncode,
+                        None if error is None else ChildError(*error),
+                        stderr=child.output(2),
+                    )
                 )
         elif kind == "output":
             _, pid, stream, data = message

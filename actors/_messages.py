@@ -92,6 +92,7 @@ class ProcessExited:
 
     incarnation: int
     exit: ProcessExit
+    reason: ExitReason
 
 
 @dataclass(frozen=True)

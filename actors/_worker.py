@@ -8,6 +8,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from types import TracebackType
 from typing import Any, NoReturn
@@ -81,6 +82,11 @@ class WorkerActor(pykka.ThreadingActor):
         self._last_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
         self._standby: tuple[int, SpawnRequest] | None = None  # warm_start: (id, its request)
+        # Exits go straight from the exit watcher to the nanny (one hop), except those
+        # of incarnations this actor handles itself (starting, stopping): "quiet" ones.
+        self._handoff = threading.Lock()
+        self._quiet: set[int] = set()
+        self._swallowed: set[int] = set()
 
     # -- messages -------------------------------------------------------------
 
@@ -125,6 +131,8 @@ class WorkerActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         # A bug here must not lose the child: kill the process, report the crash.
+        with self._handoff:
+            self._quiet.add(self._incarnation)
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.send_signal(signal.SIGKILL)
@@ -146,7 +154,9 @@ class WorkerActor(pykka.ThreadingActor):
 
     def _start_process(self) -> Started:
         if self._proc is not None:
-            return Started(self._proc.pid, self._incarnation)
+            if self._proc.exit is None:
+                return Started(self._proc.pid, self._incarnation)
+            self._forget(self._proc)  # exited; its exit is on its way to the nanny
         request = self._request()
         ready = self.spec.ready
         if isinstance(ready, ReadyFile):
@@ -155,17 +165,26 @@ class WorkerActor(pykka.ThreadingActor):
         self._incarnation += 1
         incarnation = self._incarnation
         ref = self.actor_ref
+        started_at = self._started_at = time.monotonic()
+        with self._handoff:
+            self._quiet, self._swallowed = {incarnation}, set()
 
         def on_exit(exit: ProcessExit) -> None:
+            # In the exit watcher's thread: classify and tell the nanny at once.
+            with self._handoff:
+                if incarnation in self._quiet:
+                    self._swallowed.add(incarnation)
+                    return
+            reason = self._exit_reason(exit, started_at, stop_requested=False)
+            self._tell_parent(ChildExited(self.spec.id, incarnation, exit.pid, reason))
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(ProcessExited(incarnation, exit))
+                ref.tell(ProcessExited(incarnation, exit, reason))
 
         standby = self._take_standby(request)
         try:
             proc = self._launcher.spawn(request, on_exit=on_exit, standby=standby)
         except LaunchError as e:
             self._fail(ExitReason.start_failure(str(e)))
-        self._started_at = time.monotonic()
         self._proc, self._paused, self._last_output = proc, False, {}
         if not self._wait_ready(proc):
             self._proc = None
@@ -177,10 +196,11 @@ class WorkerActor(pykka.ThreadingActor):
                         ExitKind.START_TIMEOUT,
                         message=f"not ready within start_timeout={self.spec.start_timeout}s "
                         f"(ready={ready!r}); make it ready sooner or raise start_timeout",
-                        stderr_tail=self._stderr_tail(proc),
+                        stderr_tail=self._tail(proc.output(2)),
                     )
                 )
-            self._fail(self._classify(exit, proc, stop_requested=False))
+            self._forget(proc)
+            self._fail(self._exit_reason(exit, started_at, stop_requested=False))
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
             # cannot become a spawn storm.
@@ -193,6 +213,15 @@ class WorkerActor(pykka.ThreadingActor):
                 limit,
                 lambda rss: ref.tell(MemoryExceeded(incarnation, rss)),
             )
+        with self._handoff:
+            self._quiet.discard(incarnation)
+            swallowed = incarnation in self._swallowed
+        if swallowed:  # it died while starting, after all: report it as any exit
+            exit = proc.exit
+            assert exit is not None
+            reason = self._exit_reason(exit, started_at, stop_requested=False)
+            self._forget(proc, reason)
+            self._tell_parent(ChildExited(self.spec.id, incarnation, proc.pid, reason))
         return Started(proc.pid, incarnation)
 
     def _take_standby(self, request: SpawnRequest) -> int | None:
@@ -271,7 +300,7 @@ class WorkerActor(pykka.ThreadingActor):
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
         exit, note = self._terminate(proc)
-        reason = self._classify(exit, proc, stop_requested=True)
+        reason = self._exit_reason(exit, self._started_at, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
         self._last_exit = reason
@@ -279,22 +308,25 @@ class WorkerActor(pykka.ThreadingActor):
 
     def _terminate(self, proc: ChildProcess) -> tuple[ProcessExit, str]:
         """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever."""
-        self._proc, note = None, ""
+        with self._handoff:
+            self._quiet.add(self._incarnation)  # this exit is ours to report, or not
         if self._memory is not None:
             self._memory.unwatch(proc.pid)
+        note = ""
         shutdown = self.spec.shutdown
-        if shutdown == "brutal_kill":
-            return self._kill_now(proc), note
-        proc.send_signal(signal.SIGTERM)
-        if self._paused:
-            proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
-        self._paused = False
-        timeout = None if shutdown == "infinity" else float(shutdown)
-        exit = proc.wait(timeout)
+        exit: ProcessExit | None = None
+        if shutdown != "brutal_kill":
+            proc.send_signal(signal.SIGTERM)
+            if self._paused:
+                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+            timeout = None if shutdown == "infinity" else float(shutdown)
+            exit = proc.wait(timeout)
+            if exit is None:
+                note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
+                log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
         if exit is None:
-            note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
-            log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
             exit = self._kill_now(proc)
+        self._forget(proc)
         return exit, note
 
     def _kill_now(self, proc: ChildProcess) -> ProcessExit:
@@ -310,26 +342,21 @@ class WorkerActor(pykka.ThreadingActor):
             raise ChildNotRunning(self._supervisor, self.spec.id, what)
 
     def _on_process_exited(self, message: ProcessExited) -> None:
+        """Bookkeeping only: the exit watcher already told the nanny."""
         proc = self._proc
         if proc is None or message.incarnation != self._incarnation or proc.pid != message.exit.pid:
             return  # consumed by a stop, or from an older incarnation
-        self._proc, self._paused = None, False
+        self._forget(proc, message.reason)
+
+    def _forget(self, proc: ChildProcess, reason: ExitReason | None = None) -> None:
+        """The process is gone (or going): drop it, keep what it said."""
+        if self._proc is proc:
+            self._proc, self._paused = None, False
         if self._memory is not None:
             self._memory.unwatch(proc.pid)
-        reason = self._classify(message.exit, proc, stop_requested=False)
-        uptime = time.monotonic() - self._started_at
-        if uptime < self.spec.min_uptime:
-            reason = ExitReason(
-                ExitKind.START_FAILURE,
-                code=reason.code,
-                signal=reason.signal,
-                exc_type=reason.exc_type,
-                message=f"exited after {uptime:.3f}s, before min_uptime={self.spec.min_uptime}s "
-                f"({reason})",
-                traceback=reason.traceback,
-                stderr_tail=reason.stderr_tail,
-            )
-        self._report_exit(message.incarnation, proc.pid, reason)
+        self._last_output = {1: proc.output(1), 2: proc.output(2)}
+        if reason is not None:
+            self._last_exit = reason
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
         proc = self._proc
@@ -343,7 +370,7 @@ class WorkerActor(pykka.ThreadingActor):
             signal=-exit.returncode if exit.returncode < 0 else None,
             message=f"its process tree used {message.rss} bytes of RSS, over memory_limit="
             f"{limit}; raise memory_limit or find the leak",
-            stderr_tail=self._stderr_tail(proc),
+            stderr_tail=self._tail(exit.stderr),
         )
         self._report_exit(message.incarnation, proc.pid, reason)
 
@@ -351,27 +378,40 @@ class WorkerActor(pykka.ThreadingActor):
         self._last_exit = reason
         self._tell_parent(ChildExited(self.spec.id, incarnation, pid, reason))
 
-    def _classify(
-        self, exit: ProcessExit, proc: ChildProcess, *, stop_requested: bool
+    def _exit_reason(
+        self, exit: ProcessExit, started_at: float, *, stop_requested: bool
     ) -> ExitReason:
-        self._last_output = {1: proc.output(1), 2: proc.output(2)}
+        """Classify an exit once. Reads only the spec: safe in the exit watcher's thread."""
         if exit.launcher_died and not stop_requested:
             return ExitReason(ExitKind.LAUNCHER_DIED, signal=-exit.returncode)
         error = exit.error
-        return classify_exit(
+        reason = classify_exit(
             exit.returncode,
             normal_exit_codes=frozenset(self.spec.normal_exit_codes),
             stop_requested=stop_requested,
             exc_type=error.type if error else None,
             exc_message=error.message if error else "",
             traceback=error.traceback if error else "",
-            stderr_tail=self._stderr_tail(proc),
+            stderr_tail=self._tail(exit.stderr),
+        )
+        uptime = time.monotonic() - started_at
+        if stop_requested or uptime >= self.spec.min_uptime:
+            return reason
+        return ExitReason(
+            ExitKind.START_FAILURE,
+            code=reason.code,
+            signal=reason.signal,
+            exc_type=reason.exc_type,
+            message=f"exited after {uptime:.3f}s, before min_uptime={self.spec.min_uptime}s "
+            f"({reason})",
+            traceback=reason.traceback,
+            stderr_tail=reason.stderr_tail,
         )
 
-    def _stderr_tail(self, proc: ChildProcess) -> str:
+    def _tail(self, stderr: bytes) -> str:
         if self.spec.stderr != CAPTURE:
             return ""
-        lines = proc.output(2).decode(errors="replace").splitlines()
+        lines = stderr.decode(errors="replace").splitlines()
         return "\n".join(lines[-STDERR_TAIL_LINES:])
 
     def _output(self, stream: int) -> bytes:
