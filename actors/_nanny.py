@@ -139,6 +139,7 @@ class NannyActor(pykka.ThreadingActor):
         self._exit_reason: ExitReason | None = None
         self.finished = threading.Event()
         self._plugins = list(plugins)
+        self._to_log: list[Event] = []
 
     @classmethod
     def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
@@ -319,6 +320,7 @@ class NannyActor(pykka.ThreadingActor):
                 reply = action
             elif isinstance(action, Exit):
                 self._exit(action)
+        self._log_events()
         return reply
 
     def _retry_later(self, child_id: str) -> Callable[[], None]:
@@ -416,14 +418,20 @@ class NannyActor(pykka.ThreadingActor):
         self._log.append(event)
         if event.context is EventKind.CHILD_DELETED and event.offender in self._workers:
             self._workers.pop(event.offender).stop()
-        if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED) or (
-            event.context is EventKind.CHILD_EXITED
-            and event.reason is not None
-            and not event.reason.is_normal
-        ):
-            log.warning("%s", event)
-        else:
-            log.debug("%s", event)
+        self._to_log.append(event)
+
+    def _log_events(self) -> None:
+        # Logged once the actions are carried out: formatting stays off the restart path.
+        events, self._to_log = self._to_log, []
+        for event in events:
+            if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED) or (
+                event.context is EventKind.CHILD_EXITED
+                and event.reason is not None
+                and not event.reason.is_normal
+            ):
+                log.warning("%s", event)
+            elif log.isEnabledFor(logging.DEBUG):
+                log.debug("%s", event)
 
     # -- helpers ------------------------------------------------------------------------
 
