@@ -274,6 +274,14 @@ def main(argv: list[str] | None = None) -> int:
             busy, busy_detect = python_restarts(marker, n // 2)
             summary("python target, host busy", busy)
             summary("detection, host busy", busy_detect)
+            default = sys.getswitchinterval()
+            sys.setswitchinterval(0.0005)
+            try:
+                busy, busy_detect = python_restarts(marker, n // 2)
+            finally:
+                sys.setswitchinterval(default)
+            summary("python target, host busy, switchinterval 0.5 ms", busy)
+            summary("detection, host busy, switchinterval 0.5 ms", busy_detect)
         finally:
             stop.set()
             hog.join()
