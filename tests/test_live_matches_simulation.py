@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from supervision import ChildSpec, EventKind, ExitKind, ExitReason, Strategy, SupervisorSpec
+from supervision import ChildSpec, ExitKind, ExitReason, Strategy, SupervisorSpec
 from supervision.simulate import Scripted, event_sequence, simulate
 from tests import children
 
