@@ -350,3 +350,73 @@ def test_backoff_delays_live_restarts_and_shows_in_which_children(tree):
         ref, EventKind.RESTART_SCHEDULED, "crashy", where=lambda e: e.time > restarted.time
     )
     assert "delay=0.600" in second.detail
+
+
+def test_interpreter_start_variables_need_a_fresh_interpreter(tree, tmp_path):
+    # PYTHONOPTIMIZE is read when an interpreter starts: a fork of the launcher
+    # cannot honour it, a fresh interpreter does (the README says which to use).
+    def report(path: str) -> None:
+        import sys
+
+        with open(path, "w") as f:
+            f.write(str(sys.flags.optimize))
+
+    fresh, forked = tmp_path / "fresh", tmp_path / "forked"
+    ref = tree(
+        SupervisorSpec(
+            id="root",
+            children=[
+                ChildSpec(
+                    id="fresh",
+                    target=report,
+                    args=(str(fresh),),
+                    env={"PYTHONOPTIMIZE": "1"},
+                    fresh_interpreter=True,
+                    restart="temporary",
+                ),
+                ChildSpec(
+                    id="forked",
+                    target=report,
+                    args=(str(forked),),
+                    env={"PYTHONOPTIMIZE": "1"},
+                    restart="temporary",
+                ),
+            ],
+        )
+    )
+    wait_event(ref, EventKind.CHILD_DELETED, "fresh")
+    wait_event(ref, EventKind.CHILD_DELETED, "forked")
+    assert fresh.read_text() == "1"
+    assert forked.read_text() == "0"
+
+
+def test_auto_shutdown_when_a_significant_child_ends(nanny_tree):
+    from supervision import AutoShutdown
+
+    tree = nanny_tree(
+        SupervisorSpec(
+            id="root",
+            children=[
+                ChildSpec(id="steady", command=["sleep", "60"]),
+                SupervisorSpec(
+                    id="job",
+                    auto_shutdown=AutoShutdown.ANY_SIGNIFICANT,
+                    restart="transient",
+                    children=[
+                        ChildSpec(id="keeper", command=["sleep", "60"]),
+                        ChildSpec(
+                            id="task",
+                            command=["sh", "-c", "exit 0"],
+                            restart="transient",
+                            significant=True,
+                        ),
+                    ],
+                ),
+            ],
+        )
+    )
+    tree.wait_for(EventKind.AUTO_SHUTDOWN, "task")
+    exited = tree.wait_for(EventKind.CHILD_EXITED, "job")
+    assert exited.reason.kind is ExitKind.SHUTDOWN and exited.reason.message == "auto_shutdown"
+    assert tree.child("job").state == "stopped"  # transient: a normal end, not restarted
+    assert tree.child("steady").state == "running"
