@@ -39,6 +39,8 @@ _MAX_TEXT = 60_000
 _libc: ctypes.CDLL | None = None
 # True while the target (or its unpickling) runs: only then does SIGTERM raise.
 _raise_on_term = False
+# An exception injected (actors.testing) before the target began.
+_pending_crash: BaseException | None = None
 
 
 def prctl(option: int, arg: int) -> None:
@@ -66,9 +68,13 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 def _on_crash_signal(signum: int, frame: FrameType | None) -> None:
     from actors import _faults
 
+    global _pending_crash
     exc = _faults.take_crash(os.getpid())
-    if exc is not None and _raise_on_term:
+    if exc is None:
+        return
+    if _raise_on_term:
         raise exc
+    _pending_crash = exc  # the target has not begun: it raises as soon as it does
 
 
 def _tie_to_launcher(launcher_pid: int) -> None:
@@ -229,6 +235,8 @@ def _call_target(
             raise _Terminated(128 + signal.SIGTERM)
         # Plain pickle: it imports cloudpickle only for what was pickled by value.
         target, args, kwargs = loaded or pickle.loads(settings["payload"])
+        if _pending_crash is not None:
+            raise _pending_crash
         target(*args, **kwargs)
     except _Terminated:
         return 0, signal.SIGTERM
