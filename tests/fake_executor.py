@@ -5,6 +5,8 @@ child's "process" is a fresh pid and incarnation, and its start fails only when
 the test scripted it with `fail_starts`. Messages for the supervisor (child
 exits, restart retries, API calls) go through a FIFO `mailbox`, so a retry
 posted by `ScheduleRetry` runs after whatever was queued before it, as in OTP.
+A retry's `delay` is not waited out: it is queued at once (advance the clock
+yourself when the delay matters to the core).
 
 Everything that happens is recorded: `log` (starts, failed starts and
 terminations, in order), `events`, `replies`, `exits` and every action. The

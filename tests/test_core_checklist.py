@@ -271,6 +271,20 @@ def test_auto_shutdown_fires_only_for_significant_children_ending_by_themselves_
     def significant(cid):
         return worker(cid, restart="transient", significant=True)
 
+    any_ = sup_of(worker("a"), significant("s"), auto_shutdown="any_significant", intensity=5)
+    any_.exit("s", KILLED)  # abnormal: restarted, not an ending
+    assert not any_.exits
+
+    group = sup_of(
+        worker("a"),
+        worker("t", restart="temporary", significant=True),
+        strategy="one_for_all",
+        auto_shutdown="any_significant",
+        intensity=5,
+    )
+    group.exit("a")  # t is stopped (and dropped) as a bystander: not an ending
+    assert not group.exits
+
     ex = sup_of(
         worker("a"),
         significant("s1"),
@@ -279,7 +293,6 @@ def test_auto_shutdown_fires_only_for_significant_children_ending_by_themselves_
         auto_shutdown="all_significant",
         intensity=5,
     )
-    ex.exit("s1", KILLED)  # abnormal: restarted, not an ending
     ex.ok("terminate_child", "s1")  # stopped by the API: not an ending, but gone
     ex.exit("s2", ExitReason.normal())  # s3 still runs
     assert not ex.exits

@@ -105,6 +105,17 @@ def test_starting_twice_is_refused():
         ex.sup.start(0.0)
 
 
+def test_shutdown_for_the_parent_stops_children_in_reverse_and_exits_with_its_reason():
+    ex = running(one_for_one("a", "b", "c"))
+    reason = ExitReason(ExitKind.KILLED, signal=15)
+    mark = len(ex.log)
+    ex.shutdown(reason)
+    assert ex.log[mark:] == [("terminate", "c"), ("terminate", "b"), ("terminate", "a")]
+    assert ex.exits[0].reason == reason
+    assert ex.sup.mode == "stopped"
+    assert ex.shutdown() == [], "a second shutdown does nothing"
+
+
 # -- section 3: one_for_one restarts in place ------------------------------------------
 
 

@@ -560,7 +560,7 @@ class SupervisorMachine(RuleBasedStateMachine):
         message = self.ex.mailbox[0]
         sup = self.ex.sup
         live = sup.mode == "running"
-        charged = stale = False
+        charged = stale = current = False
         if isinstance(message, ChildExit):
             info = self._info(message.child_id)
             current = (
@@ -582,6 +582,8 @@ class SupervisorMachine(RuleBasedStateMachine):
         if stale:
             assert self.ex.log[mark:] == []
             assert self.ex.event_kinds(events) == [EventKind.STALE_EXIT_IGNORED]
+        if current and not charged:  # no restart: no sibling started (3, point 3)
+            assert self.ex.started_ids(mark) == []
 
     @rule(data=st.data())
     def fail_next_start(self, data):
@@ -651,6 +653,8 @@ class SupervisorMachine(RuleBasedStateMachine):
                 assert isinstance(reply.error, SupervisorNotRunning)
             elif before >= 3:
                 assert isinstance(reply.error, TooManyChildren)
+            else:
+                assert reply.error is None or isinstance(reply.error, StartError)
             return
         cid = data.draw(st.sampled_from(POOL))
         restart = data.draw(st.sampled_from(list(Restart)))
@@ -668,7 +672,10 @@ class SupervisorMachine(RuleBasedStateMachine):
             expected = AlreadyStarted if info.state == "running" else AlreadyPresent
             assert isinstance(reply.error, expected)
         elif reply.error is None:
-            assert self._order()[-1] == cid
+            assert self._order()[-1] == cid, "start_child appends"
+        else:
+            assert isinstance(reply.error, StartError)
+            assert self._info(cid) is None
 
     # -- invariants ------------------------------------------------------------------
 

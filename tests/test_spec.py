@@ -162,6 +162,12 @@ def test_ready_accepts_started_notify_seconds_and_a_ready_file(ready, stored):
     assert child(ready=ready).ready == stored
 
 
+@pytest.mark.parametrize("where", [None, "/tmp/out.log", Path("/tmp/out.log"), "capture"])
+def test_stdout_and_stderr_accept_none_a_path_or_capture(where):
+    spec = child(stdout=where, stderr=where)
+    assert (spec.stdout, spec.stderr) == (where, where)
+
+
 def test_command_child_may_wait_for_seconds_of_uptime_or_a_ready_file():
     assert ChildSpec("w", command=["true"], ready=1.5).ready == 1.5
     assert ChildSpec("w", command=["true"], ready=ReadyFile("/r")).ready == ReadyFile("/r")
