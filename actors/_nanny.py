@@ -424,12 +424,13 @@ class NannyActor(pykka.ThreadingActor):
         # Logged once the actions are carried out: formatting stays off the restart path.
         events, self._to_log = self._to_log, []
         for event in events:
-            if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED) or (
-                event.context is EventKind.CHILD_EXITED
-                and event.reason is not None
-                and not event.reason.is_normal
-            ):
+            # A supervisor giving up or a child failing to start is worth a warning; a
+            # crash is routine (it is restarted), so INFO: a crash storm must not be
+            # a stderr storm. Every event is in the EventLog regardless.
+            if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED):
                 log.warning("%s", event)
+            elif event.context is EventKind.CHILD_EXITED and log.isEnabledFor(logging.INFO):
+                log.info("%s", event)
             elif log.isEnabledFor(logging.DEBUG):
                 log.debug("%s", event)
 

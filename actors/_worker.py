@@ -81,6 +81,7 @@ class WorkerActor(pykka.ThreadingActor):
         self._last_exit: ExitReason | None = None
         self._last_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
+        self._last_request: tuple[tuple[Any, ...], SpawnRequest] | None = None
         self._standby: tuple[int, SpawnRequest] | None = None  # warm_start: (id, its request)
         # Exits go straight from the exit watcher to the nanny (one hop), except those
         # of incarnations this actor handles itself (starting, stopping): "quiet" ones.
@@ -261,6 +262,24 @@ class WorkerActor(pykka.ThreadingActor):
         raise StartError(self._supervisor, self.spec.id, reason)
 
     def _request(self) -> SpawnRequest:
+        """What to spawn, from the spec and the host's env, cwd and sys.path as they are now.
+
+        Built again only when one of those changed since the last start: it is on
+        the restart path.
+        """
+        key = (
+            os.environ._data.copy() if self.spec.inherit_env else None,  # type: ignore[attr-defined]
+            os.getcwd(),
+            tuple(sys.path),
+            tuple(sys.argv),
+        )
+        if self._last_request is not None and self._last_request[0] == key:
+            return self._last_request[1]
+        request = self._build_request()
+        self._last_request = (key, request)
+        return request
+
+    def _build_request(self) -> SpawnRequest:
         spec = self.spec
         env = dict(os.environ) if spec.inherit_env else {}
         env.update(spec.env or {})
