@@ -111,7 +111,7 @@ def circus(n: int) -> list[float] | None:
     with _workdir() as d:
         conf = d / "circus.ini"
         conf.write_text(
-            "[circus]\ncheck_delay = 5\n"
+            "[circus]\ncheck_delay = 1\n"
             f"endpoint = ipc://{d}/endpoint\npubsub_endpoint = ipc://{d}/pubsub\n"
             f"stats_endpoint = ipc://{d}/stats\nstatsd = False\n"
             "[watcher:bench]\n"
