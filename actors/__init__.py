@@ -10,7 +10,8 @@ Names are imported on first use: the launcher and the children it forks import
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False  # typing is not imported: the launcher and its children import us
 
 if TYPE_CHECKING:
     from . import child
@@ -71,7 +72,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     home = _HOMES.get(name)
     if home is None:
         raise AttributeError(f"module 'actors' has no attribute {name!r}")

@@ -22,14 +22,15 @@ import os
 import pickle
 import signal
 import sys
-import threading
-import traceback
-from collections.abc import Mapping
-from types import FrameType, TracebackType
-from typing import Any, NoReturn
 
 from actors import _wire
 from actors import child as _child
+
+TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from types import FrameType, TracebackType
+    from typing import Any, NoReturn
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -173,6 +174,8 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
         message = str(exc)
     except Exception:
         message = f"<unprintable {type(exc).__name__}>"
+    import traceback  # here, not at the top: a child that never fails never pays for it
+
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     frame = _wire.encode(("error", _type_name(exc), message[:_MAX_TEXT], text[-_MAX_TEXT:]))
     with contextlib.suppress(OSError):
@@ -243,6 +246,8 @@ def _call_target(
     except SystemExit as exc:
         return _exit_code(exc.code), None
     except KeyboardInterrupt as exc:
+        import traceback
+
         # Python prints the traceback, then dies by SIGINT.
         traceback.print_exception(exc)
         return 0, signal.SIGINT
@@ -256,6 +261,7 @@ def _finish(code: int, die_by: int | None) -> NoReturn:
     try:
         # After the target, SIGTERM kills at once, as in a plain interpreter.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        threading = sys.modules.get("threading")  # only if the target used threads
         shutdown = getattr(threading, "_shutdown", None)
         if shutdown is not None:
             shutdown()  # join non-daemon threads, as interpreter exit does
@@ -295,6 +301,8 @@ def run_forked(
         _run_target(settings, control_fd, go_fd)
     except BaseException:
         try:
+            import traceback
+
             traceback.print_exc()
             sys.stderr.flush()
         finally:
@@ -315,6 +323,8 @@ def main(argv: list[str]) -> NoReturn:
         _run_target(settings, control_fd)
     except BaseException:
         try:
+            import traceback
+
             traceback.print_exc()
             sys.stderr.flush()
         finally:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import os
 import pickle
-import socket
 import struct
-from typing import Any
+
+TYPE_CHECKING = False  # typing costs a fresh child milliseconds; mypy knows this name
+if TYPE_CHECKING:
+    import socket
+    from typing import Any
 
 HEADER = struct.Struct("!Q")
 # Refuse absurd lengths: a corrupt header must not make a reader buffer forever.
