@@ -125,6 +125,21 @@ def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int,
     return actions
 
 
+def _posix_spawn(
+    path: str, argv: list[str], env: Mapping[str, str], out_fd: int | None, err_fd: int | None
+) -> int:
+    """A child in its own process group, with a fresh interpreter's signals (trap 5)."""
+    return os.posix_spawn(
+        path,
+        argv,
+        env,
+        file_actions=_dup_actions(out_fd, err_fd),
+        setpgroup=0,
+        setsigdef=_CATCHABLE,
+        setsigmask=(),
+    )
+
+
 def _child_pids(me: int) -> list[int]:
     """Pids of our live children: the kernel's list when it has one, else a /proc scan."""
     try:
@@ -343,15 +358,7 @@ class LauncherLoop:
         env = req["env"]
         path = _which(argv[0], env.get("PATH", os.defpath))
         try:
-            return os.posix_spawn(
-                path,
-                argv,
-                env,
-                file_actions=_dup_actions(out_fd, err_fd),
-                setpgroup=0,
-                setsigdef=_CATCHABLE,
-                setsigmask=(),
-            )
+            return _posix_spawn(path, argv, env, out_fd, err_fd)
         except OSError as exc:
             raise _SpawnFailed(
                 exc.errno, f"cannot execute {path!r}: {exc.strerror}; check the command"
@@ -406,15 +413,7 @@ class LauncherLoop:
             os.set_inheritable(control_w, True)
             os.set_inheritable(settings_fd, True)
             try:
-                pid = os.posix_spawn(
-                    sys.executable,
-                    argv,
-                    env,
-                    file_actions=_dup_actions(out_fd, err_fd),
-                    setpgroup=0,
-                    setsigdef=_CATCHABLE,
-                    setsigmask=(),
-                )
+                pid = _posix_spawn(sys.executable, argv, env, out_fd, err_fd)
             except OSError as exc:
                 os.close(control_r)
                 raise _SpawnFailed(
