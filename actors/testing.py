@@ -22,6 +22,7 @@ import psutil
 import pykka
 
 from supervision import ChildInfo, Event, EventKind, SupervisorSpec
+from supervision.simulate import event_sequence
 
 from ._events import EventLog
 from ._faults import inject_crash
@@ -112,7 +113,7 @@ class EventProbe:
 
     def sequence(self) -> list[tuple[str, str, str | None]]:
         """(supervisor, context, offender) of each event: what an order assertion compares."""
-        return [(e.supervisor, e.context.value, e.offender) for e in self.events]
+        return event_sequence(self.events)
 
     def wait_for(
         self,
