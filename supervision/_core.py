@@ -48,7 +48,7 @@ StartContext = Literal["init", "restart", "api_start", "api_restart"]
 TerminateContext = Literal["restart", "api", "shutdown"]
 
 
-@dataclass
+@dataclass(eq=False)  # identity: list membership and removal must not compare fields
 class _Child:
     spec: AnySpec
     state: ChildState = "stopped"
@@ -125,7 +125,8 @@ class Supervisor:
         self.name = name or spec.id
         self.mode: Mode = "new"
         self.restart_times: tuple[float, ...] = ()
-        self._children: list[_Child] = []
+        self._children: list[_Child] = []  # start order
+        self._by_id: dict[str, _Child] = {}
         self._plan: deque[_Step] = deque()
         self._pending: _Start | _Terminate | _TerminateAll | None = None
         self._out: list[Action] = []
@@ -133,7 +134,8 @@ class Supervisor:
         self._next_dynamic = 1
         self._simple = spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE
         if not self._simple:
-            self._children = [_Child(s) for s in spec.children]
+            for child_spec in spec.children:
+                self._add(_Child(child_spec))
 
     # -- queries -------------------------------------------------------------
 
@@ -332,7 +334,7 @@ class Supervisor:
                 if existing.alive:
                     raise AlreadyStarted(self.name, spec.id, existing.pid)
                 raise AlreadyPresent(self.name, spec.id)
-        self._children.append(_Child(spec))
+        self._add(_Child(spec))
         self._plan.append(_Start(spec.id, "api_start"))
         return self._advance()
 
@@ -511,11 +513,12 @@ class Supervisor:
 
     # -- the child list ----------------------------------------------------------
 
+    def _add(self, child: _Child) -> None:
+        self._children.append(child)
+        self._by_id[child.id] = child
+
     def _lookup(self, child_id: str) -> _Child | None:
-        for c in self._children:
-            if c.id == child_id:
-                return c
-        return None
+        return self._by_id.get(child_id)
 
     def _get(self, child_id: str) -> _Child:
         child = self._lookup(child_id)
@@ -535,7 +538,8 @@ class Supervisor:
         return child
 
     def _remove(self, child: _Child) -> None:
-        if child in self._children:
+        if self._by_id.get(child.id) is child:
+            del self._by_id[child.id]
             self._children.remove(child)
             self._report(EventKind.CHILD_DELETED, child)
 
