@@ -145,3 +145,36 @@ def test_two_thousand_restarts_leak_no_fd_thread_or_zombie(tree):
     assert _fds() <= fds + 2
     assert threading.active_count() <= threads
     assert _zombies() == 0
+
+
+FORGETFUL = textwrap.dedent(
+    """
+    import sys
+    from actors import NannyActor
+    from supervision import ChildSpec, SupervisorSpec
+    from tests import children
+
+    ref = NannyActor.start(SupervisorSpec(id="root", children=[
+        ChildSpec(id="cmd", command=["sleep", "300"]),
+        ChildSpec(id="py", target=children.record_stop, args=(sys.argv[1], "py"),
+                  ready="notify"),
+    ]))
+    print(" ".join(str(c.pid) for c in ref.proxy().which_children().get()), flush=True)
+    # ... and the script ends without ref.stop()
+    """
+)
+
+
+def test_a_script_that_forgets_to_stop_its_tree_exits_and_stops_it_politely(tmp_path):
+    stops = tmp_path / "stops"
+    host = subprocess.run(
+        [sys.executable, "-c", FORGETFUL, str(stops)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert host.returncode == 0, host.stderr
+    pids = [int(p) for p in host.stdout.split()]
+    assert wait_gone(pids, timeout=2.0) == []
+    assert stops.read_text() == "py\n"  # stopped with SIGTERM at exit: its finally ran
