@@ -79,3 +79,27 @@ def test_the_launcher_and_its_children_do_not_import_the_actors():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == []
+
+
+def test_children_only_tell_their_parents():
+    """Invariant 1: no blocking ask goes up the tree, so the tree cannot deadlock on itself."""
+    for name in ("_worker.py", "_nanny.py"):
+        tree = ast.parse((ROOT / "actors" / name).read_text())
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("ask", "proxy")
+                and isinstance(node.func.value, ast.Attribute)
+                and node.func.value.attr == "_parent"
+            ):
+                raise AssertionError(f"{name}:{node.lineno} asks its parent")
+        uses = [
+            n.func.attr
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and isinstance(n.func.value, ast.Attribute)
+            and n.func.value.attr == "_parent"
+        ]
+        assert uses and set(uses) == {"tell"}, (name, uses)
