@@ -13,11 +13,27 @@ from tests import children
 from tests.support import children_by_id, wait_event, wait_until
 
 
-def _launcher_children() -> list[psutil.Process]:
+def _launcher_children(ref) -> list[psutil.Process]:
+    """The live processes of this tree's launcher: its children and their standbys."""
     launchers = [
-        p for p in psutil.Process().children() if "actors._launcher_main" in " ".join(p.cmdline())
+        p
+        for p in psutil.Process().children()
+        if "actors._launcher_main" in " ".join(p.cmdline()) and p.pid == _launcher_pid(ref)
     ]
-    return [c for lp in launchers for c in lp.children()]
+    found = []
+    for lp in launchers:
+        for c in lp.children():
+            try:
+                if c.status() != psutil.STATUS_ZOMBIE:
+                    found.append(c)
+            except psutil.NoSuchProcess:
+                pass
+    return found
+
+
+def _launcher_pid(ref) -> int:
+    launcher = ref._actor_weakref()._launcher  # the tree's own, not another test's
+    return launcher.pid
 
 
 def _warm_tree(tree, **fields):
@@ -34,19 +50,19 @@ def _warm_tree(tree, **fields):
 def test_a_restart_runs_the_standby_forked_before_the_crash(tree):
     ref = _warm_tree(tree)
     first = children_by_id(ref)["w"].pid
-    wait_until(lambda: len(_launcher_children()) == 2, what="the standby is forked")
-    standby = next(p for p in _launcher_children() if p.pid != first)
+    wait_until(lambda: len(_launcher_children(ref)) == 2, what="the standby is forked")
+    standby = next(p for p in _launcher_children(ref) if p.pid != first)
     os.kill(first, signal.SIGKILL)
     event = wait_event(ref, EventKind.CHILD_STARTED, "w", where=lambda e: e.incarnation == 2)
     assert event.pid == standby.pid  # no fork on the restart path
-    wait_until(lambda: len(_launcher_children()) == 2, what="the standby is refilled")
+    wait_until(lambda: len(_launcher_children(ref)) == 2, what="the standby is refilled")
 
 
 def test_the_standby_is_stopped_with_its_child(tree):
     ref = _warm_tree(tree)
-    wait_until(lambda: len(_launcher_children()) == 2, what="the standby is forked")
+    wait_until(lambda: len(_launcher_children(ref)) == 2, what="the standby is forked")
     ref.proxy().terminate_child("w").get()
-    wait_until(lambda: _launcher_children() == [], what="child and standby gone")
+    wait_until(lambda: _launcher_children(ref) == [], what="child and standby gone")
 
 
 def test_a_crash_storm_keeps_one_standby_at_most(tree):
@@ -62,7 +78,7 @@ def test_a_crash_storm_keeps_one_standby_at_most(tree):
     deadline = time.monotonic() + 10
     log = ref.proxy().event_log().get()
     while time.monotonic() < deadline:
-        seen_max = max(seen_max, len(_launcher_children()))
+        seen_max = max(seen_max, len(_launcher_children(ref)))
         if any(e.incarnation and e.incarnation >= 50 for e in log.snapshot()):
             break
     assert seen_max <= 2
@@ -84,7 +100,7 @@ def test_an_environment_change_is_not_served_by_a_stale_standby(tree, tmp_path):
         )
     )
     wait_until(lambda: out.exists(), what="first run")
-    wait_until(lambda: len(_launcher_children()) == 2, what="the standby is forked")
+    wait_until(lambda: len(_launcher_children(ref)) == 2, what="the standby is forked")
     os.environ["NANNYTREE_WARM"] = "changed"
     try:
         os.kill(children_by_id(ref)["w"].pid, signal.SIGKILL)
