@@ -6,7 +6,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
-import threading
 import time
 import weakref
 from collections import deque
@@ -137,7 +136,6 @@ class NannyActor(pykka.ThreadingActor):
         self._exit_requested = False
         self._init_error: NannyError | None = None
         self._exit_reason: ExitReason | None = None
-        self.finished = threading.Event()
         self._plugins = list(plugins)
         self._to_log: list[Event] = []
 
@@ -411,7 +409,6 @@ class NannyActor(pykka.ThreadingActor):
             self._init_error = action.error
         elif not self._exit_requested:
             self._tell_parent(action.reason)
-        self.finished.set()
         self.actor_ref.stop(block=False)  # a no-op when already stopping (in on_stop)
 
     def _record(self, event: Event) -> None:
@@ -470,7 +467,6 @@ class NannyActor(pykka.ThreadingActor):
 
     def _cleanup(self) -> None:
         self._stop_workers()
-        self.finished.set()
         for plugin in self._plugins:
             try:
                 plugin.teardown(self._log, self._exit_reason)
