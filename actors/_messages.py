@@ -18,7 +18,13 @@ class Start:
 
 @dataclass(frozen=True)
 class Stop:
-    """Stop the process per the spec's shutdown; answers the ExitReason."""
+    """Stop the process per the spec's shutdown; answers the ExitReason.
+
+    `deadline` (time.monotonic()) caps the wait: a supervisor above has a
+    shutdown time of its own, and the whole subtree must be gone by then.
+    """
+
+    deadline: float | None = None
 
 
 @dataclass(frozen=True)
@@ -117,4 +123,9 @@ class InitTree:
 
 @dataclass(frozen=True)
 class ShutdownTree:
-    """Asked by a parent: stop the subtree, reverse order; answers the ExitReason."""
+    """Asked by a parent: stop the subtree, reverse order; answers the ExitReason.
+
+    Every process of the subtree is gone by `deadline` (time.monotonic()), if given.
+    """
+
+    deadline: float | None = None

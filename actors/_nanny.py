@@ -31,6 +31,7 @@ from supervision import (
     Reply,
     Report,
     ScheduleRetry,
+    Shutdown,
     StartChild,
     StartError,
     Supervisor,
@@ -138,6 +139,7 @@ class NannyActor(pykka.ThreadingActor):
         self._exit_reason: ExitReason | None = None
         self._plugins = list(plugins)
         self._to_log: list[Event] = []
+        self._deadline: float | None = None  # set by a parent's ShutdownTree
 
     @classmethod
     def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
@@ -267,6 +269,7 @@ class NannyActor(pykka.ThreadingActor):
                 raise self._init_error
         elif isinstance(message, ShutdownTree):
             self._exit_requested = True
+            self._deadline = message.deadline
             self._run(self._core.shutdown(now))
             return self._exit_reason
         else:
@@ -304,10 +307,10 @@ class NannyActor(pykka.ThreadingActor):
             elif isinstance(action, StartChild):
                 queue.extend(self._start_child(action.child_id, action.spec))
             elif isinstance(action, TerminateChild):
-                reason = self._terminate(action.child_id)
+                reason = self._terminate(action.child_id, action.spec.shutdown)
                 queue.extend(self._core.terminated(action.child_id, reason, time.monotonic()))
             elif isinstance(action, TerminateChildren):
-                results = self._terminate_many(action.child_ids)
+                results = self._terminate_many(action.child_ids, action.shutdown)
                 queue.extend(self._core.terminated_all(results, time.monotonic()))
             elif isinstance(action, ScheduleRetry):
                 if action.delay > 0:
@@ -373,25 +376,43 @@ class NannyActor(pykka.ThreadingActor):
         self._nested[child_id] = nested
         return self._core.started(child_id, None, incarnation, time.monotonic())
 
-    def _terminate(self, child_id: str) -> ExitReason:
+    def _deadline_for(self, shutdown: Shutdown) -> float | None:
+        """When a subtree with this shutdown must be gone, within our own deadline."""
+        own = None
+        if shutdown == "brutal_kill":
+            own = time.monotonic()
+        elif shutdown != "infinity":
+            own = time.monotonic() + float(shutdown)
+        if own is None or self._deadline is None:
+            return own if own is not None else self._deadline
+        return min(own, self._deadline)
+
+    def _terminate(self, child_id: str, shutdown: Shutdown) -> ExitReason:
         try:
             if child_id in self._nested:
-                reason = cast(ExitReason | None, self._nested.pop(child_id).ask(ShutdownTree()))
+                nested = self._nested.pop(child_id)
+                reason = cast(
+                    ExitReason | None, nested.ask(ShutdownTree(self._deadline_for(shutdown)))
+                )
                 return reason or ExitReason.shutdown()
-            return cast(ExitReason, self._workers[child_id].ask(Stop()))
+            return cast(ExitReason, self._workers[child_id].ask(Stop(self._deadline)))
         except pykka.ActorDeadError:
             return ExitReason.shutdown("already stopped")
         except Exception as e:
             return _crash_reason(e)
 
-    def _terminate_many(self, child_ids: tuple[str, ...]) -> dict[str, ExitReason]:
-        # One shared timer (OTP 5.4): every child is asked at once.
+    def _terminate_many(
+        self, child_ids: tuple[str, ...], shutdown: Shutdown
+    ) -> dict[str, ExitReason]:
+        # One shared timer (OTP 5.4): every child is asked at once, with one deadline.
+        deadline = self._deadline_for(shutdown)
         futures = {}
         for child_id in child_ids:
             if child_id in self._nested:
-                futures[child_id] = self._nested.pop(child_id).ask(ShutdownTree(), block=False)
+                message: Any = ShutdownTree(deadline)
+                futures[child_id] = self._nested.pop(child_id).ask(message, block=False)
             else:
-                futures[child_id] = self._workers[child_id].ask(Stop(), block=False)
+                futures[child_id] = self._workers[child_id].ask(Stop(deadline), block=False)
         results: dict[str, ExitReason] = {}
         for child_id, future in futures.items():
             try:

@@ -97,7 +97,7 @@ class WorkerActor(pykka.ThreadingActor):
         if isinstance(message, Start):
             return self._start_process()
         if isinstance(message, Stop):
-            return self._stop_process()
+            return self._stop_process(message.deadline)
         if isinstance(message, MemoryExceeded):
             return self._on_memory_exceeded(message)
         if isinstance(message, Restart):
@@ -313,20 +313,25 @@ class WorkerActor(pykka.ThreadingActor):
 
     # -- stop ---------------------------------------------------------------------
 
-    def _stop_process(self) -> ExitReason:
+    def _stop_process(self, deadline: float | None = None) -> ExitReason:
         self._discard_standby()  # part of the child: stopped with it
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
-        exit, note = self._terminate(proc)
+        exit, note = self._terminate(proc, deadline)
         reason = self._exit_reason(exit, self._started_at, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
         self._last_exit = reason
         return reason
 
-    def _terminate(self, proc: ChildProcess) -> tuple[ProcessExit, str]:
-        """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever."""
+    def _terminate(
+        self, proc: ChildProcess, deadline: float | None = None
+    ) -> tuple[ProcessExit, str]:
+        """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever.
+
+        A `deadline` from a supervisor above cuts the wait short.
+        """
         with self._handoff:
             self._quiet.add(self._incarnation)  # this exit is ours to report, or not
         if self._memory is not None:
@@ -339,9 +344,17 @@ class WorkerActor(pykka.ThreadingActor):
             if self._paused:
                 proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
             timeout = None if shutdown == "infinity" else float(shutdown)
+            capped = False
+            if deadline is not None:
+                left = max(0.0, deadline - time.monotonic())
+                capped = timeout is None or left < timeout
+                timeout = left if capped else timeout
             exit = proc.wait(timeout)
-            if exit is None:
+            if exit is None and capped:
+                note = "still running at its supervisor's shutdown deadline; killed with SIGKILL"
+            elif exit is None:
                 note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
+            if exit is None:
                 log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
         if exit is None:
             exit = self._kill_now(proc)

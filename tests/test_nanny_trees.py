@@ -240,3 +240,41 @@ def test_dynamic_children_shut_down_in_parallel_with_one_timer(tree, tmp_path):
     # Four children that ignore SIGTERM, 1 s each: in sequence this takes 4 s or more.
     assert elapsed < 3.0, f"dynamic children were not stopped in parallel ({elapsed:.1f}s)"
     assert wait_gone(pids) == []
+
+
+@pytest.mark.parametrize("shutdown", [0.5, "brutal_kill"])
+def test_a_nested_supervisors_shutdown_bounds_its_whole_subtree(nanny_tree, shutdown):
+    from actors import testing
+
+    tree = nanny_tree(
+        SupervisorSpec(
+            id="root",
+            children=[
+                SupervisorSpec(
+                    id="sub",
+                    shutdown=shutdown,
+                    children=[
+                        SupervisorSpec(
+                            id="leaf",
+                            children=[
+                                ChildSpec(
+                                    id="stubborn",
+                                    target=testing.ignore_sigterm,
+                                    ready="notify",
+                                    shutdown=30.0,  # would take 30 s on its own
+                                )
+                            ],
+                        )
+                    ],
+                )
+            ],
+        )
+    )
+    pid = tree.pid("stubborn")
+    t0 = time.monotonic()
+    tree.nanny.terminate_child("sub").get()
+    assert time.monotonic() - t0 < 5.0
+    stopped = tree.wait_for(EventKind.CHILD_TERMINATED, "stubborn")
+    assert stopped.reason.signal == signal.SIGKILL
+    assert "shutdown deadline" in stopped.reason.message or shutdown == "brutal_kill"
+    assert wait_gone([pid]) == []
