@@ -375,6 +375,7 @@ class Controller:
             "pause": self._pause,
             "resume": self._resume,
             "signal": self._signal,
+            "logs": self._logs,
         }
         if op not in actions:
             raise ValueError(f"unknown op {op!r}; expected one of {', '.join(actions)}")
@@ -429,6 +430,19 @@ class Controller:
             raise ValueError("the request needs a signal number")
         self._call(t, "signal_child", t.child_id, sig)
         return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
+
+    def _logs(self, t: Target, request: dict[str, Any]) -> str:
+        self._worker_only(t, "read the output of")
+        stream = request.get("stream", "stderr")
+        text = self._call(t, "read_output", t.child_id, stream)
+        if not text:
+            spec = self._call(t, "get_childspec", t.child_id)
+            if getattr(spec, stream, None) != "capture":
+                raise ValueError(
+                    f'{t.path} does not capture its {stream}: set {stream} = "capture" '
+                    "in its table to keep the last 64 KiB"
+                )
+        return str(text).rstrip("\n")
 
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)

@@ -5,6 +5,7 @@
     nannytree check tree.toml          validate a file and show the tree it would start
     nannytree status                   the running tree, from another shell
     nannytree restart|stop|start|pause|resume ID
+    nannytree logs ID [--stdout]
     nannytree signal ID SIG
     nannytree events --follow
     nannytree shutdown                 stop the running tree, as Ctrl-C does
@@ -165,6 +166,8 @@ def _action(op: str) -> Callable[[argparse.Namespace], int]:
         request: dict[str, Any] = {"op": op, "id": args.id}
         if op == "signal":
             request["signal"] = args.sig
+        if op == "logs":
+            request["stream"] = "stdout" if args.stdout else "stderr"
         answer = _request(args, request)
         if answer is None:
             return 1
@@ -270,6 +273,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("id")
     p.add_argument("sig", type=parse_signal, help="HUP, TERM, USR1, ... or a number")
     p.set_defaults(func=_action("signal"))
+    p = sub.add_parser(
+        "logs", parents=[client], help='what a child wrote lately (stdout/stderr = "capture")'
+    )
+    p.add_argument("id")
+    p.add_argument("--stdout", action="store_true", help="its stdout instead of its stderr")
+    p.set_defaults(func=_action("logs"))
     p = sub.add_parser("events", parents=[client], help="the tree's lifecycle events")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")

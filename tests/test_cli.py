@@ -689,3 +689,25 @@ def test_the_runtime_dir_falls_back_to_a_private_tmp_dir(monkeypatch, tmp_path):
 )
 def test_signals_by_name_or_number(text, number):
     assert parse_signal(text) == number
+
+
+def test_logs_shows_what_a_child_wrote(tmp_path, env):
+    tree = tmp_path / "talk.toml"
+    tree.write_text(
+        '[supervisor]\nid = "talk"\n'
+        '[[supervisor.children]]\nid = "talker"\n'
+        'command = ["sh", "-c", "echo hello; echo oops >&2; exec sleep 600"]\n'
+        'stdout = "capture"\nstderr = "capture"\nready = 0.2\n'
+        '[[supervisor.children]]\nid = "quiet"\ncommand = ["sleep", "600"]\n'
+    )
+    sock = str(tmp_path / "t.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"talk/quiet child_started")
+        seen = set(pids(status(Path(sock), env)).values())
+        assert cli("logs", "talker", "--socket", sock, env=env).stdout == "oops\n"
+        assert cli("logs", "talker", "--stdout", "--socket", sock, env=env).stdout == "hello\n"
+        refused = cli("logs", "quiet", "--socket", sock, env=env)
+        assert refused.returncode == 1 and 'stderr = "capture"' in refused.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
