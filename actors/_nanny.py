@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import logging
 import time
 import weakref
@@ -106,7 +107,6 @@ class NannyActor(pykka.ThreadingActor):
         spec: SupervisorSpec,
         *,
         _launcher: Launcher | None = None,
-        _owns_launcher: bool = False,
         _parent: pykka.ActorRef[Any] | None = None,
         _name: str | None = None,
         _incarnation: int = 0,
@@ -116,19 +116,17 @@ class NannyActor(pykka.ThreadingActor):
         plugins: Sequence[NannyPlugin] = (),
     ) -> None:
         super().__init__()
-        if not isinstance(spec, SupervisorSpec):
-            raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
         if _launcher is None:
             raise TypeError("start a tree with NannyActor.start(spec)")
         self._spec = spec
         self._core = Supervisor(spec, _name)
         self._launcher = _launcher
-        self._owns_launcher = _owns_launcher
         self._parent = _parent
+        # A root tree owns the launcher, memory watch and timer its nested nannies share.
+        self._is_root = _parent is None
         self._incarnation = _incarnation
         self._log = EventLog() if _log is None else _log
         self._memory = MemoryWatch() if _memory is None else _memory
-        self._owns_memory = _memory is None
         self._scheduler = Scheduler() if _scheduler is None else _scheduler
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
@@ -144,12 +142,11 @@ class NannyActor(pykka.ThreadingActor):
     @classmethod
     def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
         """Start a tree and all its children, in order; return its ActorRef."""
+        if not isinstance(spec, SupervisorSpec):
+            raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
         owns = kwargs.get("_launcher") is None
         if owns:
-            if not isinstance(spec, SupervisorSpec):
-                raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
             kwargs["_launcher"] = Launcher.start()
-            kwargs["_owns_launcher"] = True
         try:
             ref = super().start(spec, **kwargs)
         except BaseException:
@@ -277,7 +274,7 @@ class NannyActor(pykka.ThreadingActor):
         return None
 
     def on_start(self) -> None:
-        if self._parent is None:
+        if self._is_root:
             _roots.add(self)
 
     def on_stop(self) -> None:
@@ -456,7 +453,7 @@ class NannyActor(pykka.ThreadingActor):
 
     def _overlay(self, info: ChildInfo) -> ChildInfo:
         if info.state == "running" and (info.id, info.incarnation) in self._paused:
-            return ChildInfo(**{**info.__dict__, "state": "paused"})
+            return dataclasses.replace(info, state="paused")
         return info
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:
@@ -494,10 +491,9 @@ class NannyActor(pykka.ThreadingActor):
             except Exception:
                 log.exception("nanny %r: plugin %r failed in teardown", self._core.name, plugin)
         self._plugins.clear()
-        if self._owns_memory:
+        if self._is_root:
             self._memory.close()
             self._scheduler.close()
-        if self._owns_launcher:
             self._launcher.close()
         _roots.discard(self)
 
