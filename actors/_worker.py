@@ -188,20 +188,19 @@ class WorkerActor(pykka.ThreadingActor):
             self._fail(ExitReason.start_failure(str(e)))
         self._proc, self._paused, self._last_output = proc, False, {}
         if not self._wait_ready(proc):
-            self._proc = None
             exit = proc.exit
             if exit is None:
                 self._kill_now(proc)
-                self._fail(
-                    ExitReason(
-                        ExitKind.START_TIMEOUT,
-                        message=f"not ready within start_timeout={self.spec.start_timeout}s "
-                        f"(ready={ready!r}); make it ready sooner or raise start_timeout",
-                        stderr_tail=self._tail(proc.output(2)),
-                    )
+                reason = ExitReason(
+                    ExitKind.START_TIMEOUT,
+                    message=f"not ready within start_timeout={self.spec.start_timeout}s "
+                    f"(ready={ready!r}); make it ready sooner or raise start_timeout",
+                    stderr_tail=self._tail(proc.output(2)),
                 )
+            else:
+                reason = self._exit_reason(exit, started_at, stop_requested=False)
             self._forget(proc)
-            self._fail(self._exit_reason(exit, started_at, stop_requested=False))
+            self._fail(reason)
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
             # cannot become a spawn storm.
@@ -220,9 +219,9 @@ class WorkerActor(pykka.ThreadingActor):
         if swallowed:  # it died while starting, after all: report it as any exit
             exit = proc.exit
             assert exit is not None
+            self._forget(proc)
             reason = self._exit_reason(exit, started_at, stop_requested=False)
-            self._forget(proc, reason)
-            self._tell_parent(ChildExited(self.spec.id, incarnation, proc.pid, reason))
+            self._report_exit(incarnation, proc.pid, reason)
         return Started(proc.pid, incarnation)
 
     def _take_standby(self, request: SpawnRequest) -> int | None:
