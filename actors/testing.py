@@ -10,6 +10,7 @@ without pytest too:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -152,7 +153,7 @@ class TreeHarness:
         if self.ref is not None and self.ref.is_alive():
             self.ref.stop()
         pids = [e.pid for e in self.log.snapshot() if e.pid is not None]
-        return _survivors(pids, 5.0)
+        return wait_gone(pids, 5.0)
 
     def __enter__(self) -> TreeHarness:
         return self.start()
@@ -255,14 +256,22 @@ def _path_of(nodes: Iterable[TreeNode], child_id: str) -> str | None:
     return node.path if node is not None else None
 
 
-def _survivors(pids: Iterable[int], timeout: float) -> list[int]:
-    procs = []
-    for pid in set(pids):
-        try:
-            p = psutil.Process(pid)
-            if p.status() != psutil.STATUS_ZOMBIE:
-                procs.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=timeout)
-    return sorted(p.pid for p in alive if p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
+def wait_gone(pids: Iterable[int], timeout: float = 5.0) -> list[int]:
+    """Wait until none of `pids` is alive (zombies count as gone); return the survivors."""
+    pids = sorted(set(pids))
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        procs = []
+        for pid in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs.append(psutil.Process(pid))
+        psutil.wait_procs(procs, timeout=0.05)

@@ -6,7 +6,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psutil
 import pykka
 
 from supervision import ChildInfo, Event, EventKind
@@ -14,8 +13,22 @@ from supervision import ChildInfo, Event, EventKind
 TIMEOUT = 10.0
 
 
+_logs: dict[str, Any] = {}
+
+
+def remember_log(ref: pykka.ActorRef[Any], log: Any) -> None:
+    """Keep a tree's EventLog: a tree that gives up stops its actor, and its log
+    can no longer be asked for."""
+    _logs[ref.actor_urn] = log
+
+
+def forget_log(ref: pykka.ActorRef[Any]) -> None:
+    _logs.pop(ref.actor_urn, None)
+
+
 def event_log(ref: pykka.ActorRef[Any]) -> Any:
-    return ref.proxy().event_log().get()
+    log = _logs.get(ref.actor_urn)
+    return log if log is not None else ref.proxy().event_log().get()
 
 
 def wait_event(
@@ -40,22 +53,6 @@ def wait_event(
 
 def children_by_id(ref: pykka.ActorRef[Any]) -> dict[str, ChildInfo]:
     return {c.id: c for c in ref.proxy().which_children().get()}
-
-
-def wait_gone(pids: list[int], timeout: float = 5.0) -> list[int]:
-    """Wait until none of `pids` is alive (zombies count as gone); return the survivors."""
-    deadline = time.monotonic() + timeout
-    while True:
-        alive = []
-        for pid in pids:
-            try:
-                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                    alive.append(pid)
-            except psutil.NoSuchProcess:
-                pass
-        if not alive or time.monotonic() > deadline:
-            return alive
-        psutil.wait_procs([psutil.Process(p) for p in alive if psutil.pid_exists(p)], timeout=0.05)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT, what: str = "") -> None:

@@ -35,7 +35,7 @@ from actors._control import AlreadyRunning, ControlError, ControlSocket, runtime
 from actors._status import EventRecord, Node
 from actors._view import Header, LiveView, screen
 from actors.cli import parse_signal
-from tests.support import wait_gone
+from actors.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "actors.cli"]

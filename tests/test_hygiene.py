@@ -12,9 +12,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, SupervisorSpec
 from tests import children
-from tests.support import children_by_id, event_log, wait_event, wait_gone, wait_until
+from tests.support import children_by_id, event_log, wait_event, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -7,6 +7,7 @@ import signal
 import pytest
 
 from actors import NannyActor
+from actors.testing import wait_gone
 from supervision import (
     AlreadyPresent,
     AlreadyStarted,
@@ -22,7 +23,7 @@ from supervision import (
     SupervisorStartError,
 )
 from tests import children
-from tests.support import children_by_id, wait_event, wait_gone
+from tests.support import children_by_id, wait_event
 
 
 def _spec(*kids: ChildSpec) -> SupervisorSpec:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from actors import ChildExited
+from actors.testing import wait_gone
 from supervision import (
     ChildSpec,
     EventKind,
@@ -17,7 +18,7 @@ from supervision import (
     SupervisorSpec,
 )
 from tests import children
-from tests.support import children_by_id, event_log, wait_event, wait_gone
+from tests.support import children_by_id, event_log, wait_event
 
 
 def test_sigkilled_child_comes_back_with_new_pid_siblings_keep_theirs(tree):

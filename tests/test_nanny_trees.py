@@ -9,6 +9,7 @@ import time
 import pytest
 
 from actors import NannyActor
+from actors.testing import wait_gone
 from supervision import (
     ChildSpec,
     EventKind,
@@ -20,7 +21,7 @@ from supervision import (
     TooManyChildren,
 )
 from tests import children
-from tests.support import children_by_id, event_log, wait_event, wait_gone
+from tests.support import children_by_id, event_log, wait_event
 
 
 def _stopper(path, name: str, **kw) -> ChildSpec:

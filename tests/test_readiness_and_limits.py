@@ -10,6 +10,7 @@ import pykka
 import pytest
 
 from actors import NannyActor, WorkerActor
+from actors.testing import wait_gone
 from supervision import (
     ChildSpec,
     EventKind,
@@ -21,7 +22,7 @@ from supervision import (
     SupervisorStartError,
 )
 from tests import children
-from tests.support import children_by_id, event_log, wait_event, wait_gone
+from tests.support import children_by_id, event_log, wait_event
 
 
 def _started_order(ref) -> list[tuple[str, float]]:
