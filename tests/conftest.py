@@ -9,6 +9,7 @@ import pykka
 import pytest
 
 from supervision import SupervisorSpec
+from tests.support import forget_log, remember_log
 
 LEAK_DEADLINE = 5.0
 
@@ -43,11 +44,19 @@ def no_process_left_behind() -> Iterator[None]:
 
 
 @pytest.fixture
-def tree(nanny_tree: Callable[..., Any]) -> Callable[[SupervisorSpec], pykka.ActorRef[Any]]:
+def tree(
+    nanny_tree: Callable[..., Any],
+) -> Iterator[Callable[[SupervisorSpec], pykka.ActorRef[Any]]]:
     """Start trees with tree(spec) -> ActorRef, through the nannytree pytest plugin
     (each is stopped at teardown, and the test fails if it left a process)."""
+    refs: list[pykka.ActorRef[Any]] = []
 
     def start(spec: SupervisorSpec) -> pykka.ActorRef[Any]:
-        return nanny_tree(spec).ref
+        harness = nanny_tree(spec)
+        remember_log(harness.ref, harness.log)
+        refs.append(harness.ref)
+        return harness.ref
 
-    return start
+    yield start
+    for ref in refs:
+        forget_log(ref)
