@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         WorkerInfo,
     )
     from ._nanny import NannyActor, NannyPlugin, TreeNode
+    from ._tree import Tree
     from ._worker import WorkerActor
 
 _HOMES = {
@@ -44,6 +45,7 @@ _HOMES = {
     "Start": "._messages",
     "Started": "._messages",
     "Stop": "._messages",
+    "Tree": "._tree",
     "TreeNode": "._nanny",
     "WorkerActor": "._worker",
     "WorkerInfo": "._messages",
@@ -64,6 +66,7 @@ __all__ = [
     "Start",
     "Started",
     "Stop",
+    "Tree",
     "TreeNode",
     "WorkerActor",
     "WorkerInfo",

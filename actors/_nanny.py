@@ -42,8 +42,6 @@ from supervision import (
 )
 
 from ._events import EventLog
-from ._launcher import Launcher
-from ._memory import MemoryWatch
 from ._messages import (
     ChildExited,
     InitTree,
@@ -57,7 +55,7 @@ from ._messages import (
     Started,
     Stop,
 )
-from ._timer import Scheduler
+from ._tree import TreeContext
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
@@ -84,6 +82,15 @@ class TreeNode:
     children: tuple[TreeNode, ...] = ()
 
 
+@dataclass(frozen=True)
+class ParentLink:
+    """How a nested nanny reaches its parent: the parent's ref, its own path, incarnation."""
+
+    ref: pykka.ActorRef[Any]
+    name: str
+    incarnation: int
+
+
 _roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
 
 
@@ -105,29 +112,23 @@ class NannyActor(pykka.ThreadingActor):
     def __init__(
         self,
         spec: SupervisorSpec,
-        *,
-        _launcher: Launcher | None = None,
-        _parent: pykka.ActorRef[Any] | None = None,
-        _name: str | None = None,
-        _incarnation: int = 0,
-        _log: EventLog | None = None,
-        _memory: MemoryWatch | None = None,
-        _scheduler: Scheduler | None = None,
+        context: TreeContext,
+        parent: ParentLink | None = None,
         plugins: Sequence[NannyPlugin] = (),
     ) -> None:
         super().__init__()
-        if _launcher is None:
-            raise TypeError("start a tree with NannyActor.start(spec)")
         self._spec = spec
-        self._core = Supervisor(spec, _name)
-        self._launcher = _launcher
-        self._parent = _parent
-        # A root tree owns the launcher, memory watch and timer its nested nannies share.
-        self._is_root = _parent is None
-        self._incarnation = _incarnation
-        self._log = EventLog() if _log is None else _log
-        self._memory = MemoryWatch() if _memory is None else _memory
-        self._scheduler = Scheduler() if _scheduler is None else _scheduler
+        self._context = context
+        self._parent = parent.ref if parent is not None else None
+        self._incarnation = parent.incarnation if parent is not None else 0
+        self._core = Supervisor(spec, parent.name if parent is not None else None)
+        assert context.launcher is not None
+        self._launcher = context.launcher
+        # A root tree ends its context (launcher, memory watch, timer) when it stops.
+        self._is_root = parent is None
+        self._log = context.log
+        self._memory = context.memory
+        self._scheduler = context.scheduler
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
@@ -140,28 +141,55 @@ class NannyActor(pykka.ThreadingActor):
         self._deadline: float | None = None  # set by a parent's ShutdownTree
 
     @classmethod
-    def start(cls, spec: SupervisorSpec, **kwargs: Any) -> pykka.ActorRef[NannyActor]:
-        """Start a tree and all its children, in order; return its ActorRef."""
-        if not isinstance(spec, SupervisorSpec):
-            raise TypeError(f"NannyActor takes a SupervisorSpec, not {type(spec).__name__}")
-        owns = kwargs.get("_launcher") is None
-        if owns:
-            kwargs["_launcher"] = Launcher.start()
+    def start(
+        cls,
+        spec: SupervisorSpec,
+        *,
+        plugins: Sequence[NannyPlugin] = (),
+        log: EventLog | None = None,
+    ) -> pykka.ActorRef[NannyActor]:
+        """Start a tree and all its children, in order; return its root's ActorRef.
+
+        The OTP-style entry point; `actors.Tree.start(spec)` returns a handle that
+        also keeps the event log and the tree's exit reason.
+        """
+        from ._tree import Tree
+
+        return Tree.start(spec, plugins=plugins, log=log).ref
+
+    @classmethod
+    def _start_root(
+        cls, spec: SupervisorSpec, context: TreeContext, plugins: Sequence[NannyPlugin]
+    ) -> pykka.ActorRef[NannyActor]:
+        context.open()
         try:
-            ref = super().start(spec, **kwargs)
+            ref = super().start(spec, context, None, plugins)
         except BaseException:
-            if owns:
-                kwargs["_launcher"].close()
+            context.end(None)
             raise
+        cls._init(ref, plugins, context.log)
+        return ref
+
+    @classmethod
+    def start_nested(
+        cls, spec: SupervisorSpec, context: TreeContext, parent: ParentLink
+    ) -> pykka.ActorRef[NannyActor]:
+        """A nested supervisor of a running tree, started with all its children."""
+        ref = super().start(spec, context, parent)
+        cls._init(ref, (), context.log)
+        return ref
+
+    @staticmethod
+    def _init(
+        ref: pykka.ActorRef[NannyActor], plugins: Sequence[NannyPlugin], log: EventLog
+    ) -> None:
         try:
             ref.ask(InitTree())
-            log = ref.proxy().event_log().get()
-            for plugin in kwargs.get("plugins", ()):
+            for plugin in plugins:
                 plugin.setup(ref, log)
         except BaseException:
             ref.stop()
             raise
-        return ref
 
     # -- the OTP API (call through the proxy) ---------------------------------
 
@@ -356,16 +384,8 @@ class NannyActor(pykka.ThreadingActor):
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation
         try:
-            nested = NannyActor.start(
-                spec,
-                _launcher=self._launcher,
-                _parent=self.actor_ref,
-                _name=f"{self._core.name}/{child_id}",
-                _incarnation=incarnation,
-                _log=self._log,
-                _memory=self._memory,
-                _scheduler=self._scheduler,
-            )
+            link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
+            nested = NannyActor.start_nested(spec, self._context, link)
         except StartError as e:
             return self._core.start_failed(child_id, e.reason, time.monotonic())
         except Exception as e:
@@ -492,9 +512,7 @@ class NannyActor(pykka.ThreadingActor):
                 log.exception("nanny %r: plugin %r failed in teardown", self._core.name, plugin)
         self._plugins.clear()
         if self._is_root:
-            self._memory.close()
-            self._scheduler.close()
-            self._launcher.close()
+            self._context.end(self._exit_reason)
         _roots.discard(self)
 
 

@@ -63,7 +63,7 @@ def test_a_slow_or_failing_listener_never_holds_up_the_tree(nanny_tree):
     log.subscribe(failing)
     tree = nanny_tree(
         SupervisorSpec(id="root", children=[ChildSpec(id="a", command=["sleep", "60"])]),
-        _log=log,
+        log=log,
     )
     # The tree started and restarts while the slow listener is stuck on its first event.
     tree.kill("a")
