@@ -18,15 +18,13 @@ if TYPE_CHECKING:
     from ._events import EventLog, load_events
     from ._messages import (
         ChildExited,
-        Info,
         Pause,
-        Restart,
         Resume,
         Signal,
         Start,
-        Started,
+        StartDone,
+        StartFailed,
         Stop,
-        WorkerInfo,
     )
     from ._nanny import NannyActor, NannyPlugin, TreeNode
     from ._tree import Tree
@@ -35,20 +33,18 @@ if TYPE_CHECKING:
 _HOMES = {
     "ChildExited": "._messages",
     "EventLog": "._events",
-    "Info": "._messages",
     "NannyActor": "._nanny",
     "NannyPlugin": "._nanny",
     "Pause": "._messages",
-    "Restart": "._messages",
     "Resume": "._messages",
     "Signal": "._messages",
     "Start": "._messages",
-    "Started": "._messages",
+    "StartDone": "._messages",
+    "StartFailed": "._messages",
     "Stop": "._messages",
     "Tree": "._tree",
     "TreeNode": "._nanny",
     "WorkerActor": "._worker",
-    "WorkerInfo": "._messages",
     "child": ".child",
     "load_events": "._events",
 }
@@ -56,20 +52,18 @@ _HOMES = {
 __all__ = [
     "ChildExited",
     "EventLog",
-    "Info",
     "NannyActor",
     "NannyPlugin",
     "Pause",
-    "Restart",
     "Resume",
     "Signal",
     "Start",
-    "Started",
+    "StartDone",
+    "StartFailed",
     "Stop",
     "Tree",
     "TreeNode",
     "WorkerActor",
-    "WorkerInfo",
     "child",
     "load_events",
 ]

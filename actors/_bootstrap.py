@@ -35,7 +35,10 @@ if TYPE_CHECKING:
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 CONTROL_FD_ENV = "NANNYTREE_CONTROL_FD"
-_MAX_TEXT = 60_000
+# actors._protocol's bounds on a ChildFailed (not imported: a fresh child stays lean).
+MAX_TYPE = 256
+MAX_MESSAGE = 8 * 1024
+MAX_TRACEBACK = 32 * 1024
 
 _libc: ctypes.CDLL | None = None
 # True while the target (or its unpickling) runs: only then does SIGTERM raise.
@@ -177,11 +180,24 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
     import traceback  # here, not at the top: a child that never fails never pays for it
 
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    frame = _wire.encode(("error", _type_name(exc), message[:_MAX_TEXT], text[-_MAX_TEXT:]))
+    record = (
+        "child_failed",  # actors._protocol.ChildFailed
+        _type_name(exc)[:MAX_TYPE],
+        _clip(message, MAX_MESSAGE),
+        text[-MAX_TRACEBACK:],
+    )
+    frame = _wire.encode(record)
     with contextlib.suppress(OSError):
         _wire.write_all(control_fd, frame)
     with contextlib.suppress(Exception):
         sys.excepthook(type(exc), exc, tb)
+
+
+def _clip(text: str, bound: int) -> str:
+    if len(text) <= bound:
+        return text
+    keep = bound - 64  # room for the note
+    return text[:keep] + f"... [{len(text) - keep} characters cut]"
 
 
 def _exit_code(code: object) -> int:
@@ -315,7 +331,7 @@ def main(argv: list[str]) -> NoReturn:
         control_fd = int(os.environ.pop(CONTROL_FD_ENV))
         launcher_pid, settings_fd = int(argv[0]), int(argv[1])
         _tie_to_launcher(launcher_pid)
-        settings = pickle.loads(_read_all(settings_fd))
+        settings = _wire.loads(_read_all(settings_fd))
         os.close(settings_fd)
         _close_fds_except(control_fd)
         os.set_inheritable(control_fd, False)

@@ -1,13 +1,17 @@
 """Host side of the launcher: where every child process of a tree comes from.
 
-`Launcher.start()` starts one single-threaded helper process
-(``actors._launcher_main``) that spawns commands with ``posix_spawn``, forks
-Python children from its pre-imported state and reaps them. In the host, one
-reader thread decodes its reports (the tree's single exit watcher) and one
-waiter thread waits on the launcher process itself: its death, not socket EOF,
-is what tells the host the launcher is gone. The launcher watches a lifeline
-pipe whose write end only the host holds, so a SIGKILLed host takes the whole
-tree with it.
+`Launcher.start()` starts the launcher (``actors._launcher_main``: a guardian
+process and, under it, the single-threaded launcher that spawns, forks and
+reaps every child). In the host, one reader thread decodes its reports (the
+tree's single exit watcher) and one waiter thread waits on the guardian: its
+exit, not socket EOF, is what tells the host that the launcher and everything
+it started are gone. The launcher watches a lifeline pipe whose write end only
+the host holds, so a SIGKILLed host takes the whole tree with it.
+
+Every wait on the launcher has a deadline: a launcher that stops answering
+makes `spawn` fail after SPAWN_TIMEOUT, never hang. Reports are records of
+`actors._protocol`, decoded as plain data: nothing from the launcher (or the
+children behind it) is ever unpickled here.
 """
 
 from __future__ import annotations
@@ -22,24 +26,49 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Literal
 
-from actors import _wire
+from . import _protocol, _wire
+from ._protocol import (
+    ChannelClosed,
+    Define,
+    Discard,
+    Exited,
+    Failure,
+    Forget,
+    Hello,
+    Output,
+    Prepare,
+    Prepared,
+    Ready,
+    Record,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    StandbyDied,
+    Template,
+)
 
 __all__ = [
-    "ChildError",
+    "CAPTURE",
+    "OUTPUT_LIMIT",
+    "SPAWN_TIMEOUT",
     "ChildProcess",
     "LaunchError",
     "Launcher",
     "ProcessExit",
     "SpawnRequest",
+    "Standby",
 ]
 
 log = logging.getLogger(__name__)
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HELLO_TIMEOUT = 60.0  # generous: preloading heavy modules can take seconds
+SPAWN_TIMEOUT = 10.0  # a launcher that does not answer a spawn in this long is hung
+CAPTURE = "capture"
+OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
 
 
 @dataclass(frozen=True)
@@ -47,7 +76,7 @@ class SpawnRequest:
     """What to start. Exactly one of `command` / `payload`.
 
     A relative `cwd`, `stdout` or `stderr` is resolved against the host's
-    working directory when the request is made. Children read /dev/null on
+    working directory when the request is defined. Children read /dev/null on
     stdin; stdout/stderr are the host's unless a file (opened for append) is
     named, or "capture" (the launcher forwards what the child writes; read it
     with ChildProcess.output()).
@@ -77,21 +106,38 @@ class SpawnRequest:
         ):
             raise ValueError(f"child {self.name!r}: env keys and values must be str")
 
+    def template(self) -> Template:
+        """The launcher's record of this request, resolved against the host's state now."""
+        return Template(
+            command=None if self.command is None else list(self.command),
+            payload=self.payload,
+            env=dict(os.environ if self.env is None else self.env),
+            cwd=os.path.abspath(os.getcwd() if self.cwd is None else self.cwd),
+            sys_path=list(self.sys_path),
+            argv=list(self.argv),
+            fresh=self.fresh_interpreter,
+            # Relative output paths are the host's, not the child's cwd.
+            stdout=_output_target(self.stdout),
+            stderr=_output_target(self.stderr),
+            name=self.name,
+        )
 
-@dataclass(frozen=True)
-class ChildError:
-    """A Python target that raised."""
 
-    type: str
-    message: str
-    traceback: str
+def _output_target(path: str | None) -> str | None:
+    if path is None or path == CAPTURE:
+        return path
+    return os.path.abspath(path)
 
 
 @dataclass(frozen=True)
 class ProcessExit:
+    """A child's end, as the launcher saw it (or the host, when the launcher is gone)."""
+
     pid: int
     returncode: int  # >= 0 exit code, -N killed by signal N
-    error: ChildError | None = None
+    # Seconds from spawn to reaping, by the launcher's clock: a measurement, not identity.
+    uptime: float = field(default=0.0, compare=False)
+    error: Failure | None = None  # what a Python target raised
     launcher_died: bool = False
     stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
 
@@ -105,59 +151,27 @@ class LaunchError(Exception):
         self.errno = errno
 
 
-CAPTURE = "capture"
-OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
-
-
-def _output_target(path: str | None) -> str | None:
-    if path is None or path == CAPTURE:
-        return path
-    return os.path.abspath(path)
-
-
-def _settings(request: SpawnRequest) -> dict[str, Any]:
-    """What the launcher needs of a request, resolved against the host's state now."""
-    name = request.name
-    return {
-        "command": None if request.command is None else list(request.command),
-        "payload": request.payload,
-        "env": dict(os.environ if request.env is None else request.env),
-        "cwd": os.path.abspath(os.getcwd() if request.cwd is None else request.cwd),
-        "sys_path": list(request.sys_path),
-        "argv": list(request.argv),
-        "fresh": request.fresh_interpreter,
-        # Relative output paths are the host's, not the child's cwd.
-        "stdout": _output_target(request.stdout),
-        "stderr": _output_target(request.stderr),
-        "name": name,
-    }
-
-
-def _call(callback: Callable[..., object], *args: object) -> None:
-    try:
-        callback(*args)
-    except Exception:
-        log.exception("nannytree launcher callback %r failed", callback)
+Note = Literal["exited", "channel_closed"]
 
 
 class ChildProcess:
-    """A started child. Its state is updated by the launcher's reader thread."""
+    """A started child. Its state is set by the launcher's reader thread; read it anywhere.
 
-    def __init__(
-        self,
-        pid: int,
-        on_exit: Callable[[ProcessExit], None] | None,
-        on_ready: Callable[[], None] | None,
-    ) -> None:
+    `notify(process, note)`, if given, is called on the reader thread once the
+    child exited (after `exit` is set) and when its control channel was closed:
+    keep it cheap (tell an actor).
+    """
+
+    def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
         self.pid = pid
         self.pgid = pid
         self._exit: ProcessExit | None = None
         self._ready = False
         self._exited = threading.Event()
         self._ready_or_exited = threading.Event()
-        self._on_exit = on_exit
-        self._on_ready = on_ready
+        self._notify = notify
         self._output: dict[int, bytearray] = {}
+        self.channel_note = ""
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
@@ -193,6 +207,19 @@ class ChildProcess:
             return False
         return True
 
+    def gone(self) -> bool:
+        """Whether the process is dead (a zombie counts), asked of the OS, not the launcher.
+
+        For a launcher that stopped answering: a pid is reused only after the
+        launcher reaped it, and a reaped child would have been reported.
+        """
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                data = f.read()
+        except OSError:
+            return True
+        return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
+
     @property
     def ready(self) -> bool:
         return self._ready
@@ -206,8 +233,6 @@ class ChildProcess:
             return
         self._ready = True
         self._ready_or_exited.set()
-        if self._on_ready is not None:
-            _call(self._on_ready)
 
     def _set_exit(self, exit: ProcessExit) -> None:
         if self._exit is not None:
@@ -215,22 +240,40 @@ class ChildProcess:
         self._exit = exit
         self._exited.set()
         self._ready_or_exited.set()
-        if self._on_exit is not None:
-            _call(self._on_exit, exit)
+        self._tell("exited")
+
+    def _channel_closed(self, why: str) -> None:
+        self.channel_note = why
+        self._tell("channel_closed")
+
+    def _tell(self, note: Note) -> None:
+        if self._notify is not None:
+            try:
+                self._notify(self, note)
+            except Exception:
+                log.exception("nannytree: notifying the owner of pid %d failed", self.pid)
+
+
+class Standby:
+    """A warm standby asked for with `Launcher.prepare`; `wait()` for its fork."""
+
+    def __init__(self, sid: int) -> None:
+        self.id = sid
+        self.pid = 0
+        self._done = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its pid once forked (0 if it could not be, or not yet within `timeout`)."""
+        self._done.wait(timeout)
+        return self.pid
 
 
 class _Pending:
-    __slots__ = ("child", "done", "error", "name", "on_exit", "on_ready")
+    __slots__ = ("child", "done", "error", "name", "notify")
 
-    def __init__(
-        self,
-        name: str,
-        on_exit: Callable[[ProcessExit], None] | None,
-        on_ready: Callable[[], None] | None,
-    ) -> None:
+    def __init__(self, name: str, notify: Callable[[ChildProcess, Note], None] | None) -> None:
         self.name = name
-        self.on_exit = on_exit
-        self.on_ready = on_ready
+        self.notify = notify
         self.done = threading.Event()
         self.child: ChildProcess | None = None
         self.error: LaunchError | None = None
@@ -258,6 +301,7 @@ class Launcher:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
+        self._standbys: dict[int, Standby] = {}
         self._children: dict[int, ChildProcess] = {}
         self._next_id = 0
         self._dead = False
@@ -266,6 +310,7 @@ class Launcher:
         self._hello = threading.Event()
         self._hello_error: str | None = None
         self._pid = 0
+        self.returncode: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock, launcher_sock = socket.socketpair()
         self._lifeline_r, self._lifeline_w = os.pipe()
@@ -290,13 +335,15 @@ class Launcher:
         if self._proc is None:
             self._reader.join()
             self._close_fds()
-            raise LaunchError(f"cannot start the launcher: {self._start_error}")
+            raise LaunchError(f"cannot start the launcher process: {self._start_error}")
         if not self._hello.wait(_HELLO_TIMEOUT):
             self.close()
-            raise LaunchError(f"the launcher did not start within {_HELLO_TIMEOUT} s")
+            raise LaunchError(f"the launcher process did not start within {_HELLO_TIMEOUT} s")
         if self._hello_error is not None or self._dead:
             self.close()
-            raise LaunchError(f"the launcher failed: {self._hello_error or 'it died at start'}")
+            raise LaunchError(
+                f"the launcher process failed: {self._hello_error or 'it died at start'}"
+            )
         return self
 
     def _watch(self) -> None:
@@ -328,7 +375,6 @@ class Launcher:
             self._launcher_sock = None
             os.close(self._lifeline_r)
         self._proc = proc
-        self._pid = proc.pid
         self._started.set()
         returncode = proc.wait()
         self._on_launcher_exit(returncode)
@@ -336,6 +382,7 @@ class Launcher:
     def _on_launcher_exit(self, returncode: int) -> None:
         with self._lock:
             self._dead = True
+            self.returncode = returncode
         # The reader drains what the launcher sent before dying, then sees EOF,
         # even if some process still holds the launcher's end of the socket.
         with contextlib.suppress(OSError):
@@ -346,14 +393,16 @@ class Launcher:
             self._pending.clear()
             live = list(self._children.values())
             self._children.clear()
+            standbys = list(self._standbys.values())
+            self._standbys.clear()
+        why = self.death()
         for slot in pending:
-            slot.error = LaunchError(
-                f"cannot start child {slot.name!r}: the launcher died (status {returncode}); "
-                "start a new Launcher",
-                name=slot.name,
-            )
+            slot.error = LaunchError(f"cannot start child {slot.name!r}: {why}", name=slot.name)
             slot.done.set()
-        # Commands have no PDEATHSIG: their groups are killed from here.
+        for standby in standbys:
+            standby._done.set()
+        # The guardian has killed everything it could reach; these are the groups we
+        # were told about, in case it could not (it was killed itself).
         for child in live:
             with contextlib.suppress(OSError):
                 os.killpg(child.pgid, signal.SIGKILL)
@@ -363,6 +412,19 @@ class Launcher:
             )
         self._hello.set()
         self._close_fds()
+
+    def death(self) -> str:
+        """Why the launcher is gone, in words for a user."""
+        code = self.returncode
+        if self._closing or self._forked or code is None:
+            return "the launcher process is closed (its tree is stopping)"
+        if code > 128:
+            how = f"was killed by {_signal_name(code - 128)}"
+        elif code < 0:
+            how = f"was killed by {_signal_name(-code)}"
+        else:
+            how = f"exited with status {code}"
+        return f"the launcher process {how}; its children were killed with it"
 
     def close(self, timeout: float = 5.0) -> None:
         """Kill every child and the launcher, join the threads, close the fds. Idempotent."""
@@ -379,6 +441,12 @@ class Launcher:
             with contextlib.suppress(OSError):
                 self._proc.kill()
             self._waiter.join(timeout)
+
+    def kill(self) -> None:
+        """SIGKILL the launcher process (its guardian then kills every child)."""
+        if self._pid:
+            with contextlib.suppress(OSError):
+                os.kill(self._pid, signal.SIGKILL)
 
     def _close_lifeline(self) -> None:
         with self._lock:
@@ -403,97 +471,147 @@ class Launcher:
 
     @property
     def alive(self) -> bool:
-        return not (self._dead or self._forked)
+        return not (self._dead or self._forked or self._closing)
 
     @property
     def pid(self) -> int:
+        """The launcher's pid (not its guardian's)."""
         return self._pid
+
+    @property
+    def guardian_pid(self) -> int:
+        return self._proc.pid if self._proc is not None else 0
 
     def children(self) -> list[ChildProcess]:
         """The children not yet reported exited."""
         with self._lock:
             return list(self._children.values())
 
-    # -- spawning --------------------------------------------------------------
+    # -- requests --------------------------------------------------------------
 
-    def prepare(self, request: SpawnRequest) -> int:
-        """Fork a warm standby for `request` ahead of time; returns its id at once.
-
-        The standby has the target unpickled (its imports done) and waits for
-        spawn(request, standby=id). It belongs to the caller: discard() it when
-        it is no longer wanted. If it dies, spawn falls back to a plain fork.
-        """
-        if request.payload is None or request.fresh_interpreter:
-            raise ValueError(f"child {request.name!r}: only a forked Python child has a standby")
+    def _new_id(self) -> int:
         with self._lock:
-            sid = self._next_id
             self._next_id += 1
-        self._send(("prepare", sid, _settings(request)))
-        return sid
+            return self._next_id
 
-    def discard(self, standby: int) -> None:
-        """Kill a standby that prepare() made and spawn() did not use."""
-        self._send(("discard", standby))
-
-    def _send(self, message: tuple[Any, ...]) -> None:
-        frame = _wire.encode(message)
-        with contextlib.suppress(OSError), self._send_lock:
-            self._sock.sendall(frame)
-
-    def spawn(
-        self,
-        request: SpawnRequest,
-        *,
-        on_exit: Callable[[ProcessExit], None] | None = None,
-        on_ready: Callable[[], None] | None = None,
-        standby: int | None = None,
-    ) -> ChildProcess:
-        """Start a child; blocks until the launcher replied. Thread-safe.
-
-        `on_exit` / `on_ready` run once, in the reader thread, after the
-        ChildProcess was updated: keep them cheap.
-        """
-        name = request.name
-        if threading.current_thread() is self._reader:
-            raise RuntimeError("Launcher.spawn from an on_exit/on_ready callback would deadlock")
-        settings = _settings(request)
-        slot = _Pending(name, on_exit, on_ready)
-        with self._lock:
-            if self._dead or self._closing or self._forked:
-                raise LaunchError(
-                    f"cannot start child {name!r}: the launcher is dead or closed; "
-                    "start a new Launcher",
-                    name=name,
-                )
-            req_id = self._next_id
-            self._next_id += 1
-            self._pending[req_id] = slot
+    def _send(self, record: Record, name: str = "") -> None:
+        if not self.alive:
+            raise LaunchError(f"cannot reach the launcher: {self.death()}", name=name)
+        frame = _wire.encode(record.pack())
         try:
-            frame = _wire.encode(("spawn", req_id, settings, standby))
             with self._send_lock:
                 self._sock.sendall(frame)
         except OSError as exc:
-            with self._lock:
-                self._pending.pop(req_id, None)
             raise LaunchError(
-                f"cannot start child {name!r}: the launcher is unreachable ({exc})",
+                f"cannot reach the launcher process ({exc.strerror or exc})",
                 name=name,
                 errno=exc.errno,
             ) from exc
+
+    def define(self, request: SpawnRequest) -> int:
+        """Tell the launcher how to start a child; returns the template's id for spawn()."""
+        tid = self._new_id()
+        self._send(Define(tid, request.template()), request.name)
+        return tid
+
+    def forget(self, template: int) -> None:
+        """Drop a template that no spawn will name any more."""
+        with contextlib.suppress(LaunchError):
+            self._send(Forget(template))
+
+    def prepare(self, template: int) -> Standby:
+        """Fork a warm standby of a Python child's template ahead of time.
+
+        The standby has the target unpickled (its imports done) and waits for
+        spawn(template, standby=s.id). It belongs to the caller: discard() it
+        when it is no longer wanted. If it dies, spawn falls back to a plain fork.
+        """
+        standby = Standby(self._new_id())
+        with self._lock:
+            self._standbys[standby.id] = standby
+        self._send(Prepare(standby.id, template))
+        return standby
+
+    def discard(self, standby: int) -> None:
+        """Kill a standby that prepare() made and spawn() did not use."""
+        with self._lock:
+            self._standbys.pop(standby, None)
+        with contextlib.suppress(LaunchError):
+            self._send(Discard(standby))
+
+    def spawn(
+        self,
+        template: int,
+        *,
+        name: str = "",
+        notify: Callable[[ChildProcess, Note], None] | None = None,
+        standby: int | None = None,
+        timeout: float = SPAWN_TIMEOUT,
+    ) -> ChildProcess:
+        """Start a child from a template; blocks until the launcher replied. Thread-safe.
+
+        Raises LaunchError when it could not start, or when the launcher did not
+        answer within `timeout` seconds (it is hung: the child, if it comes, is killed).
+        """
+        if threading.current_thread() is self._reader:
+            raise RuntimeError("Launcher.spawn from a notify callback would deadlock")
+        slot = _Pending(name, notify)
+        with self._lock:
+            if self._dead or self._closing or self._forked:
+                raise LaunchError(
+                    f"cannot start child {name!r}: {self.death()}",
+                    name=name,
+                )
+            self._next_id += 1
+            req = self._next_id
+            self._pending[req] = slot
+        try:
+            self._send(Spawn(req, template, standby), name)
         except BaseException:
             with self._lock:
-                self._pending.pop(req_id, None)
+                self._pending.pop(req, None)
             raise
-        slot.done.wait()
+        if not slot.done.wait(timeout):
+            with self._lock:
+                late = self._pending.pop(req, None)
+            if late is not None:
+                raise LaunchError(
+                    f"cannot start child {name!r}: the launcher process (pid {self._pid}) "
+                    f"did not answer within {timeout:g} s; it is stopped or overloaded",
+                    name=name,
+                )
+            slot.done.wait()  # answered just now
         if slot.error is not None:
             raise slot.error
         assert slot.child is not None
         return slot.child
 
+    def spawn_once(
+        self,
+        request: SpawnRequest,
+        *,
+        on_exit: Callable[[ProcessExit], None] | None = None,
+        timeout: float = SPAWN_TIMEOUT,
+    ) -> ChildProcess:
+        """Define, spawn and forget a template: one child from one request.
+
+        `on_exit(exit)` runs once on the reader thread when the child exited.
+        """
+
+        def notify(process: ChildProcess, note: Note) -> None:
+            if note == "exited" and on_exit is not None and process.exit is not None:
+                on_exit(process.exit)
+
+        template = self.define(request)
+        try:
+            return self.spawn(template, name=request.name, notify=notify, timeout=timeout)
+        finally:
+            self.forget(template)
+
     # -- the reader thread -----------------------------------------------------
 
     def _read_loop(self) -> None:
-        decoder = _wire.Decoder()
+        decoder = _wire.Decoder(_protocol.REPORT_FRAME)
         buf = bytearray(1 << 18)
         view = memoryview(buf)
         while True:
@@ -504,66 +622,87 @@ class Launcher:
             if not n:
                 return
             try:
-                messages = decoder.feed(view[:n])
-            except Exception:
-                log.exception("nannytree launcher: corrupt report stream")
+                records = [
+                    _protocol.decode(v, _protocol.REPORT_RECORDS) for v in decoder.feed(view[:n])
+                ]
+            except _wire.WireError as e:
+                log.error("nannytree: the launcher sent a malformed report (%s); killing it", e)
+                self.kill()
                 return
-            for message in messages:
+            for record in records:
                 try:
-                    self._dispatch(message)
+                    self._dispatch(record)
                 except Exception:
-                    log.exception("nannytree launcher: cannot handle report %r", message[:2])
+                    log.exception("nannytree launcher: cannot handle report %s", record.TAG)
 
-    def _dispatch(self, message: tuple[Any, ...]) -> None:
-        kind = message[0]
-        if kind == "exited":
-            _, pid, returncode, error = message
+    def _dispatch(self, record: Record) -> None:
+        if isinstance(record, Exited):
             with self._lock:
-                child = self._children.pop(pid, None)
+                child = self._children.pop(record.pid, None)
             if child is not None:
                 child._set_exit(
                     ProcessExit(
-                        pid,
-                        returncode,
-                        None if error is None else ChildError(*error),
+                        record.pid,
+                        record.status,
+                        record.uptime,
+                        record.error,
                         stderr=child.output(2),
                     )
                 )
-        elif kind == "output":
-            _, pid, stream, data = message
+        elif isinstance(record, Output):
             with self._lock:
-                child = self._children.get(pid)
+                child = self._children.get(record.pid)
             if child is not None:
-                child._append_output(stream, data)
-        elif kind == "ready":
+                child._append_output(record.stream, record.data)
+        elif isinstance(record, Ready):
             with self._lock:
-                child = self._children.get(message[1])
+                child = self._children.get(record.pid)
             if child is not None:
                 child._set_ready()
-        elif kind == "spawned":
-            _, req_id, pid = message
+        elif isinstance(record, Spawned):
             with self._lock:
-                slot = self._pending.pop(req_id, None)
+                slot = self._pending.pop(record.req, None)
                 if slot is not None:
-                    slot.child = ChildProcess(pid, slot.on_exit, slot.on_ready)
-                    self._children[pid] = slot.child
+                    slot.child = ChildProcess(record.pid, slot.notify)
+                    self._children[record.pid] = slot.child
             if slot is None:
-                # Its requester is gone: nobody would ever stop it.
+                # Its requester gave up waiting: nobody would ever stop it.
                 with contextlib.suppress(OSError):
-                    os.killpg(pid, signal.SIGKILL)
+                    os.killpg(record.pid, signal.SIGKILL)
                 return
             slot.done.set()
-        elif kind == "spawn_failed":
-            _, req_id, err, text = message
+        elif isinstance(record, SpawnFailed):
             with self._lock:
-                slot = self._pending.pop(req_id, None)
+                slot = self._pending.pop(record.req, None)
             if slot is not None:
                 slot.error = LaunchError(
-                    f"cannot start child {slot.name!r}: {text}", name=slot.name, errno=err
+                    f"cannot start child {slot.name!r}: {record.message}",
+                    name=slot.name,
+                    errno=record.errno,
                 )
                 slot.done.set()
-        elif kind == "standby_died":
-            pass  # the next spawn that names it falls back to a plain fork
-        elif kind == "hello":
-            self._hello_error = message[2]
+        elif isinstance(record, ChannelClosed):
+            with self._lock:
+                child = self._children.get(record.pid)
+            if child is not None:
+                child._channel_closed(record.why)
+        elif isinstance(record, Prepared):
+            with self._lock:
+                standby = self._standbys.get(record.standby)
+            if standby is not None:
+                standby.pid = record.pid
+                standby._done.set()
+        elif isinstance(record, StandbyDied):
+            with self._lock:
+                self._standbys.pop(record.standby, None)
+        elif isinstance(record, Hello):
+            self._pid = record.pid
+            self._hello_error = record.error
             self._hello.set()
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

@@ -1,16 +1,24 @@
 """The launcher process: ``python -P -m actors._launcher_main SOCK_FD LIFELINE_FD [MODULE...]``.
 
-One per root tree, single-threaded (so forking is safe), a child subreaper.
-It spawns command children with ``posix_spawn`` and forks Python children from
-its pre-imported state, reaps every exit and reports it to the host over
-``SOCK_FD``. EOF on ``LIFELINE_FD`` (the host died or closed the tree), or
-SIGTERM/SIGINT/SIGHUP, makes it kill every child's group and every descendant
-re-parented to it, then exit. It never prints: all it says goes on the socket.
+One per root tree. It starts as the *guardian*: a tiny single-threaded child
+subreaper that forks the launcher proper and then only waits. The launcher,
+also single-threaded (so forking is safe) and a subreaper, spawns command
+children with ``posix_spawn``, forks Python children from its pre-imported
+state, reaps every exit and reports it to the host over ``SOCK_FD`` (the
+records of ``actors._protocol``; plain data, never pickle).
 
-Messages (see ``actors._wire``): from the host ``("spawn", req_id, settings)``;
-to the host ``("hello", pid, error)``, ``("spawned", req_id, pid)``,
-``("spawn_failed", req_id, errno, message)``, ``("ready", pid)`` and
-``("exited", pid, returncode, error)``.
+Who kills what (docs/launcher.md has the whole table):
+- the host dies: EOF on ``LIFELINE_FD``; the launcher and the guardian both see
+  it, and kill every child's group and every descendant re-parented to them;
+- the launcher dies: Python children die with it (PR_SET_PDEATHSIG); commands
+  and every escaped descendant are re-parented to the guardian, which kills
+  them and exits, so the host learns that the launcher is gone only once
+  nothing of it is left;
+- the host and the launcher die together: the guardian does the same;
+- the guardian dies: the launcher dies with it (PR_SET_PDEATHSIG), and the host
+  kills the process groups it was told about.
+
+It never prints: all it says goes on the socket.
 """
 
 from __future__ import annotations
@@ -20,23 +28,50 @@ import errno
 import gc
 import importlib
 import os
-import pickle
 import selectors
 import signal
 import socket
 import stat
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from actors import _bootstrap, _wire
+from actors import _bootstrap, _protocol, _wire
+from actors._protocol import (
+    ChannelClosed,
+    ChildFailed,
+    ChildReady,
+    Define,
+    Discard,
+    Exited,
+    Failure,
+    Forget,
+    Hello,
+    Output,
+    Prepare,
+    Prepared,
+    Ready,
+    Record,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    StandbyDied,
+    Template,
+)
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 _CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 # The directory holding the `actors` package, for fresh interpreters.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# Reports waiting for a host that does not read: past this, captured output is dropped
+# (exits, spawns and errors never are: they are bounded by the number of children).
+OUTBOX_LIMIT = 8 << 20
+# Escaped descendants of exited children are looked for at most this often: the scan
+# reads our whole child list, so it stays off the exit path and is coalesced.
+ORPHAN_SCAN_INTERVAL = 0.05
 
 
 class _SpawnFailed(Exception):
@@ -47,14 +82,15 @@ class _SpawnFailed(Exception):
 
 
 class _Child:
-    __slots__ = ("captures", "control_fd", "decoder", "error", "pid")
+    __slots__ = ("captures", "control_fd", "decoder", "error", "pid", "started")
 
     def __init__(self, pid: int, control_fd: int | None) -> None:
         self.pid = pid
         self.control_fd = control_fd
-        self.decoder = _wire.Decoder()
-        self.error: tuple[str, str, str] | None = None
+        self.decoder = _wire.Decoder(_protocol.CHILD_FRAME)
+        self.error: Failure | None = None
         self.captures: dict[int, int] = {}  # stream (1 or 2) -> read end of its pipe
+        self.started = time.monotonic()
 
 
 def _which(command: str, path: str) -> str:
@@ -85,19 +121,6 @@ def _which(command: str, path: str) -> str:
     )
 
 
-def _chdir(cwd: str) -> None:
-    try:
-        os.chdir(cwd)
-    except FileNotFoundError as exc:
-        raise _SpawnFailed(
-            exc.errno, f"working directory {cwd!r} does not exist; create it or fix cwd"
-        ) from None
-    except OSError as exc:
-        raise _SpawnFailed(
-            exc.errno, f"cannot use working directory {cwd!r}: {exc.strerror}; fix cwd"
-        ) from None
-
-
 def _open_output(path: str | None, which: str, captures: dict[int, int]) -> int | None:
     if path is None:
         return None
@@ -126,7 +149,7 @@ def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int,
 
 
 def _posix_spawn(
-    path: str, argv: list[str], env: Mapping[str, str], out_fd: int | None, err_fd: int | None
+    path: str, argv: list[str], env: dict[str, str], out_fd: int | None, err_fd: int | None
 ) -> int:
     """A child in its own process group, with a fresh interpreter's signals (trap 5)."""
     return os.posix_spawn(
@@ -166,23 +189,54 @@ def _children_of(me: int) -> list[tuple[int, int]]:
     return found
 
 
+def sweep(me: int) -> None:
+    """Kill every process re-parented to us, and its group, until none is left."""
+    while True:
+        for pid, pgid in _children_of(me):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+            if pgid == pid:
+                with contextlib.suppress(OSError):
+                    os.killpg(pid, signal.SIGKILL)
+        try:
+            # Each reaped process has already handed its orphans to us: rescan after.
+            pid, _ = os.waitpid(-1, 0)
+            while pid:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+
+
+def _child_settings(t: Template) -> dict[str, Any]:
+    """What a Python child needs of its template, as plain data."""
+    return {"payload": t.payload, "env": t.env, "sys_path": t.sys_path, "argv": t.argv}
+
+
 class LauncherLoop:
     def __init__(self, sock_fd: int, lifeline_fd: int) -> None:
         self.pid = os.getpid()
         # Passed fds arrive inheritable: they must not leak into commands.
         self.sock = socket.socket(fileno=sock_fd)
         self.sock.set_inheritable(False)
+        self.sock.setblocking(False)
         os.set_inheritable(lifeline_fd, False)
         self.lifeline = lifeline_fd
         self.children: dict[int, _Child] = {}
+        self.templates: dict[int, Template] = {}
         self.standbys: dict[int, tuple[_Child, int]] = {}  # id -> (child, write end of "go")
         self.discarded: dict[int, _Child] = {}
         self.outbox: list[bytes] = []
-        self.requests = _wire.Decoder()
+        self.outbox_bytes = 0
+        self.dropped_output = 0
+        self.requests = _wire.Decoder(_protocol.HOST_FRAME)
         self._recv_buf = bytearray(1 << 18)
         self._recv_view = memoryview(self._recv_buf)
+        self._cwd = os.getcwd()
+        self._paths: dict[tuple[str, str], str] = {}
         self.stopping = False
         self.host_gone = False
+        self.scan_due: float | None = None
+        self.last_scan = 0.0
 
         self.sel = selectors.DefaultSelector()
         self._wake_r, wake_w = os.pipe()
@@ -193,7 +247,7 @@ class LauncherLoop:
         signal.signal(signal.SIGCHLD, self._on_sigchld)
         for sig in _STOP_SIGNALS:
             signal.signal(sig, self._on_stop_signal)
-        self.sel.register(self.sock, selectors.EVENT_READ, self._on_request)
+        self.sel.register(self.sock, selectors.EVENT_READ, self._on_socket)
         self.sel.register(lifeline_fd, selectors.EVENT_READ, self._on_lifeline)
         self.sel.register(self._wake_r, selectors.EVENT_READ, self._on_wakeup)
 
@@ -221,32 +275,68 @@ class LauncherLoop:
             )
         return None
 
-    def report(self, message: tuple[Any, ...]) -> None:
-        self.outbox.append(_wire.encode(message))
+    def report(self, record: Record) -> None:
+        frame = _wire.encode(record.pack())
+        if isinstance(record, Output):
+            if self.outbox_bytes + len(frame) > OUTBOX_LIMIT:
+                self.dropped_output += len(record.data)
+                return
+            if self.dropped_output:
+                note = (
+                    f"\n[nannytree: {self.dropped_output} bytes of output dropped: "
+                    "the supervisor did not keep up]\n"
+                ).encode()
+                self.dropped_output = 0
+                self._queue(_wire.encode(Output(record.pid, record.stream, note).pack()))
+        self._queue(frame)
+
+    def _queue(self, frame: bytes) -> None:
+        self.outbox.append(frame)
+        self.outbox_bytes += len(frame)
 
     def flush(self) -> None:
-        if not self.outbox or self.host_gone:
+        """Send what the socket takes now; the rest waits for it to drain."""
+        if self.host_gone:
+            self.outbox.clear()
+            self.outbox_bytes = 0
             return
-        data = b"".join(self.outbox) if len(self.outbox) > 1 else self.outbox[0]
-        self.outbox.clear()
-        try:
-            self.sock.sendall(data)
-        except OSError:
-            self.host_gone = self.stopping = True
+        while self.outbox:
+            data = b"".join(self.outbox) if len(self.outbox) > 1 else self.outbox[0]
+            try:
+                sent = self.sock.send(data)
+            except BlockingIOError:
+                sent = 0
+            except OSError:
+                self.host_gone = self.stopping = True
+                self.outbox.clear()
+                self.outbox_bytes = 0
+                return
+            rest = data[sent:]
+            self.outbox = [rest] if rest else []
+            self.outbox_bytes = len(rest)
+            if rest:
+                break
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if self.outbox else 0)
+        self.sel.modify(self.sock, events, self._on_socket)
 
     def run(self) -> None:
         while not self.stopping:
-            for key, _ in self.sel.select():
-                callback: Callable[[], None] = key.data
-                callback()
+            timeout = None
+            if self.scan_due is not None:
+                timeout = max(0.0, self.scan_due - time.monotonic())
+            for key, mask in self.sel.select(timeout):
+                callback: Callable[[int], None] = key.data
+                callback(mask)
                 if self.stopping:
                     break
+            if self.scan_due is not None and time.monotonic() >= self.scan_due:
+                self._kill_orphans()
             self.flush()
         self.kill_everything()
 
     # -- event handlers --------------------------------------------------------
 
-    def _on_lifeline(self) -> None:
+    def _on_lifeline(self, mask: int) -> None:
         try:
             data = os.read(self.lifeline, 64)
         except OSError:
@@ -254,57 +344,97 @@ class LauncherLoop:
         if not data:
             self.host_gone = self.stopping = True
 
-    def _on_wakeup(self) -> None:
+    def _on_wakeup(self, mask: int) -> None:
         with contextlib.suppress(OSError):
             while os.read(self._wake_r, 4096):
                 pass
+        # A stop or a discard the host sent before this exit must be seen first.
+        self._read_requests()
         self._reap()
 
-    def _on_request(self) -> None:
-        try:
-            n = self.sock.recv_into(self._recv_buf)
-        except OSError:
-            n = 0
-        if not n:
-            self.host_gone = self.stopping = True
-            return
-        try:
-            messages = self.requests.feed(self._recv_view[:n])
-        except Exception:
-            self.stopping = True  # a corrupt stream: nothing sane can follow
-            return
-        for message in messages:
-            if message[0] == "spawn":
-                self._spawn(message[1], message[2], message[3] if len(message) > 3 else None)
-            elif message[0] == "prepare":
-                self._prepare(message[1], message[2])
-            elif message[0] == "discard":
-                self._discard(message[1])
+    def _on_socket(self, mask: int) -> None:
+        if mask & selectors.EVENT_READ:
+            self._read_requests()
+        if mask & selectors.EVENT_WRITE:
+            self.flush()
 
-    def _spawn(self, req_id: int, req: Mapping[str, Any], standby: int | None = None) -> None:
-        if standby is not None and self._go(req_id, standby):
+    def _read_requests(self) -> None:
+        while not self.stopping:
+            try:
+                n = self.sock.recv_into(self._recv_buf)
+            except BlockingIOError:
+                return
+            except OSError:
+                n = 0
+            if not n:
+                self.host_gone = self.stopping = True
+                return
+            try:
+                records = [
+                    _protocol.decode(v, _protocol.HOST_RECORDS)
+                    for v in self.requests.feed(self._recv_view[:n])
+                ]
+            except _wire.WireError:
+                self.stopping = True  # a corrupt stream from the host: nothing sane can follow
+                return
+            for record in records:
+                self._dispatch(record)
+
+    def _dispatch(self, record: Record) -> None:
+        if isinstance(record, Spawn):
+            self._spawn(record)
+        elif isinstance(record, Define):
+            self.templates[record.template] = record.settings
+        elif isinstance(record, Forget):
+            self.templates.pop(record.template, None)
+        elif isinstance(record, Prepare):
+            self._prepare(record)
+        elif isinstance(record, Discard):
+            self._discard(record.standby)
+
+    def _chdir(self, cwd: str) -> None:
+        if cwd == self._cwd:
+            return
+        try:
+            os.chdir(cwd)
+        except FileNotFoundError as exc:
+            raise _SpawnFailed(
+                exc.errno, f"working directory {cwd!r} does not exist; create it or fix cwd"
+            ) from None
+        except OSError as exc:
+            raise _SpawnFailed(
+                exc.errno, f"cannot use working directory {cwd!r}: {exc.strerror}; fix cwd"
+            ) from None
+        self._cwd = cwd
+
+    def _spawn(self, request: Spawn) -> None:
+        if request.standby is not None and self._go(request.req, request.standby):
+            return
+        template = self.templates.get(request.template)
+        if template is None:
+            self.report(SpawnFailed(request.req, None, "unknown template: the host forgot it"))
             return
         out_fd = err_fd = None
         captures: dict[int, int] = {}
         try:
-            _chdir(req["cwd"])
-            out_fd = _open_output(req["stdout"], "stdout", captures)
-            err_fd = _open_output(req["stderr"], "stderr", captures)
+            self._chdir(template.cwd)
+            out_fd = _open_output(template.stdout, "stdout", captures)
+            err_fd = _open_output(template.stderr, "stderr", captures)
             control_fd = None
-            if req["command"] is not None:
-                pid = self._spawn_command(req, out_fd, err_fd)
-            elif req["fresh"]:
-                pid, control_fd = self._spawn_fresh(req, out_fd, err_fd)
+            if template.command is not None:
+                pid = self._spawn_command(template, out_fd, err_fd)
+            elif template.fresh:
+                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
             else:
-                pid, control_fd = self._fork(req, out_fd, err_fd)
+                pid, control_fd = self._fork(template, out_fd, err_fd)
         except _SpawnFailed as exc:
             self._close_all(captures.values())
-            self.report(("spawn_failed", req_id, exc.errno, exc.message))
+            self.report(SpawnFailed(request.req, exc.errno, exc.message))
             return
         except Exception as exc:
             self._close_all(captures.values())
             err = exc.errno if isinstance(exc, OSError) else None
-            self.report(("spawn_failed", req_id, err, f"{type(exc).__name__}: {exc}"))
+            self.report(SpawnFailed(request.req, err, f"{type(exc).__name__}: {exc}"))
             return
         finally:
             for fd in (out_fd, err_fd):
@@ -313,15 +443,19 @@ class LauncherLoop:
         child = _Child(pid, control_fd)
         self.children[pid] = child
         if control_fd is not None:
-            self.sel.register(control_fd, selectors.EVENT_READ, lambda: self._read_control(child))
-        self.report(("spawned", req_id, pid))
+            self.sel.register(control_fd, selectors.EVENT_READ, self._control_reader(child))
+        self.report(Spawned(request.req, pid))
+        self._listen_output(child, captures)
+
+    def _listen_output(self, child: _Child, captures: dict[int, int]) -> None:
         for stream, fd in captures.items():
             child.captures[stream] = fd
             self.sel.register(
-                fd,
-                selectors.EVENT_READ,
-                lambda s=stream: self._read_output(child, s),
+                fd, selectors.EVENT_READ, lambda mask, s=stream: self._read_output(child, s)
             )
+
+    def _control_reader(self, child: _Child) -> Callable[[int], None]:
+        return lambda mask: self._read_control(child)
 
     @staticmethod
     def _close_all(fds: Iterable[int]) -> None:
@@ -335,13 +469,13 @@ class LauncherLoop:
             return
         while True:
             try:
-                data = os.read(fd, 65536)
+                data = os.read(fd, _protocol.OUTPUT_CHUNK)
             except BlockingIOError:
                 data = None
             except OSError:
                 data = b""
             if data:
-                self.report(("output", child.pid, stream, data))
+                self.report(Output(child.pid, stream, data))
                 if drain:
                     continue
                 return
@@ -353,20 +487,27 @@ class LauncherLoop:
             del child.captures[stream]
             return
 
-    def _spawn_command(self, req: Mapping[str, Any], out_fd: int | None, err_fd: int | None) -> int:
-        argv = list(req["command"])
-        env = req["env"]
-        path = _which(argv[0], env.get("PATH", os.defpath))
+    def _spawn_command(self, t: Template, out_fd: int | None, err_fd: int | None) -> int:
+        assert t.command is not None
+        argv = t.command
+        search = t.env.get("PATH", os.defpath)
+        key = (argv[0], search)
+        path = self._paths.get(key)
+        if path is None:
+            path = _which(argv[0], search)
         try:
-            return _posix_spawn(path, argv, env, out_fd, err_fd)
+            pid = _posix_spawn(path, argv, t.env, out_fd, err_fd)
         except OSError as exc:
+            self._paths.pop(key, None)
             raise _SpawnFailed(
                 exc.errno, f"cannot execute {path!r}: {exc.strerror}; check the command"
             ) from None
+        self._paths[key] = path
+        return pid
 
     def _fork(
         self,
-        req: Mapping[str, Any],
+        t: Template,
         out_fd: int | None,
         err_fd: int | None,
         go_fd: int | None = None,
@@ -386,7 +527,7 @@ class LauncherLoop:
             os.close(control_w)
             raise _SpawnFailed(exc.errno, f"fork failed: {exc.strerror}") from None
         if pid == 0:
-            _bootstrap.run_forked(self.pid, control_w, req, out_fd, err_fd, go_fd)
+            _bootstrap.run_forked(self.pid, control_w, _child_settings(t), out_fd, err_fd, go_fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
         # Also set here, so a killpg from the host can never precede the child's own setpgid.
         with contextlib.suppress(OSError):
@@ -395,16 +536,14 @@ class LauncherLoop:
         os.set_blocking(control_r, False)
         return pid, control_r
 
-    def _spawn_fresh(
-        self, req: Mapping[str, Any], out_fd: int | None, err_fd: int | None
-    ) -> tuple[int, int]:
+    def _spawn_fresh(self, t: Template, out_fd: int | None, err_fd: int | None) -> tuple[int, int]:
         control_r, control_w = os.pipe()
         # A memfd, not a pipe: writing a large payload must not block the loop.
         settings_fd = os.memfd_create("nannytree-settings", os.MFD_CLOEXEC)
         try:
-            _wire.write_all(settings_fd, pickle.dumps(dict(req), pickle.HIGHEST_PROTOCOL))
+            _wire.write_all(settings_fd, _wire.dumps(_child_settings(t)))
             os.lseek(settings_fd, 0, os.SEEK_SET)
-            env = dict(req["env"])
+            env = dict(t.env)
             env[_bootstrap.CONTROL_FD_ENV] = str(control_w)
             python_path = env.get("PYTHONPATH")
             env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + python_path if python_path else "")
@@ -427,28 +566,32 @@ class LauncherLoop:
 
     # -- warm standbys: forked ahead, target unpickled, waiting for "go" ----------
 
-    def _prepare(self, sid: int, req: Mapping[str, Any]) -> None:
+    def _prepare(self, request: Prepare) -> None:
+        template = self.templates.get(request.template)
         out_fd = err_fd = None
         captures: dict[int, int] = {}
         go_r, go_w = os.pipe()
         try:
-            _chdir(req["cwd"])
-            out_fd = _open_output(req["stdout"], "stdout", captures)
-            err_fd = _open_output(req["stderr"], "stderr", captures)
-            pid, control_fd = self._fork(req, out_fd, err_fd, go_r)
+            if template is None or template.payload is None or template.fresh:
+                raise _SpawnFailed(None, "no template for a standby")
+            self._chdir(template.cwd)
+            out_fd = _open_output(template.stdout, "stdout", captures)
+            err_fd = _open_output(template.stderr, "stderr", captures)
+            pid, control_fd = self._fork(template, out_fd, err_fd, go_r)
         except Exception:
             # No standby then: the next spawn forks as usual and reports what fails.
             self._close_all([*captures.values(), go_w])
-            self.report(("standby_died", sid))
+            self.report(Prepared(request.standby, 0))
             return
         finally:
             self._close_all([go_r] + [fd for fd in (out_fd, err_fd) if fd is not None])
         child = _Child(pid, control_fd)
         child.captures = captures
-        self.standbys[sid] = (child, go_w)
-        self.sel.register(control_fd, selectors.EVENT_READ, lambda: self._read_control(child))
+        self.standbys[request.standby] = (child, go_w)
+        self.sel.register(control_fd, selectors.EVENT_READ, self._control_reader(child))
+        self.report(Prepared(request.standby, pid))
 
-    def _go(self, req_id: int, sid: int) -> bool:
+    def _go(self, req: int, sid: int) -> bool:
         entry = self.standbys.pop(sid, None)
         if entry is None:
             return False
@@ -459,12 +602,11 @@ class LauncherLoop:
             return False  # it died meanwhile: the reap will say so
         finally:
             os.close(go_w)
+        child.started = time.monotonic()
         self.children[child.pid] = child
-        self.report(("spawned", req_id, child.pid))
-        for stream, fd in child.captures.items():
-            self.sel.register(
-                fd, selectors.EVENT_READ, lambda s=stream: self._read_output(child, s)
-            )
+        self.report(Spawned(req, child.pid))
+        captures, child.captures = child.captures, {}
+        self._listen_output(child, captures)
         return True
 
     def _discard(self, sid: int) -> None:
@@ -486,7 +628,7 @@ class LauncherLoop:
                     del self.standbys[sid]
                     os.close(go_w)
                     child = candidate
-                    self.report(("standby_died", sid))
+                    self.report(StandbyDied(sid))
                     break
         if child is None:
             return False
@@ -495,19 +637,25 @@ class LauncherLoop:
         child.captures.clear()
         return True
 
+    # -- what a child says on its control pipe (untrusted) --------------------------
+
     def _read_control(self, child: _Child) -> None:
         fd = child.control_fd
         if fd is None:
             return
         try:
-            messages, eof = _wire.read_available(fd, child.decoder)
-        except Exception:
-            messages, eof = [], True  # garbage on the pipe: stop listening
-        for message in messages:
-            if message[0] == "ready":
-                self.report(("ready", child.pid))
-            elif message[0] == "error":
-                child.error = (message[1], message[2], message[3])
+            values, eof = _wire.read_available(fd, child.decoder)
+            for value in values:
+                record = _protocol.decode(value, _protocol.CHILD_RECORDS)
+                if isinstance(record, ChildReady):
+                    if child.pid in self.children:  # a standby's target runs after "go"
+                        self.report(Ready(child.pid))
+                elif isinstance(record, ChildFailed):
+                    child.error = _protocol.child_failure(record)
+        except _wire.WireError as e:
+            self._close_control(child)
+            self.report(ChannelClosed(child.pid, f"its control pipe carried {e}"))
+            return
         if eof:
             self._close_control(child)
 
@@ -517,34 +665,45 @@ class LauncherLoop:
             os.close(child.control_fd)
             child.control_fd = None
 
+    # -- exits ---------------------------------------------------------------------
+
     def _reap(self) -> None:
         # SIGCHLD coalesces: one wakeup may stand for many exits.
+        reaped = False
         while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                return
+                break
             if pid == 0:
-                return
+                break
             child = self.children.pop(pid, None)
             if child is None:
                 self._standby_gone(pid)
                 continue  # a standby, or an orphan re-parented to us: reaped, not reported
-            # Grandchildren never outlive their parent: its group, and those that left it
-            # (re-parented to us, the subreaper, before we were told of the exit).
+            uptime = time.monotonic() - child.started
+            # Grandchildren never outlive their parent: its group now, and those that
+            # left it (re-parented to us, the subreaper) at the next orphan scan.
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-            self._kill_orphans()
             self._read_control(child)  # the error, if any, was written before the exit
             self._close_control(child)
             for stream in list(child.captures):
                 self._read_output(child, stream, drain=True)
-            self.report(("exited", pid, os.waitstatus_to_exitcode(status), child.error))
+            code = os.waitstatus_to_exitcode(status)
+            self.report(Exited(pid, code, uptime, child.error))
+            reaped = True
+        if reaped and self.scan_due is None:
+            self.scan_due = max(time.monotonic(), self.last_scan + ORPHAN_SCAN_INTERVAL)
 
     def _kill_orphans(self) -> None:
-        standbys = {c.pid for c, _ in self.standbys.values()} | set(self.discarded)
+        self.scan_due = None
+        self.last_scan = time.monotonic()
+        known = set(self.children)
+        known.update(c.pid for c, _ in self.standbys.values())
+        known.update(self.discarded)
         for pid in _child_pids(self.pid):
-            if pid not in self.children and pid not in standbys:
+            if pid not in known:
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(OSError):
@@ -558,33 +717,80 @@ class LauncherLoop:
         for pid in [*self.children, *standbys]:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-        while True:
-            for pid, pgid in _children_of(self.pid):
-                with contextlib.suppress(OSError):
-                    os.kill(pid, signal.SIGKILL)
-                if pgid == pid:
-                    with contextlib.suppress(OSError):
-                        os.killpg(pid, signal.SIGKILL)
-            try:
-                # Each reaped process has already handed its orphans to us: rescan after.
-                pid, _ = os.waitpid(-1, 0)
-                while pid:
-                    pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
+        sweep(self.pid)
         self.children.clear()
         if not self.host_gone:
-            self.flush()
+            self.sock.settimeout(1.0)  # a host that stopped reading must not keep us
+            with contextlib.suppress(OSError):
+                self.sock.sendall(b"".join(self.outbox))
+
+
+def guard(launcher: int, lifeline_fd: int) -> int:
+    """The guardian: wait for the launcher or the host to die, then leave nothing behind.
+
+    Every process of the tree whose parent dies is re-parented to the nearest
+    subreaper: the launcher while it lives, then us.
+    """
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, lambda signum, frame: None)  # the lifeline decides, not signals
+    sel = selectors.DefaultSelector()
+    sel.register(wake_r, selectors.EVENT_READ)
+    sel.register(lifeline_fd, selectors.EVENT_READ)
+    status = 0
+    while True:
+        ready = {key.fd for key, _ in sel.select()}
+        if lifeline_fd in ready:
+            try:
+                data = os.read(lifeline_fd, 64)
+            except OSError:
+                data = b""
+            if not data:  # the host is gone: so is the tree
+                with contextlib.suppress(OSError):
+                    os.kill(launcher, signal.SIGKILL)
+        if wake_r in ready:
+            with contextlib.suppress(OSError):
+                while os.read(wake_r, 4096):
+                    pass
+        done = False
+        while True:
+            try:
+                pid, raw = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                done = True
+                break
+            if pid == 0:
+                break
+            if pid == launcher:
+                status, done = os.waitstatus_to_exitcode(raw), True
+        if done:
+            sweep(os.getpid())
+            return status if status >= 0 else 128 - status
 
 
 def main(argv: list[str]) -> int:
     sock_fd, lifeline_fd = int(argv[0]), int(argv[1])
-    # Escaped descendants re-parent to us, so they can still be found and killed.
+    # Escaped descendants re-parent to the nearest subreaper: the launcher, then us.
     _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
+    guardian = os.getpid()
+    launcher = os.fork()
+    if launcher:
+        os.close(sock_fd)  # only the launcher talks to the host
+        return guard(launcher, lifeline_fd)
+    _bootstrap.prctl(_bootstrap.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != guardian:
+        os._exit(1)
+    _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)  # not inherited across fork
     loop = LauncherLoop(sock_fd, lifeline_fd)
     error = loop.preload(argv[2:])
-    loop.report(("hello", loop.pid, error))
-    loop.flush()
+    loop.sock.settimeout(10.0)
+    with contextlib.suppress(OSError):
+        loop.sock.sendall(_wire.encode(Hello(loop.pid, error).pack()))
+    loop.sock.setblocking(False)
     if error is not None:
         return 1
     gc.freeze()  # fewer copy-on-write faults in forked children
@@ -593,4 +799,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    os._exit(code)  # the launcher was forked: never run the interpreter's exit twice

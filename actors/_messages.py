@@ -1,4 +1,10 @@
-"""The messages actors exchange. Parents `ask` children; children only `tell` parents."""
+"""The messages actors exchange. Parents tell (or ask) children; children only tell parents.
+
+A nanny never blocks on a child's start: it tells a worker (or a nested nanny)
+`Start`/`InitTree` with a token, goes on answering its mailbox, and the child
+tells it `StartDone` or `StartFailed` with the same token. Stops are asked: each
+is bounded by the child's shutdown.
+"""
 
 from __future__ import annotations
 
@@ -6,99 +12,128 @@ from dataclasses import dataclass
 
 from supervision import ExitReason
 
-from ._launcher import ProcessExit
-
-# -- to a WorkerActor (asked by its nanny) ------------------------------------
+# -- to a WorkerActor -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Start:
-    """Start the child's process; answers Started, or raises StartError."""
+    """Start the child's process; answered by StartDone or StartFailed."""
+
+    token: int
 
 
 @dataclass(frozen=True)
 class Stop:
-    """Stop the process per the spec's shutdown; answers the ExitReason.
+    """Stop the process per the spec's shutdown (asked); answered with its ExitReason.
 
     `deadline` (time.monotonic()) caps the wait: a supervisor above has a
     shutdown time of its own, and the whole subtree must be gone by then.
     """
 
+    token: int
     deadline: float | None = None
 
 
 @dataclass(frozen=True)
-class Restart:
-    """Stop, then start a new incarnation; answers Started."""
-
-
-@dataclass(frozen=True)
 class Signal:
-    """Send `sig` to the child's process group; raises ChildNotRunning without one."""
+    """Send `sig` to the child's process group (asked); ChildNotRunning without one."""
 
     sig: int
 
 
 @dataclass(frozen=True)
 class Pause:
-    """SIGSTOP the child's process group."""
+    """SIGSTOP the child's process group (asked)."""
 
 
 @dataclass(frozen=True)
 class Resume:
-    """SIGCONT the child's process group."""
-
-
-@dataclass(frozen=True)
-class Info:
-    """Answers WorkerInfo."""
+    """SIGCONT the child's process group (asked)."""
 
 
 @dataclass(frozen=True)
 class ReadOutput:
-    """Answers what a captured stream (1 stdout, 2 stderr) said lately, as text."""
+    """Asked: what a captured stream (1 stdout, 2 stderr) said lately, as text.
+
+    The current process's, or with `previous` the one before it (`logs --previous`).
+    """
 
     stream: int = 2
+    previous: bool = False
+
+
+# -- to a nested NannyActor --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Started:
-    pid: int
-    incarnation: int
+class InitTree:
+    """Start the children in order; answered by StartDone or StartFailed to the parent."""
+
+    token: int
 
 
 @dataclass(frozen=True)
-class WorkerInfo:
-    id: str
+class ShutdownTree:
+    """Stop the subtree, reverse order (asked); answered with its ExitReason.
+
+    Every process of the subtree is gone by `deadline` (time.monotonic()), if given.
+    """
+
+    token: int
+    deadline: float | None = None
+
+
+# -- up the tree (told, never asked) -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StartDone:
+    child_id: str
+    token: int
     pid: int | None
     incarnation: int
-    paused: bool
-    last_exit: ExitReason | None
 
 
-# -- up the tree (told, never asked) -------------------------------------------
+@dataclass(frozen=True)
+class StartFailed:
+    child_id: str
+    token: int
+    reason: ExitReason
 
 
 @dataclass(frozen=True)
 class ChildExited:
-    """A child's process (or nested supervisor) ended by itself."""
+    """A child's process (or nested supervisor) ended by itself.
+
+    `uptime`: seconds it ran, as measured where it was watched (None: unknown).
+    """
 
     child_id: str
     incarnation: int
     pid: int | None
     reason: ExitReason
-
-
-# -- internal ------------------------------------------------------------------
+    uptime: float | None = None
 
 
 @dataclass(frozen=True)
-class ProcessExited:
+class ChildNote:
+    """Something about a child worth an event that is not a decision (a closed channel)."""
+
+    child_id: str
+    incarnation: int
+    pid: int | None
+    detail: str
+
+
+# -- internal ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProcessNote:
     """From the tree's exit watcher to the worker that owns the process."""
 
-    incarnation: int
-    exit: ProcessExit
-    reason: ExitReason
+    pid: int
+    note: str  # "exited" or "channel_closed"
 
 
 @dataclass(frozen=True)
@@ -111,21 +146,13 @@ class MemoryExceeded:
 
 @dataclass(frozen=True)
 class RetryRestart:
-    """A nanny's own retry of a failed restart, posted to its mailbox (OTP 5.5)."""
+    """A nanny's own retry of a failed restart, posted to its mailbox (OTP section 5.5)."""
 
     child_id: str
 
 
 @dataclass(frozen=True)
-class InitTree:
-    """Asked by NannyActor.start: start the children in order."""
+class LauncherLost:
+    """From the tree's context to the root nanny: no launcher can be had any more."""
 
-
-@dataclass(frozen=True)
-class ShutdownTree:
-    """Asked by a parent: stop the subtree, reverse order; answers the ExitReason.
-
-    Every process of the subtree is gone by `deadline` (time.monotonic()), if given.
-    """
-
-    deadline: float | None = None
+    reason: ExitReason

@@ -1,5 +1,15 @@
 """NannyActor: one supervisor. Executes the pure decision core's actions on
-live actors and processes."""
+live actors and processes.
+
+A nanny never blocks on a child's start: it tells the worker (or nested nanny)
+to start, and goes on reading its mailbox. While the core waits for that
+answer, read-only calls (which_children, which_tree, ...) are answered at once
+from the core's state (the child shows "starting"); every other message waits
+in a deferred queue, in order, until the core is idle again, so the core sees
+its inputs one at a time, as OTP's gen_server does. Stops are asked and waited
+for: each is bounded by the child's shutdown, and a stop that the launcher
+cannot confirm is confirmed by the OS (see WorkerActor).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,8 @@ import atexit
 import contextlib
 import dataclasses
 import logging
+import signal as _signal
+import sys
 import time
 import weakref
 from collections import deque
@@ -15,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import pykka
+from pykka import messages as pykka_messages
 
 from supervision import (
     Action,
@@ -33,8 +46,8 @@ from supervision import (
     Report,
     ScheduleRetry,
     Shutdown,
+    SpecError,
     StartChild,
-    StartError,
     Supervisor,
     SupervisorSpec,
     TerminateChild,
@@ -44,7 +57,9 @@ from supervision import (
 from ._events import EventLog
 from ._messages import (
     ChildExited,
+    ChildNote,
     InitTree,
+    LauncherLost,
     Pause,
     ReadOutput,
     Resume,
@@ -52,13 +67,29 @@ from ._messages import (
     ShutdownTree,
     Signal,
     Start,
-    Started,
+    StartDone,
+    StartFailed,
     Stop,
 )
 from ._tree import TreeContext
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
+
+# Calls answered at once, even while a child is starting: they only read the core.
+_READ_ONLY = frozenset(
+    {
+        "which_children",
+        "which_child",
+        "which_tree",
+        "count_children",
+        "get_childspec",
+        "events",
+        "event_log",
+        "child_nanny",
+    }
+)
+_LATER = object()  # a call whose answer comes once the core has carried it out
 
 
 class NannyPlugin:
@@ -91,11 +122,38 @@ class ParentLink:
     incarnation: int
 
 
+@dataclass
+class _Starting:
+    """The start the core waits for."""
+
+    token: int
+    child_id: str
+    nested: pykka.ActorRef[NannyActor] | None = None
+
+
 _roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
 
 
 def _crash_reason(e: BaseException) -> ExitReason:
     return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e))
+
+
+def signal_number(sig: int | str, child: str) -> int:
+    """A signal given as a number or a name ("HUP", "SIGHUP"); SpecError otherwise."""
+    if isinstance(sig, str):
+        name = sig.strip().upper()
+        name = name if name.startswith("SIG") else f"SIG{name}"
+        if name in _signal.Signals.__members__:
+            return int(_signal.Signals[name])
+    elif isinstance(sig, int) and not isinstance(sig, bool) and 0 < sig < _signal.NSIG:
+        return int(sig)
+    raise SpecError(
+        child,
+        "signal",
+        sig,
+        f"expected a signal name such as 'HUP' or 'SIGTERM', or a number from 1 to "
+        f"{_signal.NSIG - 1}",
+    )
 
 
 class NannyActor(pykka.ThreadingActor):
@@ -122,23 +180,24 @@ class NannyActor(pykka.ThreadingActor):
         self._parent = parent.ref if parent is not None else None
         self._incarnation = parent.incarnation if parent is not None else 0
         self._core = Supervisor(spec, parent.name if parent is not None else None)
-        assert context.launcher is not None
-        self._launcher = context.launcher
         # A root tree ends its context (launcher, memory watch, timer) when it stops.
         self._is_root = parent is None
         self._log = context.log
-        self._memory = context.memory
-        self._scheduler = context.scheduler
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
         self._paused: set[tuple[str, int]] = set()
         self._exit_requested = False
-        self._init_error: NannyError | None = None
         self._exit_reason: ExitReason | None = None
         self._plugins = list(plugins)
         self._to_log: list[Event] = []
         self._deadline: float | None = None  # set by a parent's ShutdownTree
+        self._tokens = 0
+        self._starting: _Starting | None = None  # the start the core waits for
+        self._deferred: deque[Any] = deque()  # envelopes that wait for the core to be idle
+        self._call: Any = None  # reply future of the call being carried out
+        self._on_idle: Callable[[], None] | None = None  # init: answer once idle
+        self._init_reply: Callable[[ExitReason, NannyError | None], None] | None = None
 
     @classmethod
     def start(
@@ -167,29 +226,15 @@ class NannyActor(pykka.ThreadingActor):
         except BaseException:
             context.end(None)
             raise
-        cls._init(ref, plugins, context.log)
-        return ref
-
-    @classmethod
-    def start_nested(
-        cls, spec: SupervisorSpec, context: TreeContext, parent: ParentLink
-    ) -> pykka.ActorRef[NannyActor]:
-        """A nested supervisor of a running tree, started with all its children."""
-        ref = super().start(spec, context, parent)
-        cls._init(ref, (), context.log)
-        return ref
-
-    @staticmethod
-    def _init(
-        ref: pykka.ActorRef[NannyActor], plugins: Sequence[NannyPlugin], log: EventLog
-    ) -> None:
+        context.root = ref
         try:
-            ref.ask(InitTree())
+            ref.ask(InitTree(0))
             for plugin in plugins:
-                plugin.setup(ref, log)
+                plugin.setup(ref, context.log)
         except BaseException:
             ref.stop()
             raise
+        return ref
 
     # -- the OTP API (call through the proxy) ---------------------------------
 
@@ -227,18 +272,18 @@ class NannyActor(pykka.ThreadingActor):
     def get_childspec(self, key: str | int) -> AnySpec:
         return self._core.get_childspec(key)
 
-    def start_child(self, spec_or_args: Any = None) -> ChildInfo:
+    def start_child(self, spec_or_args: Any = None) -> Any:
         """Add a child at the end and start it (simple_one_for_one: extra args)."""
-        return self._call(self._core.start_child(spec_or_args, time.monotonic()))  # type: ignore[no-any-return]
+        return self._call_core(self._core.start_child(spec_or_args, time.monotonic()))
 
-    def terminate_child(self, key: str | int) -> None:
-        self._call(self._core.terminate_child(key, time.monotonic()))
+    def terminate_child(self, key: str | int) -> Any:
+        return self._call_core(self._core.terminate_child(key, time.monotonic()))
 
-    def restart_child(self, key: str) -> ChildInfo:
-        return self._call(self._core.restart_child(key, time.monotonic()))  # type: ignore[no-any-return]
+    def restart_child(self, key: str) -> Any:
+        return self._call_core(self._core.restart_child(key, time.monotonic()))
 
-    def delete_child(self, key: str) -> None:
-        self._call(self._core.delete_child(key, time.monotonic()))
+    def delete_child(self, key: str) -> Any:
+        return self._call_core(self._core.delete_child(key, time.monotonic()))
 
     def pause_child(self, key: str) -> None:
         """SIGSTOP the child's process group; it shows as "paused"."""
@@ -251,15 +296,17 @@ class NannyActor(pykka.ThreadingActor):
         self._ask_worker(info, Resume(), "resume it")
         self._paused.discard((info.id, info.incarnation))
 
-    def signal_child(self, key: str, sig: int) -> None:
+    def signal_child(self, key: str, sig: int | str) -> None:
+        """Send `sig` (a number, or a name such as "HUP") to the child's process group."""
         info = self._core.which_child(key)
-        self._ask_worker(info, Signal(int(sig)), "send a signal to it")
+        self._ask_worker(info, Signal(signal_number(sig, info.id)), "send a signal to it")
 
-    def read_output(self, key: str, stream: str = "stderr") -> str:
+    def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
         """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
 
-        Its current process's, or its last one's once it exited. Empty unless the
-        spec says stdout/stderr="capture".
+        Its current process's (or its last one's once it exited); with
+        `previous`, the process's before that. Empty unless the spec says
+        stdout/stderr="capture".
         """
         if stream not in ("stdout", "stderr"):
             raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
@@ -267,7 +314,7 @@ class NannyActor(pykka.ThreadingActor):
         worker = self._workers.get(info.id)
         if worker is None:
             return ""
-        return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2)))
+        return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2, previous)))
 
     def events(self) -> list[Event]:
         """The tree's lifecycle events, oldest first."""
@@ -277,29 +324,138 @@ class NannyActor(pykka.ThreadingActor):
         """The tree's live EventLog (thread-safe: wait on it from any thread)."""
         return self._log
 
-    # -- messages ---------------------------------------------------------------
+    # -- the mailbox ------------------------------------------------------------
+
+    def _actor_loop_running(self) -> None:
+        # pykka's loop, with one change: while the core waits for a start, only
+        # answers and read-only calls are handled; the rest waits, in order.
+        while not self.actor_stopped.is_set():
+            if self._deferred and self._starting is None:
+                envelope = self._deferred.popleft()
+            else:
+                envelope = self.actor_inbox.get()
+            if self._starting is not None and not _answers_now(envelope.message):
+                self._deferred.append(envelope)
+                continue
+            self._handle_envelope(envelope)
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        message = envelope.message
+        mutating = isinstance(message, InitTree) or (
+            isinstance(message, pykka_messages.ProxyCall)
+            and message.attr_path[-1] not in _READ_ONLY
+        )
+        if mutating and envelope.reply_to is not None:
+            self._call = envelope.reply_to
+        try:
+            response = self._handle_receive(envelope.message)
+            if response is _LATER:
+                return  # answered when the core replies
+            if self._call is envelope.reply_to:
+                self._call = None
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if self._call is envelope.reply_to:
+                self._call = None
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            self._stop()
+            pykka.ActorRegistry.stop_all()
+
+    def _actor_loop_teardown(self) -> None:
+        dead = pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message")
+        while self._deferred:
+            envelope = self._deferred.popleft()
+            if envelope.reply_to is not None:
+                if isinstance(envelope.message, pykka_messages._ActorStop):
+                    envelope.reply_to.set(None)
+                else:
+                    envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
+        if self._call is not None:
+            self._call.set_exception(exc_info=(type(dead), dead, None))
+            self._call = None
+        super()._actor_loop_teardown()
 
     def on_receive(self, message: Any) -> Any:
         now = time.monotonic()
+        if isinstance(message, StartDone):
+            return self._on_started(message, now)
+        if isinstance(message, StartFailed):
+            return self._on_start_failed(message, now)
         if isinstance(message, ChildExited):
             self._paused = {p for p in self._paused if p[0] != message.child_id}
-            self._run(
-                self._core.child_exited(message.child_id, message.incarnation, message.reason, now)
-            )
+            reason = self._early(message)
+            self._run(self._core.child_exited(message.child_id, message.incarnation, reason, now))
+        elif isinstance(message, ChildNote):
+            self._note(message, now)
         elif isinstance(message, RetryRestart):
             self._run(self._core.retry(message.child_id, now))
         elif isinstance(message, InitTree):
-            self._run(self._core.start(now))
-            if self._init_error is not None:
-                raise self._init_error
+            return self._init(message, now)
         elif isinstance(message, ShutdownTree):
             self._exit_requested = True
             self._deadline = message.deadline
             self._run(self._core.shutdown(now))
             return self._exit_reason
+        elif isinstance(message, LauncherLost):
+            if self._core.mode == "running":
+                self._run(self._core.shutdown(now, message.reason))
         else:
             raise TypeError(f"nanny {self._core.name!r} got an unknown message {message!r}")
         return None
+
+    def _early(self, message: ChildExited) -> ExitReason:
+        """min_uptime (to move into the core): an early exit counts as a failed start."""
+        reason, uptime = message.reason, message.uptime
+        spec = self._workers.get(message.child_id)
+        if spec is None or uptime is None or reason.kind is ExitKind.SHUTDOWN:
+            return reason
+        min_uptime = cast(ChildSpec, self._core.get_childspec(message.child_id)).min_uptime
+        if uptime >= min_uptime:
+            return reason
+        return ExitReason(
+            ExitKind.START_FAILURE,
+            code=reason.code,
+            signal=reason.signal,
+            exc_type=reason.exc_type,
+            message=f"exited after {uptime:.3f}s, before min_uptime={min_uptime}s ({reason})",
+            traceback=reason.traceback,
+            stderr_tail=reason.stderr_tail,
+        )
+
+    def _init(self, message: InitTree, now: float) -> Any:
+        parent = self._parent
+        if parent is None:  # the root: asked by Tree.start; answered when all started
+            call = self._call
+
+            def answer_root(reason: ExitReason, error: NannyError | None) -> None:
+                if error is not None:
+                    call.set_exception(exc_info=(type(error), error, None))
+                else:
+                    call.set(None)
+                self._call = None
+
+            self._on_idle = lambda: answer_root(ExitReason.shutdown(), None)
+            self._init_reply = answer_root
+        else:
+            child_id, token, incarnation = self._spec.id, message.token, self._incarnation
+
+            def answer_parent(reason: ExitReason, error: NannyError | None) -> None:
+                failure = getattr(error, "reason", reason)
+                parent.tell(StartFailed(child_id, token, failure))
+
+            self._on_idle = lambda: parent.tell(StartDone(child_id, token, None, incarnation))
+            self._init_reply = answer_parent
+        self._run(self._core.start(now))
+        return _LATER if parent is None else None
 
     def on_start(self) -> None:
         if self._is_root:
@@ -322,15 +478,14 @@ class NannyActor(pykka.ThreadingActor):
 
     # -- executing the core's actions ---------------------------------------------
 
-    def _run(self, actions: list[Action]) -> Reply | None:
-        reply: Reply | None = None
+    def _run(self, actions: list[Action]) -> None:
         queue = deque(actions)
         while queue:
             action = queue.popleft()
             if isinstance(action, Report):
                 self._record(action.event)
             elif isinstance(action, StartChild):
-                queue.extend(self._start_child(action.child_id, action.spec))
+                self._start_child(action.child_id, action.spec)
             elif isinstance(action, TerminateChild):
                 reason = self._terminate(action.child_id, action.spec.shutdown)
                 queue.extend(self._core.terminated(action.child_id, reason, time.monotonic()))
@@ -339,15 +494,40 @@ class NannyActor(pykka.ThreadingActor):
                 queue.extend(self._core.terminated_all(results, time.monotonic()))
             elif isinstance(action, ScheduleRetry):
                 if action.delay > 0:
-                    self._scheduler.call_later(action.delay, self._retry_later(action.child_id))
+                    self._context.scheduler.call_later(
+                        action.delay, self._retry_later(action.child_id)
+                    )
                 else:
                     self.actor_ref.tell(RetryRestart(action.child_id))
             elif isinstance(action, Reply):
-                reply = action
+                self._reply(action)
             elif isinstance(action, Exit):
                 self._exit(action)
         self._log_events()
-        return reply
+        if self._starting is None and not self._core.busy and self._on_idle is not None:
+            on_idle, self._on_idle = self._on_idle, None
+            self._init_reply = None
+            on_idle()
+
+    def _reply(self, reply: Reply) -> None:
+        call, self._call = self._call, None
+        if call is None:
+            return
+        if reply.error is not None:
+            call.set_exception(exc_info=(type(reply.error), reply.error, None))
+        else:
+            call.set(reply.value)
+
+    def _call_core(self, actions: list[Action]) -> Any:
+        """Carry out an API call's actions: a Reply action answers the caller, now or
+        once the start it waits for is done."""
+        call = self._call
+        self._run(actions)
+        if call is not None and self._call is call and self._starting is None:
+            self._call = None
+            error = RuntimeError(f"nanny {self._core.name!r}: the call produced no reply")
+            call.set_exception(exc_info=(RuntimeError, error, None))
+        return _LATER
 
     def _retry_later(self, child_id: str) -> Callable[[], None]:
         ref = self.actor_ref
@@ -358,40 +538,59 @@ class NannyActor(pykka.ThreadingActor):
 
         return retry
 
-    def _call(self, actions: list[Action]) -> Any:
-        reply = self._run(actions)
-        if reply is None:
-            raise RuntimeError(f"nanny {self._core.name!r}: the call produced no reply")
-        if reply.error is not None:
-            raise reply.error
-        return reply.value
+    def _next_token(self) -> int:
+        self._tokens += 1
+        return self._tokens
 
-    def _start_child(self, child_id: str, spec: AnySpec) -> list[Action]:
+    def _start_child(self, child_id: str, spec: AnySpec) -> None:
+        """Tell the child to start; the core gets its answer as a message (StartDone)."""
+        token = self._next_token()
+        self._starting = _Starting(token, child_id)
         if isinstance(spec, ChildSpec):
             worker = self._workers.get(child_id)
             if worker is None or not worker.is_alive():
-                worker = WorkerActor.start(
-                    spec, self._launcher, self.actor_ref, self._core.name, self._memory
-                )
+                worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
                 self._workers[child_id] = worker
-            try:
-                started = cast(Started, worker.ask(Start()))
-            except StartError as e:
-                return self._core.start_failed(child_id, e.reason, time.monotonic())
-            except Exception as e:
-                return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
-            return self._core.started(child_id, started.pid, started.incarnation, time.monotonic())
+            worker.tell(Start(token))
+            return
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation
+        link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
         try:
-            link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
             nested = NannyActor.start_nested(spec, self._context, link)
-        except StartError as e:
-            return self._core.start_failed(child_id, e.reason, time.monotonic())
         except Exception as e:
-            return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
-        self._nested[child_id] = nested
-        return self._core.started(child_id, None, incarnation, time.monotonic())
+            self._starting = None
+            self._run(self._core.start_failed(child_id, _crash_reason(e), time.monotonic()))
+            return
+        self._starting.nested = nested
+        nested.tell(InitTree(token))
+
+    @classmethod
+    def start_nested(
+        cls, spec: SupervisorSpec, context: TreeContext, parent: ParentLink
+    ) -> pykka.ActorRef[NannyActor]:
+        """A nested supervisor's actor; it starts its children when told InitTree."""
+        return super().start(spec, context, parent)
+
+    def _answer(self, child_id: str, token: int) -> _Starting | None:
+        starting = self._starting
+        if starting is None or starting.token != token or starting.child_id != child_id:
+            return None  # an answer nobody waits for any more
+        self._starting = None
+        return starting
+
+    def _on_started(self, message: StartDone, now: float) -> None:
+        starting = self._answer(message.child_id, message.token)
+        if starting is None:
+            return
+        if starting.nested is not None:
+            self._nested[message.child_id] = starting.nested
+        self._run(self._core.started(message.child_id, message.pid, message.incarnation, now))
+
+    def _on_start_failed(self, message: StartFailed, now: float) -> None:
+        if self._answer(message.child_id, message.token) is None:
+            return
+        self._run(self._core.start_failed(message.child_id, message.reason, now))
 
     def _deadline_for(self, shutdown: Shutdown) -> float | None:
         """When a subtree with this shutdown must be gone, within our own deadline."""
@@ -408,11 +607,14 @@ class NannyActor(pykka.ThreadingActor):
         try:
             if child_id in self._nested:
                 nested = self._nested.pop(child_id)
+                token = self._next_token()
                 reason = cast(
-                    ExitReason | None, nested.ask(ShutdownTree(self._deadline_for(shutdown)))
+                    ExitReason | None,
+                    nested.ask(ShutdownTree(token, self._deadline_for(shutdown))),
                 )
                 return reason or ExitReason.shutdown()
-            return cast(ExitReason, self._workers[child_id].ask(Stop(self._deadline)))
+            worker = self._workers[child_id]
+            return cast(ExitReason, worker.ask(Stop(self._next_token(), self._deadline)))
         except pykka.ActorDeadError:
             return ExitReason.shutdown("already stopped")
         except Exception as e:
@@ -425,11 +627,12 @@ class NannyActor(pykka.ThreadingActor):
         deadline = self._deadline_for(shutdown)
         futures = {}
         for child_id in child_ids:
+            token = self._next_token()
             if child_id in self._nested:
-                message: Any = ShutdownTree(deadline)
+                message: Any = ShutdownTree(token, deadline)
                 futures[child_id] = self._nested.pop(child_id).ask(message, block=False)
             else:
-                futures[child_id] = self._workers[child_id].ask(Stop(deadline), block=False)
+                futures[child_id] = self._workers[child_id].ask(Stop(token, deadline), block=False)
         results: dict[str, ExitReason] = {}
         for child_id, future in futures.items():
             try:
@@ -443,8 +646,10 @@ class NannyActor(pykka.ThreadingActor):
     def _exit(self, action: Exit) -> None:
         self._exit_reason = action.reason
         self._stop_workers()
-        if action.error is not None:
-            self._init_error = action.error
+        init_reply, self._init_reply = self._init_reply, None
+        self._on_idle = None
+        if init_reply is not None:
+            init_reply(action.reason, action.error)
         elif not self._exit_requested:
             self._tell_parent(action.reason)
         self.actor_ref.stop(block=False)  # a no-op when already stopping (in on_stop)
@@ -455,6 +660,20 @@ class NannyActor(pykka.ThreadingActor):
             self._workers.pop(event.offender).stop()
         self._to_log.append(event)
 
+    def _note(self, message: ChildNote, now: float) -> None:
+        self._record(
+            Event(
+                time=now,
+                supervisor=self._core.name,
+                context=EventKind.CHILD_NOTE,
+                offender=message.child_id,
+                pid=message.pid,
+                incarnation=message.incarnation,
+                detail=message.detail,
+            )
+        )
+        self._log_events()
+
     def _log_events(self) -> None:
         # Logged once the actions are carried out: formatting stays off the restart path.
         events, self._to_log = self._to_log, []
@@ -462,7 +681,11 @@ class NannyActor(pykka.ThreadingActor):
             # A supervisor giving up or a child failing to start is worth a warning; a
             # crash is routine (it is restarted), so INFO: a crash storm must not be
             # a stderr storm. Every event is in the EventLog regardless.
-            if event.context in (EventKind.START_FAILED, EventKind.MAX_INTENSITY_REACHED):
+            if event.context in (
+                EventKind.START_FAILED,
+                EventKind.MAX_INTENSITY_REACHED,
+                EventKind.CHILD_NOTE,
+            ):
                 log.warning("%s", event)
             elif event.context is EventKind.CHILD_EXITED and log.isEnabledFor(logging.INFO):
                 log.info("%s", event)
@@ -497,14 +720,18 @@ class NannyActor(pykka.ThreadingActor):
     def _stop_all_children(self) -> None:
         for nested in self._nested.values():
             try:
-                nested.ask(ShutdownTree())
+                nested.ask(ShutdownTree(self._next_token()))
             except Exception:
                 log.exception("nanny %r: stopping a nested tree failed", self._core.name)
         self._nested.clear()
+        starting, self._starting = self._starting, None
+        if starting is not None and starting.nested is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                starting.nested.stop()
         self._stop_workers()
 
     def _cleanup(self) -> None:
-        self._stop_workers()
+        self._stop_all_children()
         for plugin in self._plugins:
             try:
                 plugin.teardown(self._log, self._exit_reason)
@@ -514,6 +741,15 @@ class NannyActor(pykka.ThreadingActor):
         if self._is_root:
             self._context.end(self._exit_reason)
         _roots.discard(self)
+
+
+def _answers_now(message: Any) -> bool:
+    """Whether a message is handled even while the core waits for a start."""
+    if isinstance(message, StartDone | StartFailed | ChildNote):
+        return True
+    if isinstance(message, pykka_messages.ProxyCall | pykka_messages.ProxyGetAttr):
+        return message.attr_path[-1] in _READ_ONLY
+    return False
 
 
 @atexit.register

@@ -8,22 +8,33 @@ constructor arguments; the root owns it and closes it last.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
+from collections import deque
 from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from supervision import ExitReason, SupervisorSpec
+from supervision import ExitKind, ExitReason, SupervisorSpec
 
 from ._events import EventLog
-from ._launcher import Launcher
+from ._launcher import Launcher, LaunchError
 from ._memory import MemoryWatch
+from ._messages import LauncherLost
 from ._timer import Scheduler
 
 if TYPE_CHECKING:
     from ._nanny import NannyActor, NannyPlugin
+
+
+# A launcher that dies is replaced (its children then restart by their supervisors'
+# strategies and intensities), but at most this many times in this many seconds: a
+# launcher that cannot stay up ends the tree with reason launcher_died.
+RELAUNCHES = 3
+RELAUNCH_WINDOW = 10.0
 
 
 class TreeContext:
@@ -35,12 +46,50 @@ class TreeContext:
         self.launcher: Launcher | None = None
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
+        self.root: pykka.ActorRef[Any] | None = None
+        self._lock = threading.Lock()
+        self._relaunches: deque[float] = deque()
+        self._lost: LaunchError | None = None
         self._ended = threading.Event()
         self._reason: ExitReason | None = None
 
     def open(self) -> None:
         """Start the launcher (raises LaunchError)."""
         self.launcher = Launcher.start()
+
+    def current_launcher(self) -> Launcher:
+        """The tree's launcher; a new one if the last one died (raises LaunchError)."""
+        with self._lock:
+            launcher = self.launcher
+            if launcher is not None and launcher.alive:
+                return launcher
+            if self._lost is not None or self._ended.is_set():
+                raise self._lost or LaunchError("the tree has ended")
+            why = launcher.death() if launcher is not None else "there is no launcher"
+            now = time.monotonic()
+            while self._relaunches and self._relaunches[0] < now - RELAUNCH_WINDOW:
+                self._relaunches.popleft()
+            if len(self._relaunches) >= RELAUNCHES:
+                return self._lose(
+                    f"the launcher process died {RELAUNCHES + 1} times within "
+                    f"{RELAUNCH_WINDOW:g} s (last: {why}); something kills it (look for the "
+                    "OOM killer in `dmesg`), fix that and start the tree again"
+                )
+            self._relaunches.append(now)
+            try:
+                self.launcher = Launcher.start()
+            except LaunchError as e:
+                return self._lose(f"{why}, and a new one could not be started: {e}")
+            return self.launcher
+
+    def _lose(self, message: str) -> Launcher:
+        """No launcher any more: tell the root to end the tree, and refuse every spawn."""
+        self._lost = LaunchError(message)
+        if self.root is not None:
+            reason = ExitReason(ExitKind.LAUNCHER_DIED, message=message)
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.root.tell(LauncherLost(reason))
+        raise self._lost
 
     def end(self, reason: ExitReason | None) -> None:
         """The root stopped with `reason`: release everything, wake the waiters."""
@@ -49,8 +98,10 @@ class TreeContext:
         self._reason = reason
         self.memory.close()
         self.scheduler.close()
-        if self.launcher is not None:
-            self.launcher.close()
+        with self._lock:
+            launcher = self.launcher
+        if launcher is not None:
+            launcher.close()
         self._ended.set()
 
     @property

@@ -1,5 +1,12 @@
 """WorkerActor: owns at most one OS process at a time; a restart replaces the
-process, not the actor."""
+process, not the actor.
+
+One path per exit: the launcher's reader thread only tells the worker
+`ProcessNote(pid, "exited")`; the worker, in its own thread, classifies the exit
+once and tells its nanny `ChildExited`. An exit during a start is a failed
+start, seen by the start itself; an exit the worker caused (a stop) is the
+stop's answer. Nothing of the worker is touched from another thread.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +15,9 @@ import logging
 import os
 import signal
 import sys
-import threading
 import time
 from types import TracebackType
-from typing import Any, NoReturn
+from typing import Any
 
 import cloudpickle
 import pykka
@@ -23,39 +29,48 @@ from supervision import (
     ExitKind,
     ExitReason,
     ReadyFile,
-    StartError,
     classify_exit,
 )
 
-from ._launcher import ChildProcess, Launcher, LaunchError, ProcessExit, SpawnRequest
-from ._memory import MemoryWatch
+from ._launcher import ChildProcess, Launcher, LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
     ChildExited,
-    Info,
+    ChildNote,
     MemoryExceeded,
     Pause,
-    ProcessExited,
+    ProcessNote,
     ReadOutput,
-    Restart,
     Resume,
     Signal,
     Start,
-    Started,
+    StartDone,
+    StartFailed,
     Stop,
-    WorkerInfo,
 )
+from ._tree import TreeContext
 
 log = logging.getLogger("nannytree")
 STDERR_TAIL_LINES = 20
+STDERR_TAIL_BYTES = 4096
 READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
+# After SIGKILL, how long the launcher has to report the exit before the worker asks
+# the OS itself (a launcher that is stopped or hung must not hang a stop).
+KILL_REPORT_GRACE = 2.0
+GONE_POLL = 0.05
+
+
+class _Failed(Exception):
+    def __init__(self, reason: ExitReason) -> None:
+        self.reason = reason
 
 
 class WorkerActor(pykka.ThreadingActor):
     """One child of a nanny: starts, stops, signals and watches its OS process.
 
-    Its nanny asks it `Start`, `Stop`, `Restart`, `Signal`, `Pause`, `Resume`,
-    `Info` and `ReadOutput`; it tells its nanny `ChildExited` when the process
-    ends by itself.
+    Its nanny tells it `Start` (it answers `StartDone` or `StartFailed`) and asks
+    it `Stop` (answered with the exit reason), `Signal`, `Pause`, `Resume` and
+    `ReadOutput`;
+    it tells its nanny `ChildExited` when the process ends by itself.
     """
 
     use_daemon_thread = True
@@ -63,46 +78,36 @@ class WorkerActor(pykka.ThreadingActor):
     def __init__(
         self,
         spec: ChildSpec,
-        launcher: Launcher,
-        parent: pykka.ActorRef[Any] | None,
+        context: TreeContext,
+        parent: pykka.ActorRef[Any],
         supervisor: str = "",
-        memory: MemoryWatch | None = None,
     ) -> None:
         super().__init__()
         self.spec = spec
-        self._launcher = launcher
+        self._context = context
         self._parent = parent
         self._supervisor = supervisor
-        self._memory = memory
         self._proc: ChildProcess | None = None
-        self._started_at = 0.0
         self._incarnation = 0
         self._paused = False
         self._last_exit: ExitReason | None = None
-        self._last_output: dict[int, bytes] = {}
+        self._previous_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
-        self._last_request: tuple[tuple[Any, ...], SpawnRequest] | None = None
-        self._standby: tuple[int, SpawnRequest] | None = None  # warm_start: (id, its request)
-        # Exits go straight from the exit watcher to the nanny (one hop), except those
-        # of incarnations this actor handles itself (starting, stopping): "quiet" ones.
-        self._handoff = threading.Lock()
-        self._quiet: set[int] = set()
-        self._swallowed: set[int] = set()
+        # The launcher's template for our request: (launcher, key of the host state, id).
+        self._template: tuple[Launcher, tuple[Any, ...], int] | None = None
+        self._standby: tuple[Launcher, int, int] | None = None  # (launcher, template, id)
 
     # -- messages -------------------------------------------------------------
 
     def on_receive(self, message: Any) -> Any:
-        if isinstance(message, ProcessExited):
-            return self._on_process_exited(message)
+        if isinstance(message, ProcessNote):
+            return self._on_note(message)
         if isinstance(message, Start):
-            return self._start_process()
+            return self._start(message.token)
         if isinstance(message, Stop):
             return self._stop_process(message.deadline)
         if isinstance(message, MemoryExceeded):
             return self._on_memory_exceeded(message)
-        if isinstance(message, Restart):
-            self._stop_process()
-            return self._start_process()
         if isinstance(message, Signal):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
@@ -114,15 +119,7 @@ class WorkerActor(pykka.ThreadingActor):
             self._paused = False
             return None
         if isinstance(message, ReadOutput):
-            return self._output(message.stream).decode(errors="replace")
-        if isinstance(message, Info):
-            return WorkerInfo(
-                self.spec.id,
-                self._proc.pid if self._proc else None,
-                self._incarnation,
-                self._paused,
-                self._last_exit,
-            )
+            return self._output(message.stream, message.previous).decode(errors="replace")
         raise TypeError(f"worker {self.spec.id!r} got an unknown message {message!r}")
 
     def on_failure(
@@ -132,8 +129,6 @@ class WorkerActor(pykka.ThreadingActor):
         traceback: TracebackType | None,
     ) -> None:
         # A bug here must not lose the child: kill the process, report the crash.
-        with self._handoff:
-            self._quiet.add(self._incarnation)
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.send_signal(signal.SIGKILL)
@@ -143,22 +138,34 @@ class WorkerActor(pykka.ThreadingActor):
             exc_type=exception_type.__name__ if exception_type else None,
             message=f"worker actor of {self.spec.id!r} failed: {exception_value}",
         )
-        self._tell_parent(ChildExited(self.spec.id, self._incarnation, None, reason))
+        self._parent.tell(ChildExited(self.spec.id, self._incarnation, None, reason))
 
     def on_stop(self) -> None:
         # The nanny stops its children before its workers; this is the backstop.
         if self._proc is not None:
             self._stop_process()
         self._discard_standby()
+        if self._template is not None:
+            launcher, _, tid = self._template
+            launcher.forget(tid)
 
     # -- start ------------------------------------------------------------------
 
-    def _start_process(self) -> Started:
+    def _start(self, token: int) -> None:
+        try:
+            pid = self._start_process()
+        except _Failed as failed:
+            self._last_exit = failed.reason
+            self._parent.tell(StartFailed(self.spec.id, token, failed.reason))
+            return
+        self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
+
+    def _start_process(self) -> int:
         if self._proc is not None:
             if self._proc.exit is None:
-                return Started(self._proc.pid, self._incarnation)
-            self._forget(self._proc)  # exited; its exit is on its way to the nanny
-        request = self._request()
+                return self._proc.pid
+            self._forget(self._proc)  # exited; its note is on its way and will be stale
+        launcher, template = self._define()
         ready = self.spec.ready
         if isinstance(ready, ReadyFile):
             with contextlib.suppress(FileNotFoundError):
@@ -166,78 +173,64 @@ class WorkerActor(pykka.ThreadingActor):
         self._incarnation += 1
         incarnation = self._incarnation
         ref = self.actor_ref
-        started_at = self._started_at = time.monotonic()
-        with self._handoff:
-            self._quiet, self._swallowed = {incarnation}, set()
 
-        def on_exit(exit: ProcessExit) -> None:
-            # In the exit watcher's thread: classify and tell the nanny at once.
-            with self._handoff:
-                if incarnation in self._quiet:
-                    self._swallowed.add(incarnation)
-                    return
-            reason = self._exit_reason(exit, started_at, stop_requested=False)
-            self._tell_parent(ChildExited(self.spec.id, incarnation, exit.pid, reason))
+        def notify(process: ChildProcess, note: Note) -> None:
+            # On the exit watcher's thread: only a message, nothing of ours is touched.
             with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(ProcessExited(incarnation, exit, reason))
+                ref.tell(ProcessNote(process.pid, note))
 
-        standby = self._take_standby(request)
         try:
-            proc = self._launcher.spawn(request, on_exit=on_exit, standby=standby)
+            proc = launcher.spawn(
+                template,
+                name=self.spec.id,
+                notify=notify,
+                standby=self._take_standby(launcher, template),
+            )
         except LaunchError as e:
-            self._fail(ExitReason.start_failure(str(e)))
-        self._proc, self._paused, self._last_output = proc, False, {}
+            raise _Failed(ExitReason.start_failure(str(e))) from None
+        self._proc, self._paused = proc, False
         if not self._wait_ready(proc):
             exit = proc.exit
             if exit is None:
-                self._kill_now(proc)
+                exit = self._kill_now(proc)
                 reason = ExitReason(
                     ExitKind.START_TIMEOUT,
                     message=f"not ready within start_timeout={self.spec.start_timeout}s "
                     f"(ready={ready!r}); make it ready sooner or raise start_timeout",
-                    stderr_tail=self._tail(proc.output(2)),
+                    stderr_tail=self._tail(exit.stderr),
                 )
             else:
-                reason = self._exit_reason(exit, started_at, stop_requested=False)
+                reason = self._classify(exit, stop_requested=False)
             self._forget(proc)
-            self._fail(reason)
+            raise _Failed(reason)
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
             # cannot become a spawn storm.
             with contextlib.suppress(LaunchError, OSError):
-                self._standby = (self._launcher.prepare(request), request)
-        if self.spec.memory_limit is not None and self._memory is not None:
-            limit = self.spec.memory_limit
-            self._memory.watch(
+                self._standby = (launcher, template, launcher.prepare(template).id)
+        if self.spec.memory_limit is not None:
+            self._context.memory.watch(
                 proc.pid,
-                limit,
+                self.spec.memory_limit,
                 lambda rss: ref.tell(MemoryExceeded(incarnation, rss)),
             )
-        with self._handoff:
-            self._quiet.discard(incarnation)
-            swallowed = incarnation in self._swallowed
-        if swallowed:  # it died while starting, after all: report it as any exit
-            exit = proc.exit
-            assert exit is not None
-            self._forget(proc)
-            reason = self._exit_reason(exit, started_at, stop_requested=False)
-            self._report_exit(incarnation, proc.pid, reason)
-        return Started(proc.pid, incarnation)
+        return proc.pid
 
-    def _take_standby(self, request: SpawnRequest) -> int | None:
-        """The standby for this start, if its request (env, cwd, ...) still holds."""
+    def _take_standby(self, launcher: Launcher, template: int) -> int | None:
+        """The standby for this start, if it was forked from the same template."""
         standby, self._standby = self._standby, None
         if standby is None:
             return None
-        sid, prepared = standby
-        if prepared != request:
-            self._launcher.discard(sid)  # forked before env, cwd or sys.path changed
+        owner, prepared, sid = standby
+        if owner is not launcher or prepared != template:
+            owner.discard(sid)  # forked before env, cwd or sys.path changed
             return None
         return sid
 
     def _discard_standby(self) -> None:
         if self._standby is not None:
-            self._launcher.discard(self._standby[0])
+            launcher, _, sid = self._standby
+            launcher.discard(sid)
             self._standby = None
 
     def _wait_ready(self, proc: ChildProcess) -> bool:
@@ -256,27 +249,30 @@ class WorkerActor(pykka.ThreadingActor):
                 return False
         return True
 
-    def _fail(self, reason: ExitReason) -> NoReturn:
-        self._last_exit = reason
-        raise StartError(self._supervisor, self.spec.id, reason)
-
-    def _request(self) -> SpawnRequest:
-        """What to spawn, from the spec and the host's env, cwd and sys.path as they are now.
-
-        Built again only when one of those changed since the last start: it is on
-        the restart path.
-        """
+    def _define(self) -> tuple[Launcher, int]:
+        """The launcher to use and our template on it, defined again only when the
+        host's env, cwd, sys.path or argv changed (or the launcher was replaced)."""
+        try:
+            launcher = self._context.current_launcher()
+        except LaunchError as e:
+            raise _Failed(ExitReason(ExitKind.LAUNCHER_DIED, message=str(e))) from None
         key = (
             os.environ._data.copy() if self.spec.inherit_env else None,  # type: ignore[attr-defined]
             os.getcwd(),
             tuple(sys.path),
             tuple(sys.argv),
         )
-        if self._last_request is not None and self._last_request[0] == key:
-            return self._last_request[1]
-        request = self._build_request()
-        self._last_request = (key, request)
-        return request
+        cached = self._template
+        if cached is not None and cached[0] is launcher and cached[1] == key:
+            return launcher, cached[2]
+        if cached is not None:
+            cached[0].forget(cached[2])
+        try:
+            template = launcher.define(self._build_request())
+        except LaunchError as e:
+            raise _Failed(ExitReason.start_failure(str(e))) from None
+        self._template = (launcher, key, template)
+        return launcher, template
 
     def _build_request(self) -> SpawnRequest:
         spec = self.spec
@@ -291,24 +287,37 @@ class WorkerActor(pykka.ThreadingActor):
         }
         if spec.command is not None:
             return SpawnRequest(command=list(spec.command), **common)
-        if self._payload is None:
-            try:
-                self._payload = cloudpickle.dumps((spec.target, spec.args, spec.kwargs))
-            except Exception as e:
-                self._fail(
-                    ExitReason.start_failure(
-                        f"field 'target': cannot be pickled ({type(e).__name__}: {e}); "
-                        "pass what it needs as args, or create locks, sockets and "
-                        "files inside the target"
-                    )
-                )
         return SpawnRequest(
-            payload=self._payload,
+            payload=self._pickled(),
             sys_path=list(sys.path),
             argv=list(sys.argv),
             fresh_interpreter=spec.fresh_interpreter,
             **common,
         )
+
+    def _pickled(self) -> bytes:
+        if self._payload is None:
+            spec = self.spec
+            try:
+                self._payload = cloudpickle.dumps((spec.target, spec.args, spec.kwargs))
+            except Exception:
+                for name, value in (
+                    ("target", spec.target),
+                    ("args", spec.args),
+                    ("kwargs", spec.kwargs),
+                ):
+                    try:
+                        cloudpickle.dumps(value)
+                    except Exception as e:
+                        raise _Failed(
+                            ExitReason.start_failure(
+                                f"field {name!r}: cannot be pickled ({type(e).__name__}: {e}); "
+                                "pass plain values, and create locks, sockets and files "
+                                "inside the target"
+                            )
+                        ) from None
+                raise
+        return self._payload
 
     # -- stop ---------------------------------------------------------------------
 
@@ -318,7 +327,7 @@ class WorkerActor(pykka.ThreadingActor):
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
         exit, note = self._terminate(proc, deadline)
-        reason = self._exit_reason(exit, self._started_at, stop_requested=True)
+        reason = self._classify(exit, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
         self._last_exit = reason
@@ -331,10 +340,7 @@ class WorkerActor(pykka.ThreadingActor):
 
         A `deadline` from a supervisor above cuts the wait short.
         """
-        with self._handoff:
-            self._quiet.add(self._incarnation)  # this exit is ours to report, or not
-        if self._memory is not None:
-            self._memory.unwatch(proc.pid)
+        self._context.memory.unwatch(proc.pid)
         note = ""
         shutdown = self.spec.shutdown
         exit: ProcessExit | None = None
@@ -361,9 +367,18 @@ class WorkerActor(pykka.ThreadingActor):
         return exit, note
 
     def _kill_now(self, proc: ChildProcess) -> ProcessExit:
+        """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""
         proc.send_signal(signal.SIGKILL)
-        exit = proc.wait()
-        assert exit is not None
+        exit = proc.wait(KILL_REPORT_GRACE)
+        while exit is None:
+            if proc.gone():
+                # The launcher is stopped or hung: it will report nothing. Its group may
+                # hold more: kill it again, without waiting for a reaper.
+                with contextlib.suppress(OSError):
+                    os.killpg(proc.pgid, signal.SIGKILL)
+                return ProcessExit(proc.pid, -signal.SIGKILL, stderr=proc.output(2))
+            proc.send_signal(signal.SIGKILL)
+            exit = proc.wait(GONE_POLL)
         return exit
 
     # -- signals and exits ------------------------------------------------------------
@@ -372,22 +387,34 @@ class WorkerActor(pykka.ThreadingActor):
         if self._proc is None or not self._proc.send_signal(sig):
             raise ChildNotRunning(self._supervisor, self.spec.id, what)
 
-    def _on_process_exited(self, message: ProcessExited) -> None:
-        """Bookkeeping only: the exit watcher already told the nanny."""
+    def _on_note(self, message: ProcessNote) -> None:
         proc = self._proc
-        if proc is None or message.incarnation != self._incarnation or proc.pid != message.exit.pid:
-            return  # consumed by a stop, or from an older incarnation
-        self._forget(proc, message.reason)
+        if proc is None or proc.pid != message.pid:
+            return  # consumed by a stop or a failed start, or from an older incarnation
+        if message.note == "channel_closed":
+            self._parent.tell(
+                ChildNote(
+                    self.spec.id,
+                    self._incarnation,
+                    proc.pid,
+                    f"control channel closed: {proc.channel_note}; it may no longer "
+                    "report readiness or errors",
+                )
+            )
+            return
+        exit = proc.exit
+        if exit is None:
+            return
+        self._forget(proc)
+        reason = self._classify(exit, stop_requested=False)
+        self._report_exit(proc.pid, reason, exit.uptime)
 
-    def _forget(self, proc: ChildProcess, reason: ExitReason | None = None) -> None:
+    def _forget(self, proc: ChildProcess) -> None:
         """The process is gone (or going): drop it, keep what it said."""
         if self._proc is proc:
             self._proc, self._paused = None, False
-        if self._memory is not None:
-            self._memory.unwatch(proc.pid)
-        self._last_output = {1: proc.output(1), 2: proc.output(2)}
-        if reason is not None:
-            self._last_exit = reason
+        self._context.memory.unwatch(proc.pid)
+        self._previous_output = {1: proc.output(1), 2: proc.output(2)}
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
         proc = self._proc
@@ -403,20 +430,23 @@ class WorkerActor(pykka.ThreadingActor):
             f"{limit}; raise memory_limit or find the leak",
             stderr_tail=self._tail(exit.stderr),
         )
-        self._report_exit(message.incarnation, proc.pid, reason)
+        self._report_exit(proc.pid, reason, exit.uptime)
 
-    def _report_exit(self, incarnation: int, pid: int, reason: ExitReason) -> None:
+    def _report_exit(self, pid: int, reason: ExitReason, uptime: float | None) -> None:
         self._last_exit = reason
-        self._tell_parent(ChildExited(self.spec.id, incarnation, pid, reason))
+        self._parent.tell(ChildExited(self.spec.id, self._incarnation, pid, reason, uptime))
 
-    def _exit_reason(
-        self, exit: ProcessExit, started_at: float, *, stop_requested: bool
-    ) -> ExitReason:
-        """Classify an exit once. Reads only the spec: safe in the exit watcher's thread."""
+    def _classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
+        """Why the process ended: once per exit, in this actor's thread."""
         if exit.launcher_died and not stop_requested:
-            return ExitReason(ExitKind.LAUNCHER_DIED, signal=-exit.returncode)
+            return ExitReason(
+                ExitKind.LAUNCHER_DIED,
+                signal=-exit.returncode if exit.returncode < 0 else None,
+                message="the launcher process died, and its children with it",
+                stderr_tail=self._tail(exit.stderr),
+            )
         error = exit.error
-        reason = classify_exit(
+        return classify_exit(
             exit.returncode,
             normal_exit_codes=frozenset(self.spec.normal_exit_codes),
             stop_requested=stop_requested,
@@ -425,32 +455,15 @@ class WorkerActor(pykka.ThreadingActor):
             traceback=error.traceback if error else "",
             stderr_tail=self._tail(exit.stderr),
         )
-        uptime = time.monotonic() - started_at
-        if stop_requested or uptime >= self.spec.min_uptime:
-            return reason
-        return ExitReason(
-            ExitKind.START_FAILURE,
-            code=reason.code,
-            signal=reason.signal,
-            exc_type=reason.exc_type,
-            message=f"exited after {uptime:.3f}s, before min_uptime={self.spec.min_uptime}s "
-            f"({reason})",
-            traceback=reason.traceback,
-            stderr_tail=reason.stderr_tail,
-        )
 
     def _tail(self, stderr: bytes) -> str:
+        """The last lines of captured stderr, bounded in lines and bytes."""
         if self.spec.stderr != CAPTURE:
             return ""
-        lines = stderr.decode(errors="replace").splitlines()
+        lines = stderr[-STDERR_TAIL_BYTES:].decode(errors="replace").splitlines()
         return "\n".join(lines[-STDERR_TAIL_LINES:])
 
-    def _output(self, stream: int) -> bytes:
-        if self._proc is not None:
+    def _output(self, stream: int, previous: bool) -> bytes:
+        if self._proc is not None and not previous:
             return self._proc.output(stream)
-        return self._last_output.get(stream, b"")
-
-    def _tell_parent(self, message: ChildExited) -> None:
-        if self._parent is not None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                self._parent.tell(message)
+        return self._previous_output.get(stream, b"")

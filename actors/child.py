@@ -31,7 +31,7 @@ _control_fd: int | None = None
 _stop_requested: bool = False
 _ready_sent: bool = False
 
-_READY_FRAME = _wire.encode(("ready",))
+_READY_FRAME = _wire.encode(("child_ready",))  # actors._protocol.ChildReady
 
 
 def ready() -> None:

@@ -21,6 +21,7 @@ class EventKind(StrEnum):
     MAX_INTENSITY_REACHED = "reached_max_restart_intensity"
     AUTO_SHUTDOWN = "auto_shutdown"
     SUPERVISOR_STOPPED = "supervisor_stopped"
+    CHILD_NOTE = "child_note"  # a child misbehaved, without a decision (a closed channel)
 
 
 @dataclass(frozen=True)

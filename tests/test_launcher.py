@@ -125,10 +125,6 @@ class Recorder:
         self.exits.append(exit)
         self.exited.set()
 
-    def on_ready(self) -> None:
-        self.readies += 1
-        self.became_ready.set()
-
 
 class Harness:
     def __init__(self, launcher: Launcher) -> None:
@@ -136,7 +132,7 @@ class Harness:
         self.pids: set[int] = set()
 
     def spawn(self, request: SpawnRequest, **callbacks: Any) -> ChildProcess:
-        child = self.launcher.spawn(request, **callbacks)
+        child = self.launcher.spawn_once(request, **callbacks)
         self.pids.add(child.pid)
         return child
 
@@ -257,10 +253,10 @@ def fork_escapee(pidfile: str) -> None:
 
 
 def test_wire_decodes_frames_split_anyhow() -> None:
-    messages = [("spawned", 1, 1234), ("exited", 1234, -9, None), ("big", b"x" * 100_000)]
+    messages = [("spawned", 1, 1234), ("exited", 1234, -9, 0.5, None), ("big", b"x" * 100_000)]
     stream = b"".join(_wire.encode(m) for m in messages)
     for step in (1, 7, 4096, len(stream)):
-        decoder = _wire.Decoder()
+        decoder = _wire.Decoder(1 << 20)
         out: list[Any] = []
         for i in range(0, len(stream), step):
             out += decoder.feed(memoryview(stream)[i : i + step])
@@ -503,10 +499,9 @@ def test_sigterm_during_startup_is_not_lost(harness: Harness) -> None:
 
 def test_ready_notification(harness: Harness) -> None:
     rec = Recorder()
-    child = harness.spawn(py_request(wait_forever), on_exit=rec.on_exit, on_ready=rec.on_ready)
+    child = harness.spawn(py_request(wait_forever), on_exit=rec.on_exit)
     assert child.wait_ready(10)
     assert child.ready
-    assert rec.became_ready.wait(5) and rec.readies == 1
     child.send_signal(signal.SIGKILL)
     assert child.wait(5) is not None
 
@@ -661,10 +656,14 @@ def test_close_kills_everything(tmp_path: Path) -> None:
     launcher = Launcher.start()
     rec = Recorder()
     children = [
-        launcher.spawn(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
-        launcher.spawn(SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit),
-        launcher.spawn(py_request(fork_escapee, str(tmp_path / "escapee")), on_exit=rec.on_exit),
-        launcher.spawn(py_request(wait_forever, fresh_interpreter=True), on_exit=rec.on_exit),
+        launcher.spawn_once(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
+        launcher.spawn_once(
+            SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
+        ),
+        launcher.spawn_once(
+            py_request(fork_escapee, str(tmp_path / "escapee")), on_exit=rec.on_exit
+        ),
+        launcher.spawn_once(py_request(wait_forever, fresh_interpreter=True), on_exit=rec.on_exit),
     ]
     escapee = int(read_when_written(tmp_path / "escapee"))
     assert children[3].wait_ready(15)
@@ -675,13 +674,13 @@ def test_close_kills_everything(tmp_path: Path) -> None:
     all_gone(pids, 2.0)
     assert launcher_threads() == []
     assert len(rec.exits) == 4 and all(e.launcher_died for e in rec.exits)
-    with pytest.raises(LaunchError, match="dead or closed"):
-        launcher.spawn(SpawnRequest(command=["true"], name="late"))
+    with pytest.raises(LaunchError, match="closed"):
+        launcher.spawn_once(SpawnRequest(command=["true"], name="late"))
 
 
 def test_close_from_a_callback() -> None:
     launcher = Launcher.start()
-    child = launcher.spawn(
+    child = launcher.spawn_once(
         SpawnRequest(command=["sh", "-c", "exit 0"]), on_exit=lambda _exit: launcher.close()
     )
     assert child.wait(5) is not None
@@ -697,9 +696,11 @@ def test_launcher_death_reports_every_child(
     launcher = Launcher.start()
     rec = Recorder()
     children = [
-        launcher.spawn(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
-        launcher.spawn(SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit),
-        launcher.spawn(py_request(wait_forever), on_exit=rec.on_exit),
+        launcher.spawn_once(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
+        launcher.spawn_once(
+            SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
+        ),
+        launcher.spawn_once(py_request(wait_forever), on_exit=rec.on_exit),
     ]
     assert children[2].wait_ready(10)
     wait_until(lambda: len(descendants(children[1].pid)) == 1, 5, "the background sleep")
@@ -711,7 +712,7 @@ def test_launcher_death_reports_every_child(
     assert len(rec.exits) == 3
     assert not launcher.alive
     with pytest.raises(LaunchError):
-        launcher.spawn(SpawnRequest(command=["true"], name="after"))
+        launcher.spawn_once(SpawnRequest(command=["true"], name="after"))
     all_gone(pids, 2.0, reap=True)
     launcher.close()
     wait_until(lambda: launcher_threads() == [], 5, "the launcher threads to end")
@@ -739,11 +740,11 @@ HOST_SCRIPT = textwrap.dedent(
     sh = f"setsid sleep 60 & echo $! > {tmp}/sh.tmp; mv {tmp}/sh.tmp {tmp}/sh; wait"
     pids = [
         launcher.pid,
-        launcher.spawn(SpawnRequest(command=["sleep", "60"])).pid,
-        launcher.spawn(SpawnRequest(command=["sh", "-c", sh])).pid,
-        launcher.spawn(SpawnRequest(
+        launcher.spawn_once(SpawnRequest(command=["sleep", "60"])).pid,
+        launcher.spawn_once(SpawnRequest(command=["sh", "-c", sh])).pid,
+        launcher.spawn_once(SpawnRequest(
             payload=cloudpickle.dumps((escapee_parent, (tmp + "/py",), {})))).pid,
-        launcher.spawn(SpawnRequest(
+        launcher.spawn_once(SpawnRequest(
             payload=cloudpickle.dumps((escapee_parent, (tmp + "/fresh",), {})),
             fresh_interpreter=True)).pid,
     ]

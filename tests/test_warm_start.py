@@ -15,24 +15,23 @@ from tests.support import children_by_id, wait_event, wait_until
 
 def _launcher_children(ref) -> list[psutil.Process]:
     """The live processes of this tree's launcher: its children and their standbys."""
-    launchers = [
-        p
-        for p in psutil.Process().children()
-        if "actors._launcher_main" in " ".join(p.cmdline()) and p.pid == _launcher_pid(ref)
-    ]
     found = []
-    for lp in launchers:
-        for c in lp.children():
-            try:
-                if c.status() != psutil.STATUS_ZOMBIE:
-                    found.append(c)
-            except psutil.NoSuchProcess:
-                pass
+    try:
+        launcher = psutil.Process(_launcher_pid(ref))
+        kids = launcher.children()
+    except psutil.NoSuchProcess:
+        return found
+    for c in kids:
+        try:
+            if c.status() != psutil.STATUS_ZOMBIE:
+                found.append(c)
+        except psutil.NoSuchProcess:
+            pass
     return found
 
 
 def _launcher_pid(ref) -> int:
-    launcher = ref._actor_weakref()._launcher  # the tree's own, not another test's
+    launcher = ref._actor_weakref()._context.launcher  # the tree's own, not another test's
     return launcher.pid
 
 

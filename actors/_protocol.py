@@ -1,0 +1,309 @@
+"""The launcher's protocol: every message, as a named record, documented here.
+
+Three streams, each of `actors._wire` frames (plain data, never pickle). A
+record travels as a tuple: its tag, then its fields in order. `decode` checks
+the tag, the number of fields and each field's type, so a reader gets either
+a well-formed record or a `WireError`.
+
+Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
+
+- `Define(template, settings)`: remember how to start a child (`Template`:
+  command or pickled target, env, cwd, output). Sent once per worker and
+  whenever its env, cwd or sys.path change, so a spawn request stays small.
+- `Forget(template)`: drop a template nobody uses any more.
+- `Spawn(req, template, standby)`: start a child from a template (or say "go"
+  to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
+- `Prepare(standby, template)`: fork a warm standby; answered by `Prepared`.
+- `Discard(standby)`: kill a standby that will not be used.
+
+Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
+
+- `Hello(pid, error)`: the launcher is up (`error` None) or could not start.
+- `Spawned(req, pid)`, `SpawnFailed(req, errno, message)`.
+- `Prepared(standby, pid)`: the standby is forked (`pid` 0: it could not be).
+- `StandbyDied(standby)`: a standby ended before it was used.
+- `Ready(pid)`: a Python child called `actors.child.ready()`.
+- `Output(pid, stream, data)`: what a child wrote to a captured stream.
+- `ChannelClosed(pid, why)`: a child wrote something that is not the protocol
+  on its control pipe; the launcher stopped listening to it.
+- `Exited(pid, status, uptime, error)`: a child was reaped. `status` is
+  -N for "killed by signal N", else its exit code; `uptime` the seconds from its
+  spawn to its reaping, by the launcher's clock; `error` what a Python target
+  raised, if it said so.
+
+Child -> launcher, on the child's control pipe (UNTRUSTED: the child may run
+anything; frames up to CHILD_FRAME bytes, every string bounded):
+
+- `ChildReady()`: `actors.child.ready()` was called.
+- `ChildFailed(type, message, traceback)`: the target raised.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+from ._wire import WireError
+
+HOST_FRAME = 1 << 30  # a cloudpickled target can be large; the host is trusted
+REPORT_FRAME = 1 << 20  # the launcher's reports: output chunks and bounded texts
+CHILD_FRAME = 64 * 1024  # what a child may send in one frame
+OUTPUT_CHUNK = 64 * 1024  # bytes of captured output per report
+# Bounds of what a child's error report may carry, in characters.
+MAX_TYPE = 256
+MAX_MESSAGE = 8 * 1024
+MAX_TRACEBACK = 32 * 1024
+
+_NONE = type(None)
+
+
+class Record:
+    """A message: `TAG` and typed fields; `pack()` gives the plain tuple sent."""
+
+    TAG: ClassVar[str]
+    _TYPES: ClassVar[tuple[Any, ...]]
+
+    def pack(self) -> tuple[Any, ...]:
+        return (self.TAG, *self.values())
+
+    def values(self) -> tuple[Any, ...]:
+        """The fields in order, nested records as tuples of their own fields."""
+        out = []
+        for f in fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            out.append(value.values() if isinstance(value, Record) else value)
+        return tuple(out)
+
+
+_REGISTRY: dict[str, type[Record]] = {}
+
+
+def _record(tag: str, *types: Any) -> Any:
+    def wrap(cls: type[Record]) -> type[Record]:
+        cls.TAG = tag
+        cls._TYPES = types
+        _REGISTRY[tag] = cls
+        return cls
+
+    return wrap
+
+
+def decode(value: Any, allowed: frozenset[str] | None = None) -> Record:
+    """The record a received value stands for; WireError if it is not one we accept."""
+    if type(value) is not tuple or not value or type(value[0]) is not str:
+        raise WireError("expected a record: (tag, fields...)")
+    tag = value[0]
+    cls = _REGISTRY.get(tag)
+    if cls is None or (allowed is not None and tag not in allowed):
+        raise WireError(f"unexpected record {tag[:40]!r}")
+    return _build(cls, value[1:])
+
+
+def _build(cls: type[Record], values: tuple[Any, ...]) -> Record:
+    types = cls._TYPES
+    if len(values) != len(types):
+        raise WireError(f"{cls.TAG}: expected {len(types)} fields, got {len(values)}")
+    return cls(*(_field(cls.TAG, v, t) for v, t in zip(values, types, strict=True)))
+
+
+def _field(tag: str, value: Any, expected: Any) -> Any:
+    allowed = expected if isinstance(expected, tuple) else (expected,)
+    for kind in allowed:
+        if isinstance(kind, type) and issubclass(kind, Record):
+            if type(value) is tuple:
+                return _build(kind, value)
+        elif type(value) is kind:  # exact: a bool is not an int here
+            return value
+    raise WireError(f"{tag}: a field of type {type(value).__name__} is not allowed")
+
+
+# -- host -> launcher -----------------------------------------------------------------
+
+
+@_record(
+    "template",
+    (list, _NONE),
+    (bytes, _NONE),
+    dict,
+    str,
+    list,
+    list,
+    bool,
+    (str, _NONE),
+    (str, _NONE),
+    str,
+)
+@dataclass(frozen=True)
+class Template(Record):
+    """How to start one child; every path absolute, resolved by the host."""
+
+    command: list[str] | None
+    payload: bytes | None
+    env: dict[str, str]
+    cwd: str
+    sys_path: list[str]
+    argv: list[str]
+    fresh: bool
+    stdout: str | None  # None: the launcher's; "capture"; or a file to append to
+    stderr: str | None
+    name: str
+
+
+@_record("define", int, Template)
+@dataclass(frozen=True)
+class Define(Record):
+    template: int
+    settings: Template
+
+
+@_record("forget", int)
+@dataclass(frozen=True)
+class Forget(Record):
+    template: int
+
+
+@_record("spawn", int, int, (int, _NONE))
+@dataclass(frozen=True)
+class Spawn(Record):
+    req: int
+    template: int
+    standby: int | None
+
+
+@_record("prepare", int, int)
+@dataclass(frozen=True)
+class Prepare(Record):
+    standby: int
+    template: int
+
+
+@_record("discard", int)
+@dataclass(frozen=True)
+class Discard(Record):
+    standby: int
+
+
+HOST_RECORDS = frozenset({"define", "forget", "spawn", "prepare", "discard"})
+
+# -- launcher -> host ------------------------------------------------------------------
+
+
+@_record("hello", int, (str, _NONE))
+@dataclass(frozen=True)
+class Hello(Record):
+    pid: int
+    error: str | None
+
+
+@_record("spawned", int, int)
+@dataclass(frozen=True)
+class Spawned(Record):
+    req: int
+    pid: int
+
+
+@_record("spawn_failed", int, (int, _NONE), str)
+@dataclass(frozen=True)
+class SpawnFailed(Record):
+    req: int
+    errno: int | None
+    message: str
+
+
+@_record("prepared", int, int)
+@dataclass(frozen=True)
+class Prepared(Record):
+    standby: int
+    pid: int  # 0: no standby could be forked
+
+
+@_record("standby_died", int)
+@dataclass(frozen=True)
+class StandbyDied(Record):
+    standby: int
+
+
+@_record("ready", int)
+@dataclass(frozen=True)
+class Ready(Record):
+    pid: int
+
+
+@_record("output", int, int, bytes)
+@dataclass(frozen=True)
+class Output(Record):
+    pid: int
+    stream: int  # 1 stdout, 2 stderr
+    data: bytes
+
+
+@_record("channel_closed", int, str)
+@dataclass(frozen=True)
+class ChannelClosed(Record):
+    pid: int
+    why: str
+
+
+@_record("failure", str, str, str)
+@dataclass(frozen=True)
+class Failure(Record):
+    """What a Python target raised: its type, message and traceback, bounded."""
+
+    type: str
+    message: str
+    traceback: str
+
+
+@_record("exited", int, int, float, (Failure, _NONE))
+@dataclass(frozen=True)
+class Exited(Record):
+    pid: int
+    status: int  # >= 0 exit code, -N killed by signal N
+    uptime: float
+    error: Failure | None
+
+
+REPORT_RECORDS = frozenset(
+    {
+        "hello",
+        "spawned",
+        "spawn_failed",
+        "prepared",
+        "standby_died",
+        "ready",
+        "output",
+        "channel_closed",
+        "exited",
+    }
+)
+
+# -- child -> launcher (untrusted) ------------------------------------------------------
+
+
+@_record("child_ready")
+@dataclass(frozen=True)
+class ChildReady(Record):
+    pass
+
+
+@_record("child_failed", str, str, str)
+@dataclass(frozen=True)
+class ChildFailed(Record):
+    type: str
+    message: str
+    traceback: str
+
+
+CHILD_RECORDS = frozenset({"child_ready", "child_failed"})
+
+
+def child_failure(record: ChildFailed) -> Failure:
+    """A child's error report, checked: WireError if a text is over its bound."""
+    for text, bound, name in (
+        (record.type, MAX_TYPE, "type"),
+        (record.message, MAX_MESSAGE, "message"),
+        (record.traceback, MAX_TRACEBACK, "traceback"),
+    ):
+        if len(text) > bound:
+            raise WireError(f"an error {name} of {len(text)} characters, over {bound}")
+    return Failure(record.type, record.message, record.traceback)
