@@ -8,12 +8,14 @@ so a slow or failing listener never holds up a nanny.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 
 from supervision import Event, event_from_dict, event_to_dict
@@ -63,24 +65,50 @@ class _Subscription:
                 log.exception("event listener %r failed on %s", self.listener, event)
 
 
-class EventLog:
-    """The ordered lifecycle events of one tree, with waiting and listeners."""
+MAX_EVENTS = 100_000
+MAX_BYTES = 32 << 20
+EVENT_OVERHEAD = 600  # bytes of an Event, its ExitReason and their fields, besides texts
 
-    def __init__(self, max_events: int = 100_000) -> None:
-        self._events: list[Event] = []
+
+def event_size(event: Event) -> int:
+    """What an event costs the host, roughly, in bytes: its objects and its texts."""
+    size = EVENT_OVERHEAD + len(event.detail) + len(event.supervisor)
+    reason = event.reason
+    if reason is not None:
+        size += len(reason.message) + len(reason.traceback) + len(reason.stderr_tail)
+    return size
+
+
+class EventLog:
+    """The ordered lifecycle events of one tree, with waiting and listeners.
+
+    Bounded: at most `max_events` events and about `max_bytes` bytes (texts
+    included); past either, the oldest events are dropped (`dropped` counts them).
+    """
+
+    def __init__(self, max_events: int = MAX_EVENTS, max_bytes: int = MAX_BYTES) -> None:
+        self._events: deque[Event] = deque()
+        self._sizes: deque[int] = deque()
+        self._bytes = 0
         self._max = max_events
+        self._max_bytes = max_bytes
         self._dropped = 0
         self._cond = threading.Condition()
         self._subscriptions: list[_Subscription] = []
 
     def append(self, event: Event) -> None:
+        size = event_size(event)
         with self._cond:
             self._events.append(event)
-            if len(self._events) > self._max:
-                # Bounded memory under a crash storm: drop the oldest tenth.
-                cut = self._max // 10
-                del self._events[:cut]
-                self._dropped += cut
+            self._sizes.append(size)
+            self._bytes += size
+            while len(self._events) > self._max or (
+                self._bytes > self._max_bytes and len(self._events) > 1
+            ):
+                # Bounded memory under a crash storm: drop the oldest.
+                self._events.popleft()
+                self._bytes -= self._sizes.popleft()
+                self._dropped += 1
             self._cond.notify_all()
             for sub in self._subscriptions:
                 sub.offer(event)
@@ -89,6 +117,12 @@ class EventLog:
         """All events still kept, oldest first."""
         with self._cond:
             return list(self._events)
+
+    @property
+    def bytes(self) -> int:
+        """The estimated bytes of the events kept (see event_size)."""
+        with self._cond:
+            return self._bytes
 
     @property
     def dropped(self) -> int:
@@ -131,13 +165,13 @@ class EventLog:
             while True:
                 base = self._dropped
                 events = self._events
-                for i in range(max(index - base, 0), len(events)):
-                    if predicate(events[i]):
-                        return events[i]
+                for event in itertools.islice(events, max(index - base, 0), None):
+                    if predicate(event):
+                        return event
                 index = max(index, base + len(events))
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    tail = "\n  ".join(str(e) for e in events[-10:])
+                    tail = "\n  ".join(str(e) for e in list(events)[-10:])
                     raise TimeoutError(
                         f"no matching event within {timeout}s; last events:\n  {tail}"
                     )

@@ -21,6 +21,7 @@ import logging
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -66,7 +67,8 @@ log = logging.getLogger(__name__)
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HELLO_TIMEOUT = 60.0  # generous: preloading heavy modules can take seconds
-SPAWN_TIMEOUT = 10.0  # a launcher that does not answer a spawn in this long is hung
+SPAWN_TIMEOUT = 5.0  # a launcher that does not answer a spawn in this long is hung
+SEND_TIMEOUT = 5.0  # nor one that does not read what we send
 CAPTURE = "capture"
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
 
@@ -313,6 +315,9 @@ class Launcher:
         self.returncode: int | None = None
         self._proc: subprocess.Popen[bytes] | None = None
         self._sock, launcher_sock = socket.socketpair()
+        # Sends only (the reader blocks on recv): a stopped launcher must not hang a caller.
+        seconds = int(SEND_TIMEOUT)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
         self._lifeline_r, self._lifeline_w = os.pipe()
         self._launcher_sock: socket.socket | None = launcher_sock
         self._reader = threading.Thread(

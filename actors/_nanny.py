@@ -135,7 +135,7 @@ _roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
 
 
 def _crash_reason(e: BaseException) -> ExitReason:
-    return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e))
+    return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e)[:8192])
 
 
 def signal_number(sig: int | str, child: str) -> int:

@@ -94,3 +94,68 @@ def complain_and_exit(lines: int, code: int) -> None:
     for i in range(lines):
         print(f"complaint {i}", file=sys.stderr)
     sys.exit(code)
+
+
+class Exploit:
+    """A pickle that runs code when loaded: what a hostile child would send."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        return (exec, (f"open({self.marker!r}, 'w').write('pwned')",))
+
+
+def send_pickle_to_launcher(marker: str, drop_to: int | None = None) -> None:
+    """Write pickled frames that would run code in an unpickling reader, then run."""
+    import pickle
+    import struct
+
+    from actors import child
+
+    if drop_to is not None:
+        os.setgid(drop_to)
+        os.setuid(drop_to)
+    body = pickle.dumps(("ready", Exploit(marker)))
+    fd = child._control_fd
+    assert fd is not None
+    for header in (struct.pack("!Q", len(body)), struct.pack("!I", len(body))):
+        try:
+            os.write(fd, header + body)
+        except OSError:
+            break  # the launcher stopped listening: as it should
+    sleep_forever()
+
+
+def announce_huge_frame(megabytes: int) -> None:
+    """Announce a 2 GiB frame on the control pipe, then send junk; then run."""
+    import struct
+
+    from actors import child
+
+    fd = child._control_fd
+    assert fd is not None
+    junk = b"\xff" * (1 << 20)
+    try:
+        os.write(fd, struct.pack("!I", (1 << 31) - 1))
+        for _ in range(megabytes):
+            os.write(fd, junk)
+    except OSError:
+        pass  # the launcher closed the channel
+    sleep_forever()
+
+
+def raise_big(size: int) -> None:
+    raise ValueError("x" * size)
+
+
+def fork_escapee(path: str) -> None:
+    """Fork a grandchild that leaves our session; write its pid; run."""
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        Path(path + ".tmp").write_text(str(os.getpid()))
+        os.rename(path + ".tmp", path)
+        while True:
+            signal.pause()
+    sleep_forever()
