@@ -75,6 +75,8 @@ def __getattr__(name: str) -> object:
         raise AttributeError(f"module 'actors' has no attribute {name!r}")
     module = importlib.import_module(home, __name__)
     value = module if name == "child" else getattr(module, name)
+    if getattr(value, "__module__", "").startswith("actors._"):
+        value.__module__ = "actors"  # its public home, in reprs and tracebacks
     globals()[name] = value
     return value
 

@@ -23,8 +23,8 @@ import pickle
 import signal
 import sys
 
-from actors import _wire
-from actors import child as _child
+from . import _wire
+from . import child as _child
 
 TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _on_crash_signal(signum: int, frame: FrameType | None) -> None:
-    from actors import _faults
+    from . import _faults
 
     global _pending_crash
     exc = _faults.take_crash(os.getpid())

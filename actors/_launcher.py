@@ -30,6 +30,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from supervision import CAPTURE
+
 from . import _protocol, _wire
 from ._protocol import (
     ChannelClosed,
@@ -69,7 +71,6 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HELLO_TIMEOUT = 60.0  # generous: preloading heavy modules can take seconds
 SPAWN_TIMEOUT = 5.0  # a launcher that does not answer a spawn in this long is hung
 SEND_TIMEOUT = 5.0  # nor one that does not read what we send
-CAPTURE = "capture"
 OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
 
 

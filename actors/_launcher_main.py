@@ -38,8 +38,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from actors import _bootstrap, _protocol, _wire
-from actors._protocol import (
+from . import _bootstrap, _protocol, _wire
+from ._protocol import (
     ChannelClosed,
     ChildFailed,
     ChildReady,

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ import pykka
 from supervision import ExitKind, ExitReason, SupervisorSpec
 
 from ._events import EventLog
+from ._executor import Executor
 from ._launcher import Launcher, LaunchError
 from ._memory import MemoryWatch
 from ._messages import LauncherLost
@@ -40,10 +41,16 @@ RELAUNCH_WINDOW = 10.0
 class TreeContext:
     """The resources of one tree, shared by all its nannies; closed once, by the root."""
 
-    def __init__(self, spec: SupervisorSpec, log: EventLog | None = None) -> None:
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        log: EventLog | None = None,
+        executor: Callable[[], Executor] = Launcher.start,
+    ) -> None:
         self.spec = spec
         self.log = EventLog() if log is None else log
-        self.launcher: Launcher | None = None
+        self._new_executor = executor
+        self.launcher: Executor | None = None
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
         self.root: pykka.ActorRef[Any] | None = None
@@ -55,9 +62,9 @@ class TreeContext:
 
     def open(self) -> None:
         """Start the launcher (raises LaunchError)."""
-        self.launcher = Launcher.start()
+        self.launcher = self._new_executor()
 
-    def current_launcher(self) -> Launcher:
+    def current_launcher(self) -> Executor:
         """The tree's launcher; a new one if the last one died (raises LaunchError)."""
         with self._lock:
             launcher = self.launcher
@@ -77,12 +84,12 @@ class TreeContext:
                 )
             self._relaunches.append(now)
             try:
-                self.launcher = Launcher.start()
+                self.launcher = self._new_executor()
             except LaunchError as e:
                 return self._lose(f"{why}, and a new one could not be started: {e}")
             return self.launcher
 
-    def _lose(self, message: str) -> Launcher:
+    def _lose(self, message: str) -> Executor:
         """No launcher any more: tell the root to end the tree, and refuse every spawn."""
         self._lost = LaunchError(message)
         if self.root is not None:
@@ -125,6 +132,8 @@ class Tree:
 
     `Tree.start(spec)` is the same without `with`; `stop()` stops the tree in
     reverse start order. The event log stays readable after the tree ended.
+    `executor` says where child processes come from: a launcher process (the
+    default), or a fake in tests of the actors themselves.
     """
 
     def __init__(
@@ -133,12 +142,13 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        executor: Callable[[], Executor] = Launcher.start,
     ) -> None:
         if not isinstance(spec, SupervisorSpec):
             raise TypeError(f"a Tree takes a SupervisorSpec, not {type(spec).__name__}")
         self.spec = spec
         self._plugins = list(plugins)
-        self.context = TreeContext(spec, log)
+        self.context = TreeContext(spec, log, executor)
         self._ref: pykka.ActorRef[NannyActor] | None = None
 
     @classmethod
@@ -148,9 +158,10 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        executor: Callable[[], Executor] = Launcher.start,
     ) -> Tree:
         """Start every child in spec order; return once all have started (or raise)."""
-        return cls(spec, plugins=plugins, log=log)._start()
+        return cls(spec, plugins=plugins, log=log, executor=executor)._start()
 
     def _start(self) -> Tree:
         from ._nanny import NannyActor  # the nanny imports this module

@@ -32,7 +32,8 @@ from supervision import (
     classify_exit,
 )
 
-from ._launcher import ChildProcess, Launcher, LaunchError, Note, ProcessExit, SpawnRequest
+from ._executor import ChildHandle, Executor
+from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
     ChildExited,
     ChildNote,
@@ -87,15 +88,15 @@ class WorkerActor(pykka.ThreadingActor):
         self._context = context
         self._parent = parent
         self._supervisor = supervisor
-        self._proc: ChildProcess | None = None
+        self._proc: ChildHandle | None = None
         self._incarnation = 0
         self._paused = False
         self._last_exit: ExitReason | None = None
         self._previous_output: dict[int, bytes] = {}
         self._payload: bytes | None = None
         # The launcher's template for our request: (launcher, key of the host state, id).
-        self._template: tuple[Launcher, tuple[Any, ...], int] | None = None
-        self._standby: tuple[Launcher, int, int] | None = None  # (launcher, template, id)
+        self._template: tuple[Executor, tuple[Any, ...], int] | None = None
+        self._standby: tuple[Executor, int, int] | None = None  # (launcher, template, id)
 
     # -- messages -------------------------------------------------------------
 
@@ -170,11 +171,9 @@ class WorkerActor(pykka.ThreadingActor):
         if isinstance(ready, ReadyFile):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(ready.path)  # a file left by the last incarnation proves nothing
-        self._incarnation += 1
-        incarnation = self._incarnation
         ref = self.actor_ref
 
-        def notify(process: ChildProcess, note: Note) -> None:
+        def notify(process: ChildHandle, note: Note) -> None:
             # On the exit watcher's thread: only a message, nothing of ours is touched.
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessNote(process.pid, note))
@@ -188,6 +187,8 @@ class WorkerActor(pykka.ThreadingActor):
             )
         except LaunchError as e:
             raise _Failed(ExitReason.start_failure(str(e))) from None
+        self._incarnation += 1  # a process was started: a new incarnation
+        incarnation = self._incarnation
         self._proc, self._paused = proc, False
         if not self._wait_ready(proc):
             exit = proc.exit
@@ -216,7 +217,7 @@ class WorkerActor(pykka.ThreadingActor):
             )
         return proc.pid
 
-    def _take_standby(self, launcher: Launcher, template: int) -> int | None:
+    def _take_standby(self, launcher: Executor, template: int) -> int | None:
         """The standby for this start, if it was forked from the same template."""
         standby, self._standby = self._standby, None
         if standby is None:
@@ -233,7 +234,7 @@ class WorkerActor(pykka.ThreadingActor):
             launcher.discard(sid)
             self._standby = None
 
-    def _wait_ready(self, proc: ChildProcess) -> bool:
+    def _wait_ready(self, proc: ChildHandle) -> bool:
         """True once the child is ready; False if it exited or start_timeout passed."""
         ready, timeout = self.spec.ready, self.spec.start_timeout
         if ready == "started":
@@ -249,7 +250,7 @@ class WorkerActor(pykka.ThreadingActor):
                 return False
         return True
 
-    def _define(self) -> tuple[Launcher, int]:
+    def _define(self) -> tuple[Executor, int]:
         """The launcher to use and our template on it, defined again only when the
         host's env, cwd, sys.path or argv changed (or the launcher was replaced)."""
         try:
@@ -334,7 +335,7 @@ class WorkerActor(pykka.ThreadingActor):
         return reason
 
     def _terminate(
-        self, proc: ChildProcess, deadline: float | None = None
+        self, proc: ChildHandle, deadline: float | None = None
     ) -> tuple[ProcessExit, str]:
         """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever.
 
@@ -366,7 +367,7 @@ class WorkerActor(pykka.ThreadingActor):
         self._forget(proc)
         return exit, note
 
-    def _kill_now(self, proc: ChildProcess) -> ProcessExit:
+    def _kill_now(self, proc: ChildHandle) -> ProcessExit:
         """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""
         proc.send_signal(signal.SIGKILL)
         exit = proc.wait(KILL_REPORT_GRACE)
@@ -409,7 +410,7 @@ class WorkerActor(pykka.ThreadingActor):
         reason = self._classify(exit, stop_requested=False)
         self._report_exit(proc.pid, reason, exit.uptime)
 
-    def _forget(self, proc: ChildProcess) -> None:
+    def _forget(self, proc: ChildHandle) -> None:
         """The process is gone (or going): drop it, keep what it said."""
         if self._proc is proc:
             self._proc, self._paused = None, False

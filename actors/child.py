@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from actors import _wire
+from . import _wire
 
 __all__ = ["ready", "stop_requested"]
 

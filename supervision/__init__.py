@@ -106,3 +106,14 @@ __all__ = [
     "load_tree",
     "signal_name",
 ]
+
+
+def _show_public_home() -> None:
+    """Public names say where to import them from: supervision.ChildSpec, not _spec."""
+    for name in __all__:
+        obj = globals()[name]
+        if getattr(obj, "__module__", "").startswith("supervision._"):
+            obj.__module__ = "supervision"
+
+
+_show_public_home()

@@ -103,3 +103,33 @@ def test_children_only_tell_their_parents():
             and n.func.value.attr == "_parent"
         ]
         assert uses and set(uses) == {"tell"}, (name, uses)
+
+
+def test_no_name_means_two_things_across_the_packages():
+    import actors
+    import supervision
+
+    shared = set(supervision.__all__) & set(actors.__all__)
+    assert all(getattr(supervision, n) is getattr(actors, n) for n in shared), shared
+    # Nor inside actors' own modules: a private name that shadows a public one of
+    # supervision (a second `Restart`, `ChildError` or `CAPTURE`) reads as the same thing.
+    public = set(supervision.__all__)
+    for path in sorted((ROOT / "actors").rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in tree.body:
+            defined = []
+            if isinstance(node, ast.ClassDef | ast.FunctionDef):
+                defined = [node.name]
+            elif isinstance(node, ast.Assign):
+                defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            clash = set(defined) & public
+            assert not clash, f"{path.name} defines {clash}, which supervision exports"
+
+
+@pytest.mark.parametrize("package", ["supervision", "actors"])
+def test_public_names_show_their_public_home(package):
+    module = importlib.import_module(package)
+    for name in module.__all__:
+        value = getattr(module, name)
+        if isinstance(value, type):
+            assert value.__module__ == package, f"{name} says it lives in {value.__module__}"
