@@ -1,7 +1,7 @@
 """The supervisor decision core: OTP's supervisor as a pure state machine.
 
 Inputs (an event and `now`) in, actions out; no threads, processes or clock.
-Section numbers refer to shared/otp-semantics.md.
+Section numbers refer to docs/otp-semantics.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ def add_restart(
     """Charge one restart at `now`; return the new window and whether it is exceeded.
 
     Float seconds and an inclusive window (`t >= now - period`), as
-    otp-semantics section 4 recommends; newest first.
+    docs/otp-semantics.md section 4 recommends; newest first.
     """
     kept = tuple(t for t in restarts if t >= now - period)
     window = (now, *kept)

@@ -1,4 +1,4 @@
-"""otp-semantics.md section 10, point by point: one test per point, named after it."""
+"""docs/otp-semantics.md section 10, point by point: one test per point, named after it."""
 
 from __future__ import annotations
 
