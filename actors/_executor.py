@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
+from supervision import ExitPlan
+
 from ._launcher import Note, ProcessExit, SpawnRequest, Standby
 
 
@@ -22,6 +24,10 @@ class ChildHandle(Protocol):
     pid: int
     pgid: int
     channel_note: str
+
+    @property
+    def successor(self) -> ChildHandle | None:
+        """The child started in its place ahead of the decision (an armed exit)."""
 
     @property
     def exit(self) -> ProcessExit | None: ...
@@ -60,6 +66,12 @@ class Executor(Protocol):
     def prepare(self, template: int) -> Standby: ...
 
     def discard(self, standby: int) -> None: ...
+
+    def arm(self, child: ChildHandle, group: int, plan: ExitPlan) -> None: ...
+
+    def disarm(self, child: ChildHandle) -> None: ...
+
+    def grant(self, group: int, granted: int) -> None: ...
 
     def death(self) -> str: ...
 

@@ -28,18 +28,21 @@ import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from supervision import CAPTURE
+from supervision import CAPTURE, ExitPlan
 
 from . import _protocol, _wire
 from ._protocol import (
+    Arm,
     ChannelClosed,
     Define,
+    Disarm,
     Discard,
     Exited,
     Failure,
     Forget,
+    Grant,
     Hello,
     Output,
     Prepare,
@@ -52,6 +55,9 @@ from ._protocol import (
     StandbyDied,
     Template,
 )
+
+if TYPE_CHECKING:
+    from ._executor import ChildHandle
 
 __all__ = [
     "CAPTURE",
@@ -122,7 +128,6 @@ class SpawnRequest:
             # Relative output paths are the host's, not the child's cwd.
             stdout=_output_target(self.stdout),
             stderr=_output_target(self.stderr),
-            name=self.name,
         )
 
 
@@ -175,6 +180,8 @@ class ChildProcess:
         self._notify = notify
         self._output: dict[int, bytearray] = {}
         self.channel_note = ""
+        # The child the launcher started in this one's place (an armed exit), if any.
+        self.successor: ChildProcess | None = None
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
@@ -305,6 +312,9 @@ class Launcher:
         self._send_lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
         self._standbys: dict[int, Standby] = {}
+        # Identical requests share one template: key -> (id, users); id -> key.
+        self._templates: dict[bytes, list[int]] = {}
+        self._template_keys: dict[int, bytes] = {}
         self._children: dict[int, ChildProcess] = {}
         self._next_id = 0
         self._dead = False
@@ -515,15 +525,69 @@ class Launcher:
             ) from exc
 
     def define(self, request: SpawnRequest) -> int:
-        """Tell the launcher how to start a child; returns the template's id for spawn()."""
-        tid = self._new_id()
-        self._send(Define(tid, request.template()), request.name)
+        """Tell the launcher how to start a child; the template's id, for spawn().
+
+        Identical requests (same command or target, env, cwd, ...) share one
+        template, so a thousand like children cost the launcher one.
+        """
+        template = request.template()
+        key = _wire.dumps(template.values())
+        with self._lock:
+            entry = self._templates.get(key)
+            if entry is not None:
+                entry[1] += 1
+                return entry[0]
+            self._next_id += 1
+            tid = self._next_id
+            self._templates[key] = [tid, 1]
+            self._template_keys[tid] = key
+        try:
+            self._send(Define(tid, template), request.name)
+        except BaseException:
+            self._drop_template(tid)
+            raise
         return tid
 
     def forget(self, template: int) -> None:
-        """Drop a template that no spawn will name any more."""
+        """A user of the template is done with it; the last one drops it."""
+        if self._drop_template(template):
+            with contextlib.suppress(LaunchError):
+                self._send(Forget(template))
+
+    def _drop_template(self, template: int) -> bool:
+        with self._lock:
+            key = self._template_keys.get(template)
+            entry = self._templates.get(key) if key is not None else None
+            if entry is None or key is None:
+                return False
+            entry[1] -= 1
+            if entry[1] > 0:
+                return False
+            del self._templates[key], self._template_keys[template]
+            return True
+
+    def arm(self, child: ChildHandle, group: int, plan: ExitPlan) -> None:
+        """Let the launcher restart `child` at once when it exits as `plan` says."""
         with contextlib.suppress(LaunchError):
-            self._send(Forget(template))
+            self._send(
+                Arm(
+                    child.pid,
+                    group,
+                    plan.restart_on == "any",
+                    float(plan.min_uptime),
+                    sorted(plan.normal_exit_codes),
+                )
+            )
+
+    def disarm(self, child: ChildHandle) -> None:
+        """Leave `child`'s exit to the host (sent before it is stopped or paused)."""
+        with contextlib.suppress(LaunchError):
+            self._send(Disarm(child.pid))
+
+    def grant(self, group: int, granted: int) -> None:
+        """The group may have done `granted` autonomous restarts in all."""
+        with contextlib.suppress(LaunchError):
+            self._send(Grant(group, granted))
 
     def prepare(self, template: int) -> Standby:
         """Fork a warm standby of a Python child's template ahead of time.
@@ -645,6 +709,13 @@ class Launcher:
         if isinstance(record, Exited):
             with self._lock:
                 child = self._children.pop(record.pid, None)
+                if child is not None and record.respawned:
+                    # Registered before any report about it can arrive.
+                    child.successor = ChildProcess(record.respawned, child._notify)
+                    self._children[record.respawned] = child.successor
+                elif record.respawned:  # nobody owns the old one any more
+                    with contextlib.suppress(OSError):
+                        os.killpg(record.respawned, signal.SIGKILL)
             if child is not None:
                 child._set_exit(
                     ProcessExit(

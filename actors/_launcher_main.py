@@ -40,14 +40,17 @@ from typing import Any
 
 from . import _bootstrap, _protocol, _wire
 from ._protocol import (
+    Arm,
     ChannelClosed,
     ChildFailed,
     ChildReady,
     Define,
+    Disarm,
     Discard,
     Exited,
     Failure,
     Forget,
+    Grant,
     Hello,
     Output,
     Prepare,
@@ -82,15 +85,26 @@ class _SpawnFailed(Exception):
 
 
 class _Child:
-    __slots__ = ("captures", "control_fd", "decoder", "error", "pid", "started")
+    __slots__ = (
+        "arm",
+        "captures",
+        "control_fd",
+        "decoder",
+        "error",
+        "pid",
+        "started",
+        "template",
+    )
 
-    def __init__(self, pid: int, control_fd: int | None) -> None:
+    def __init__(self, pid: int, control_fd: int | None, template: int) -> None:
         self.pid = pid
         self.control_fd = control_fd
+        self.template = template
         self.decoder = _wire.Decoder(_protocol.CHILD_FRAME)
         self.error: Failure | None = None
         self.captures: dict[int, int] = {}  # stream (1 or 2) -> read end of its pipe
         self.started = time.monotonic()
+        self.arm: Arm | None = None
 
 
 def _which(command: str, path: str) -> str:
@@ -233,6 +247,8 @@ class LauncherLoop:
         self._recv_view = memoryview(self._recv_buf)
         self._cwd = os.getcwd()
         self._paths: dict[tuple[str, str], str] = {}
+        self.granted: dict[int, int] = {}  # group -> autonomous restarts allowed in all
+        self.used: dict[int, int] = {}  # group -> autonomous restarts done
         self.stopping = False
         self.host_gone = False
         self.scan_due: float | None = None
@@ -391,6 +407,16 @@ class LauncherLoop:
             self._prepare(record)
         elif isinstance(record, Discard):
             self._discard(record.standby)
+        elif isinstance(record, Arm):
+            child = self.children.get(record.pid)
+            if child is not None:
+                child.arm = record
+        elif isinstance(record, Disarm):
+            child = self.children.get(record.pid)
+            if child is not None:
+                child.arm = None
+        elif isinstance(record, Grant):
+            self.granted[record.group] = record.granted
 
     def _chdir(self, cwd: str) -> None:
         if cwd == self._cwd:
@@ -410,10 +436,18 @@ class LauncherLoop:
     def _spawn(self, request: Spawn) -> None:
         if request.standby is not None and self._go(request.req, request.standby):
             return
-        template = self.templates.get(request.template)
-        if template is None:
-            self.report(SpawnFailed(request.req, None, "unknown template: the host forgot it"))
+        try:
+            child = self._start(request.template)
+        except _SpawnFailed as exc:
+            self.report(SpawnFailed(request.req, exc.errno, exc.message))
             return
+        self.report(Spawned(request.req, child.pid))
+
+    def _start(self, template_id: int) -> _Child:
+        """Start a child from a template; raises _SpawnFailed."""
+        template = self.templates.get(template_id)
+        if template is None:
+            raise _SpawnFailed(None, "unknown template: the host forgot it")
         out_fd = err_fd = None
         captures: dict[int, int] = {}
         try:
@@ -427,25 +461,23 @@ class LauncherLoop:
                 pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
             else:
                 pid, control_fd = self._fork(template, out_fd, err_fd)
-        except _SpawnFailed as exc:
+        except _SpawnFailed:
             self._close_all(captures.values())
-            self.report(SpawnFailed(request.req, exc.errno, exc.message))
-            return
+            raise
         except Exception as exc:
             self._close_all(captures.values())
             err = exc.errno if isinstance(exc, OSError) else None
-            self.report(SpawnFailed(request.req, err, f"{type(exc).__name__}: {exc}"))
-            return
+            raise _SpawnFailed(err, f"{type(exc).__name__}: {exc}") from None
         finally:
             for fd in (out_fd, err_fd):
                 if fd is not None:
                     os.close(fd)
-        child = _Child(pid, control_fd)
+        child = _Child(pid, control_fd, template_id)
         self.children[pid] = child
         if control_fd is not None:
             self.sel.register(control_fd, selectors.EVENT_READ, self._control_reader(child))
-        self.report(Spawned(request.req, pid))
         self._listen_output(child, captures)
+        return child
 
     def _listen_output(self, child: _Child, captures: dict[int, int]) -> None:
         for stream, fd in captures.items():
@@ -585,29 +617,36 @@ class LauncherLoop:
             return
         finally:
             self._close_all([go_r] + [fd for fd in (out_fd, err_fd) if fd is not None])
-        child = _Child(pid, control_fd)
+        child = _Child(pid, control_fd, request.template)
         child.captures = captures
         self.standbys[request.standby] = (child, go_w)
         self.sel.register(control_fd, selectors.EVENT_READ, self._control_reader(child))
         self.report(Prepared(request.standby, pid))
 
     def _go(self, req: int, sid: int) -> bool:
+        child = self._go_child(sid)
+        if child is None:
+            return False
+        self.report(Spawned(req, child.pid))
+        return True
+
+    def _go_child(self, sid: int) -> _Child | None:
+        """Tell a standby to run its target: it is a child now (None if it is gone)."""
         entry = self.standbys.pop(sid, None)
         if entry is None:
-            return False
+            return None
         child, go_w = entry
         try:
             os.write(go_w, b"g")
         except OSError:
-            return False  # it died meanwhile: the reap will say so
+            return None  # it died meanwhile: the reap will say so
         finally:
             os.close(go_w)
         child.started = time.monotonic()
         self.children[child.pid] = child
-        self.report(Spawned(req, child.pid))
         captures, child.captures = child.captures, {}
         self._listen_output(child, captures)
-        return True
+        return child
 
     def _discard(self, sid: int) -> None:
         entry = self.standbys.pop(sid, None)
@@ -691,10 +730,33 @@ class LauncherLoop:
             for stream in list(child.captures):
                 self._read_output(child, stream, drain=True)
             code = os.waitstatus_to_exitcode(status)
-            self.report(Exited(pid, code, uptime, child.error))
+            self.report(Exited(pid, code, uptime, child.error, self._respawn(child, code, uptime)))
             reaped = True
         if reaped and self.scan_due is None:
             self.scan_due = max(time.monotonic(), self.last_scan + ORPHAN_SCAN_INTERVAL)
+
+    def _respawn(self, child: _Child, code: int, uptime: float) -> int:
+        """Restart an armed child at once, if its exit is covered and its group's
+        budget allows; the new pid, or 0."""
+        arm = child.arm
+        if arm is None or uptime < arm.min_uptime:
+            return 0
+        if not arm.any_exit and code >= 0 and code in arm.normal_codes:
+            return 0
+        used = self.used.get(arm.group, 0)
+        if used >= self.granted.get(arm.group, 0):
+            return 0
+        standby = next(
+            (sid for sid, (c, _) in self.standbys.items() if c.template == child.template), None
+        )
+        successor = self._go_child(standby) if standby is not None else None
+        if successor is None:
+            try:
+                successor = self._start(child.template)
+            except _SpawnFailed:
+                return 0  # the host restarts it the ordinary way, and hears why it fails
+        self.used[arm.group] = used + 1
+        return successor.pid
 
     def _kill_orphans(self) -> None:
         self.scan_due = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervision import ExitReason
+from supervision import ExitPlan, ExitReason
 
 # -- to a WorkerActor -----------------------------------------------------------------
 
@@ -106,6 +106,8 @@ class ChildExited:
     """A child's process (or nested supervisor) ended by itself.
 
     `uptime`: seconds it ran, as measured where it was watched (None: unknown).
+    `respawned_by`: the executor that already started a successor, as the exit
+    plan allowed (None: nothing was started ahead of the decision).
     """
 
     child_id: str
@@ -113,6 +115,15 @@ class ChildExited:
     pid: int | None
     reason: ExitReason
     uptime: float | None = None
+    respawned_by: object | None = None
+
+
+@dataclass(frozen=True)
+class ArmExit:
+    """To a worker: let its executor restart the child at once on an exit `plan` covers."""
+
+    plan: ExitPlan
+    group: int
 
 
 @dataclass(frozen=True)

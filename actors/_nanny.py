@@ -52,10 +52,13 @@ from supervision import (
     SupervisorSpec,
     TerminateChild,
     TerminateChildren,
+    exit_plan,
+    restart_budget,
 )
 
 from ._events import EventLog
 from ._messages import (
+    ArmExit,
     ChildExited,
     ChildNote,
     InitTree,
@@ -198,6 +201,11 @@ class NannyActor(pykka.ThreadingActor):
         self._call: Any = None  # reply future of the call being carried out
         self._on_idle: Callable[[], None] | None = None  # init: answer once idle
         self._init_reply: Callable[[ExitReason, NannyError | None], None] | None = None
+        # Restarts decided ahead (exit plans): what the launcher may do on its own.
+        self._group = context.new_group()
+        self._grant_to: object | None = None  # the executor our grants went to
+        self._used_seen = 0  # its restarts ahead of a decision that we accounted for
+        self._granted = -1
 
     @classmethod
     def start(
@@ -295,6 +303,7 @@ class NannyActor(pykka.ThreadingActor):
         info = self._core.which_child(key)
         self._ask_worker(info, Resume(), "resume it")
         self._paused.discard((info.id, info.incarnation))
+        self._arm(info.id)
 
     def signal_child(self, key: str, sig: int | str) -> None:
         """Send `sig` (a number, or a name such as "HUP") to the child's process group."""
@@ -391,6 +400,8 @@ class NannyActor(pykka.ThreadingActor):
         if isinstance(message, StartFailed):
             return self._on_start_failed(message, now)
         if isinstance(message, ChildExited):
+            if message.respawned_by is not None and message.respawned_by is self._grant_to:
+                self._used_seen += 1
             self._paused = {p for p in self._paused if p[0] != message.child_id}
             reason = self._early(message)
             self._run(self._core.child_exited(message.child_id, message.incarnation, reason, now))
@@ -504,6 +515,7 @@ class NannyActor(pykka.ThreadingActor):
             elif isinstance(action, Exit):
                 self._exit(action)
         self._log_events()
+        self._grant()
         if self._starting is None and not self._core.busy and self._on_idle is not None:
             on_idle, self._on_idle = self._on_idle, None
             self._init_reply = None
@@ -586,11 +598,37 @@ class NannyActor(pykka.ThreadingActor):
         if starting.nested is not None:
             self._nested[message.child_id] = starting.nested
         self._run(self._core.started(message.child_id, message.pid, message.incarnation, now))
+        self._arm(message.child_id)
 
     def _on_start_failed(self, message: StartFailed, now: float) -> None:
         if self._answer(message.child_id, message.token) is None:
             return
         self._run(self._core.start_failed(message.child_id, message.reason, now))
+
+    def _arm(self, child_id: str) -> None:
+        """Tell a worker what its child's next exit means, when the core can say ahead."""
+        worker = self._workers.get(child_id)
+        if worker is None:
+            return
+        try:
+            plan = exit_plan(self._core, child_id)
+        except NannyError:
+            return
+        if plan is not None and (child_id, plan.incarnation) not in self._paused:
+            worker.tell(ArmExit(plan, self._group))
+
+    def _grant(self) -> None:
+        """Keep the launcher's budget for restarts ahead of a decision within the intensity."""
+        launcher = self._context.launcher
+        if launcher is None or not launcher.alive:
+            return
+        if launcher is not self._grant_to:
+            self._grant_to, self._used_seen, self._granted = launcher, 0, -1
+        budget = restart_budget(self._core, time.monotonic()) if self._core.mode == "running" else 0
+        granted = self._used_seen + budget
+        if granted != self._granted:
+            self._granted = granted
+            launcher.grant(self._group, granted)
 
     def _deadline_for(self, shutdown: Shutdown) -> float | None:
         """When a subtree with this shutdown must be gone, within our own deadline."""

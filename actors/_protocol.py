@@ -15,6 +15,17 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
   to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
 - `Prepare(standby, template)`: fork a warm standby; answered by `Prepared`.
 - `Discard(standby)`: kill a standby that will not be used.
+- `Arm(pid, group, any_exit, min_uptime, normal_codes)`: the decision core said
+  ahead of time that this child's next exit (any, or an abnormal one, after
+  `min_uptime` s) means "restart it alone, at once": the launcher respawns it
+  from its template as soon as it reaps it, if its group's budget allows, and
+  says so in `Exited.respawned`. The respawned child is not armed: the host
+  accounts for the exit first, then arms the new one.
+- `Disarm(pid)`: the host is about to stop or pause this child: leave its exit
+  to the host.
+- `Grant(group, granted)`: the group (a supervisor) may have done `granted`
+  autonomous restarts in all, counted from its first; the host raises it as its
+  intensity allows.
 
 Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 
@@ -26,10 +37,11 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 - `Output(pid, stream, data)`: what a child wrote to a captured stream.
 - `ChannelClosed(pid, why)`: a child wrote something that is not the protocol
   on its control pipe; the launcher stopped listening to it.
-- `Exited(pid, status, uptime, error)`: a child was reaped. `status` is
-  -N for "killed by signal N", else its exit code; `uptime` the seconds from its
-  spawn to its reaping, by the launcher's clock; `error` what a Python target
-  raised, if it said so.
+- `Exited(pid, status, uptime, error, respawned)`: a child was reaped. `status`
+  is -N for "killed by signal N", else its exit code; `uptime` the seconds from
+  its spawn to its reaping, by the launcher's clock; `error` what a Python
+  target raised, if it said so; `respawned` the pid of the child started in
+  its place by an `Arm` (0: none).
 
 Child -> launcher, on the child's control pipe (UNTRUSTED: the child may run
 anything; frames up to CHILD_FRAME bytes, every string bounded):
@@ -131,7 +143,6 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     bool,
     (str, _NONE),
     (str, _NONE),
-    str,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -146,7 +157,6 @@ class Template(Record):
     fresh: bool
     stdout: str | None  # None: the launcher's; "capture"; or a file to append to
     stderr: str | None
-    name: str
 
 
 @_record("define", int, Template)
@@ -183,7 +193,32 @@ class Discard(Record):
     standby: int
 
 
-HOST_RECORDS = frozenset({"define", "forget", "spawn", "prepare", "discard"})
+@_record("arm", int, int, bool, float, list)
+@dataclass(frozen=True)
+class Arm(Record):
+    pid: int
+    group: int
+    any_exit: bool  # False: only an abnormal exit
+    min_uptime: float
+    normal_codes: list[int]
+
+
+@_record("disarm", int)
+@dataclass(frozen=True)
+class Disarm(Record):
+    pid: int
+
+
+@_record("grant", int, int)
+@dataclass(frozen=True)
+class Grant(Record):
+    group: int
+    granted: int
+
+
+HOST_RECORDS = frozenset(
+    {"define", "forget", "spawn", "prepare", "discard", "arm", "disarm", "grant"}
+)
 
 # -- launcher -> host ------------------------------------------------------------------
 
@@ -254,13 +289,14 @@ class Failure(Record):
     traceback: str
 
 
-@_record("exited", int, int, float, (Failure, _NONE))
+@_record("exited", int, int, float, (Failure, _NONE), int)
 @dataclass(frozen=True)
 class Exited(Record):
     pid: int
     status: int  # >= 0 exit code, -N killed by signal N
     uptime: float
     error: Failure | None
+    respawned: int = 0  # the pid started in its place by an Arm
 
 
 REPORT_RECORDS = frozenset(

@@ -35,6 +35,7 @@ from supervision import (
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
+    ArmExit,
     ChildExited,
     ChildNote,
     MemoryExceeded,
@@ -89,6 +90,10 @@ class WorkerActor(pykka.ThreadingActor):
         self._parent = parent
         self._supervisor = supervisor
         self._proc: ChildHandle | None = None
+        # Started by the executor in place of the last process, ahead of the core's
+        # decision (an armed exit): adopted by the next Start, killed by a Stop.
+        self._successor: ChildHandle | None = None
+        self._proc_template = 0  # the template the current process was started from
         self._incarnation = 0
         self._paused = False
         self._last_exit: ExitReason | None = None
@@ -109,9 +114,13 @@ class WorkerActor(pykka.ThreadingActor):
             return self._stop_process(message.deadline)
         if isinstance(message, MemoryExceeded):
             return self._on_memory_exceeded(message)
+        if isinstance(message, ArmExit):
+            return self._arm(message)
         if isinstance(message, Signal):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
+            if self._proc is not None:
+                self._executor(self._proc).disarm(self._proc)  # a paused child is the host's
             self._signal(signal.SIGSTOP, "pause it")
             self._paused = True
             return None
@@ -145,6 +154,7 @@ class WorkerActor(pykka.ThreadingActor):
         # The nanny stops its children before its workers; this is the backstop.
         if self._proc is not None:
             self._stop_process()
+        self._drop_successor()
         self._discard_standby()
         if self._template is not None:
             launcher, _, tid = self._template
@@ -167,6 +177,7 @@ class WorkerActor(pykka.ThreadingActor):
                 return self._proc.pid
             self._forget(self._proc)  # exited; its note is on its way and will be stale
         launcher, template = self._define()
+        successor, self._successor = self._successor, None
         ready = self.spec.ready
         if isinstance(ready, ReadyFile):
             with contextlib.suppress(FileNotFoundError):
@@ -178,15 +189,21 @@ class WorkerActor(pykka.ThreadingActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessNote(process.pid, note))
 
-        try:
-            proc = launcher.spawn(
-                template,
-                name=self.spec.id,
-                notify=notify,
-                standby=self._take_standby(launcher, template),
-            )
-        except LaunchError as e:
-            raise _Failed(ExitReason.start_failure(str(e))) from None
+        if successor is not None and successor.exit is None and template == self._proc_template:
+            proc = successor  # already started, as the exit plan allowed: adopt it
+        else:
+            if successor is not None and successor.exit is None:
+                self._kill_now(successor)  # started from a request that no longer holds
+            try:
+                proc = launcher.spawn(
+                    template,
+                    name=self.spec.id,
+                    notify=notify,
+                    standby=self._take_standby(launcher, template),
+                )
+            except LaunchError as e:
+                raise _Failed(ExitReason.start_failure(str(e))) from None
+        self._proc_template = template
         self._incarnation += 1  # a process was started: a new incarnation
         incarnation = self._incarnation
         self._proc, self._paused = proc, False
@@ -324,6 +341,7 @@ class WorkerActor(pykka.ThreadingActor):
 
     def _stop_process(self, deadline: float | None = None) -> ExitReason:
         self._discard_standby()  # part of the child: stopped with it
+        self._drop_successor()
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
@@ -342,6 +360,8 @@ class WorkerActor(pykka.ThreadingActor):
         A `deadline` from a supervisor above cuts the wait short.
         """
         self._context.memory.unwatch(proc.pid)
+        if self._template is not None:
+            self._template[0].disarm(proc)  # this exit is ours: no restart ahead of it
         note = ""
         shutdown = self.spec.shutdown
         exit: ProcessExit | None = None
@@ -366,6 +386,24 @@ class WorkerActor(pykka.ThreadingActor):
             exit = self._kill_now(proc)
         self._forget(proc)
         return exit, note
+
+    def _drop_successor(self) -> None:
+        """A process started ahead of a decision that did not come: kill it."""
+        successor, self._successor = self._successor, None
+        if successor is not None and successor.exit is None:
+            self._kill_now(successor)
+
+    def _arm(self, message: ArmExit) -> None:
+        proc = self._proc
+        if proc is None or proc.exit is not None or message.plan.incarnation != self._incarnation:
+            return  # the plan was for a process that is gone
+        self._executor(proc).arm(proc, message.group, message.plan)
+
+    def _executor(self, proc: ChildHandle) -> Executor:
+        cached = self._template
+        if cached is not None:
+            return cached[0]
+        return self._context.current_launcher()
 
     def _kill_now(self, proc: ChildHandle) -> ProcessExit:
         """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""
@@ -407,8 +445,15 @@ class WorkerActor(pykka.ThreadingActor):
         if exit is None:
             return
         self._forget(proc)
+        self._successor = proc.successor
+        respawned_by = self._template[0] if proc.successor is not None and self._template else None
         reason = self._classify(exit, stop_requested=False)
-        self._report_exit(proc.pid, reason, exit.uptime)
+        self._last_exit = reason
+        self._parent.tell(
+            ChildExited(
+                self.spec.id, self._incarnation, proc.pid, reason, exit.uptime, respawned_by
+            )
+        )
 
     def _forget(self, proc: ChildHandle) -> None:
         """The process is gone (or going): drop it, keep what it said."""

@@ -35,6 +35,7 @@ from ._errors import (
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._info import ChildCounts, ChildInfo, ChildState
 from ._intensity import add_restart
+from ._plan import ExitPlan, exit_plan, restart_budget
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -76,6 +77,7 @@ __all__ = [
     "EventKind",
     "Exit",
     "ExitKind",
+    "ExitPlan",
     "ExitReason",
     "NannyError",
     "ReadyFile",
@@ -103,7 +105,9 @@ __all__ = [
     "classify_exit",
     "event_from_dict",
     "event_to_dict",
+    "exit_plan",
     "load_tree",
+    "restart_budget",
     "signal_name",
 ]
 

@@ -23,6 +23,7 @@ class FakeChild:
         self.name = name
         self.pid = self.pgid = next(_pids)
         self.channel_note = ""
+        self.successor = None
         self.signals: list[int] = []
         self.ignores_sigterm = False
         self._notify = notify
@@ -85,6 +86,9 @@ class FakeLauncher:
         self.templates: dict[int, SpawnRequest] = {}
         self.children: list[FakeChild] = []
         self.failures: list[str] = []  # the next spawns fail with these messages
+        self.armed: list[tuple[int, object]] = []
+        self.disarmed: list[int] = []
+        self.grants: dict[int, int] = {}
         self._ids = itertools.count(1)
         self.spawned = threading.Condition()
 
@@ -127,6 +131,15 @@ class FakeLauncher:
 
     def discard(self, standby: int) -> None:
         pass
+
+    def arm(self, child: FakeChild, group: int, plan: object) -> None:
+        self.armed.append((child.pid, plan))
+
+    def disarm(self, child: FakeChild) -> None:
+        self.disarmed.append(child.pid)
+
+    def grant(self, group: int, granted: int) -> None:
+        self.grants[group] = granted
 
     def death(self) -> str:
         return "the fake launcher is closed"

@@ -1,0 +1,106 @@
+"""The restart path, before and after a change, measured in the same run.
+
+    python -m tests.benchmarks.compare_restart_path OLD_CHECKOUT [--rounds 4] [--n 30]
+
+Runs the same three figures (Python restart: SIGKILL -> the replacement runs
+user code; command restart: SIGKILL -> the nanny's child_started; detection:
+SIGKILL -> the nanny's child_exited) against OLD_CHECKOUT and this checkout,
+alternating rounds so that both see the same machine load, and prints median
+and p95 of each. Each round runs in a subprocess with that checkout first on
+sys.path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parents[2]
+
+ROUND = r"""
+import json, os, signal, socket, sys, tempfile, time
+from actors import NannyActor
+from supervision import ChildSpec, EventKind, SupervisorSpec
+from tests.benchmarks.marker import mark_and_sleep
+
+n = int(sys.argv[1])
+path = tempfile.mktemp(prefix="nt-bench-")
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+sock.bind(path)
+sock.settimeout(30)
+out = {"python": [], "detect": [], "command": []}
+spec = SupervisorSpec(id="b", intensity=10**6, period=1.0, children=[
+    ChildSpec(id="m", target=mark_and_sleep, args=(path,)),
+    ChildSpec(id="c", command=["sleep", "100000"]),
+])
+ref = NannyActor.start(spec)
+try:
+    sock.recv(64)
+    log = ref.proxy().event_log().get()
+    for _ in range(n):
+        time.sleep(0.02)
+        pid = ref.proxy().which_child("m").get().pid
+        t0 = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        out["python"].append(float(sock.recv(64)) - t0)
+        e = log.wait_for(lambda e: e.context is EventKind.CHILD_EXITED and e.pid == pid, 10)
+        out["detect"].append(e.time - t0)
+        time.sleep(0.01)
+        info = ref.proxy().which_child("c").get()
+        t0 = time.monotonic()
+        os.kill(info.pid, signal.SIGKILL)
+        e = log.wait_for(lambda e, i=info.incarnation: e.context is EventKind.CHILD_STARTED
+                         and e.offender == "c" and e.incarnation == i + 1, 10)
+        out["command"].append(e.time - t0)
+finally:
+    ref.stop()
+    sock.close()
+    os.unlink(path)
+print(json.dumps(out))
+"""
+
+
+def _round(checkout: Path, n: int) -> dict[str, list[float]]:
+    env = dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{HERE}")
+    out = subprocess.run(
+        [sys.executable, "-c", ROUND, str(n)],
+        cwd=checkout,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def _row(samples: list[float]) -> str:
+    xs = sorted(s * 1000 for s in samples)
+    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
+    return f"{statistics.median(xs):6.2f} / {p95:6.2f} ms (n={len(xs)})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("old", type=Path, help="a checkout of the code before the change")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--n", type=int, default=30)
+    args = parser.parse_args()
+    results: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
+    for _ in range(args.rounds):
+        for label, checkout in (("before", args.old.resolve()), ("after", HERE)):
+            for name, samples in _round(checkout, args.n).items():
+                results[label].setdefault(name, []).extend(samples)
+    print(f"{'figure':<10} {'before (median / p95)':>30} {'after (median / p95)':>30}")
+    for name in ("python", "command", "detect"):
+        before, after = results["before"][name], results["after"][name]
+        print(f"{name:<10} {_row(before):>30} {_row(after):>30}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

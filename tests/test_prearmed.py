@@ -1,0 +1,143 @@
+"""Restarts decided ahead (issue 12): the core says what a child's next exit will
+mean, the launcher restarts it the moment it dies, the core accounts for it after
+by the ordinary path, and nothing beyond the intensity is ever started."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from actors import Tree
+from actors.testing import wait_gone
+from supervision import (
+    ChildSpec,
+    EventKind,
+    ExitPlan,
+    Strategy,
+    Supervisor,
+    SupervisorSpec,
+    exit_plan,
+    restart_budget,
+)
+from tests import children
+from tests.fake_launcher import FakeLauncher
+
+# -- the pure plan ------------------------------------------------------------------------
+
+
+def _core(*specs: ChildSpec, **flags: object) -> Supervisor:
+    core = Supervisor(SupervisorSpec(id="r", children=list(specs), **flags))  # type: ignore[arg-type]
+    core.start(0.0)
+    for spec in specs:
+        core.started(spec.id, 100, 1, 0.0)
+    return core
+
+
+def test_the_plan_covers_what_one_for_one_restarts_alone() -> None:
+    core = _core(
+        ChildSpec(id="p", command=["x"]),
+        ChildSpec(id="t", command=["x"], restart="transient", min_uptime=2.0),
+        ChildSpec(id="tmp", command=["x"], restart="temporary"),
+        intensity=3,
+    )
+    assert exit_plan(core, "p") == ExitPlan("p", 1, "any", 0.0, frozenset({0}))
+    assert exit_plan(core, "t") == ExitPlan("t", 1, "abnormal", 2.0, frozenset({0}))
+    assert exit_plan(core, "tmp") is None
+    assert restart_budget(core, 1.0) == 3
+
+
+@pytest.mark.parametrize("strategy", [Strategy.ONE_FOR_ALL, Strategy.REST_FOR_ONE])
+def test_no_plan_where_siblings_are_stopped_first(strategy: Strategy) -> None:
+    core = _core(ChildSpec(id="a", command=["x"]), strategy=strategy, intensity=3)
+    assert exit_plan(core, "a") is None
+
+
+def test_no_plan_with_backoff_and_the_budget_follows_the_window() -> None:
+    from supervision import Backoff
+
+    core = _core(ChildSpec(id="b", command=["x"], backoff=Backoff()), intensity=2, period=10.0)
+    assert exit_plan(core, "b") is None
+    core = _core(ChildSpec(id="a", command=["x"]), intensity=2, period=10.0)
+    core.child_exited("a", 1, __import__("supervision").ExitReason.normal(), 1.0)
+    core.started("a", 101, 2, 1.0)
+    assert restart_budget(core, 2.0) == 1
+    assert restart_budget(core, 11.5) == 2  # the restart at t=1 left the window
+
+
+# -- the live tree ---------------------------------------------------------------------------
+
+
+def test_the_nanny_arms_its_workers_and_grants_its_budget() -> None:
+    fake = FakeLauncher()
+    tree = Tree.start(
+        SupervisorSpec(id="root", intensity=4, children=[ChildSpec(id="w", command=["x"])]),
+        executor=lambda: fake,
+    )
+    try:
+        child = fake.latest("w")
+        tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5)
+        assert fake.grants and list(fake.grants.values())[-1] == 4
+        while not fake.armed:
+            pass  # told, not asked: the worker arms it on its own thread
+        pid, plan = fake.armed[0]
+        assert pid == child.pid and isinstance(plan, ExitPlan) and plan.restart_on == "any"
+        tree.nanny.terminate_child("w").get()
+        assert child.pid in fake.disarmed  # a stop's exit is the host's to decide
+    finally:
+        tree.stop()
+
+
+def test_the_launcher_restarts_an_armed_child_before_the_host_decides() -> None:
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root", intensity=5, children=[ChildSpec(id="w", target=children.sleep_forever)]
+        )
+    )
+    try:
+        launcher = tree.context.launcher
+        assert launcher is not None
+        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
+        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
+        # The nanny told the worker ArmExit, then asks it this: once answered, the arm
+        # is on the launcher's socket, which the launcher reads before it reaps.
+        tree.nanny.read_output("w").get()
+        os.kill(first, signal.SIGKILL)
+        started = tree.log.wait_for(
+            lambda e: e.context is EventKind.CHILD_STARTED and e.incarnation == 2, 10
+        )
+        assert handle.successor is not None and started.pid == handle.successor.pid
+        kinds = [e.context for e in tree.events() if e.offender == "w"]
+        assert kinds == [EventKind.CHILD_STARTED, EventKind.CHILD_EXITED, EventKind.CHILD_STARTED]
+    finally:
+        tree.stop()
+
+
+def test_nothing_beyond_the_intensity_is_started_ahead() -> None:
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root",
+            intensity=1,
+            period=60.0,
+            children=[ChildSpec(id="w", target=children.sleep_forever)],
+        )
+    )
+    pids, handles = [], []
+    launcher = tree.context.launcher
+    assert launcher is not None
+    for incarnation in (1, 2):
+        event = tree.log.wait_for(
+            lambda e, i=incarnation: e.context is EventKind.CHILD_STARTED and e.incarnation == i,
+            10,
+        )
+        pids.append(event.pid)
+        handles.append(next(c for c in launcher.children() if c.pid == event.pid))  # type: ignore[attr-defined]
+        tree.nanny.read_output("w").get()  # the arm has gone out before the kill
+        os.kill(event.pid, signal.SIGKILL)
+    reason = tree.wait(10)
+    assert handles[0].successor is not None  # the first restart went ahead: within budget
+    assert handles[1].exit is not None and handles[1].successor is None  # the budget was spent
+    assert reason is not None and reason.message == "reached_max_restart_intensity"
+    assert wait_gone(pids, 2.0) == []
+    assert len([e for e in tree.events() if e.context is EventKind.CHILD_STARTED]) == 2
