@@ -17,9 +17,14 @@ from supervision import ExitPlan, ExitReason
 
 @dataclass(frozen=True)
 class Start:
-    """Start the child's process; answered by StartDone or StartFailed."""
+    """Start the child's process; answered by StartDone or StartFailed.
+
+    `arm`: what the process's next exit will mean, decided ahead by the core:
+    armed with the executor as soon as the process runs.
+    """
 
     token: int
+    arm: ArmExit | None = None
 
 
 @dataclass(frozen=True)

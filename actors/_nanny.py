@@ -563,7 +563,7 @@ class NannyActor(pykka.ThreadingActor):
             if worker is None or not worker.is_alive():
                 worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
                 self._workers[child_id] = worker
-            worker.tell(Start(token))
+            worker.tell(Start(token, self._exit_plan(child_id)))
             return
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation
@@ -598,24 +598,28 @@ class NannyActor(pykka.ThreadingActor):
         if starting.nested is not None:
             self._nested[message.child_id] = starting.nested
         self._run(self._core.started(message.child_id, message.pid, message.incarnation, now))
-        self._arm(message.child_id)
 
     def _on_start_failed(self, message: StartFailed, now: float) -> None:
         if self._answer(message.child_id, message.token) is None:
             return
         self._run(self._core.start_failed(message.child_id, message.reason, now))
 
-    def _arm(self, child_id: str) -> None:
-        """Tell a worker what its child's next exit means, when the core can say ahead."""
-        worker = self._workers.get(child_id)
-        if worker is None:
-            return
+    def _exit_plan(self, child_id: str) -> ArmExit | None:
+        """What the child's next exit will mean, when the core can say it ahead."""
         try:
             plan = exit_plan(self._core, child_id)
         except NannyError:
-            return
-        if plan is not None and (child_id, plan.incarnation) not in self._paused:
-            worker.tell(ArmExit(plan, self._group))
+            return None
+        if plan is None or (child_id, plan.incarnation) in self._paused:
+            return None
+        return ArmExit(plan, self._group)
+
+    def _arm(self, child_id: str) -> None:
+        """Tell a running child's worker what its next exit means (after a resume)."""
+        worker = self._workers.get(child_id)
+        arm = self._exit_plan(child_id)
+        if worker is not None and arm is not None:
+            worker.tell(arm)
 
     def _grant(self) -> None:
         """Keep the launcher's budget for restarts ahead of a decision within the intensity."""

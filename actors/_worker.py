@@ -109,7 +109,7 @@ class WorkerActor(pykka.ThreadingActor):
         if isinstance(message, ProcessNote):
             return self._on_note(message)
         if isinstance(message, Start):
-            return self._start(message.token)
+            return self._start(message.token, message.arm)
         if isinstance(message, Stop):
             return self._stop_process(message.deadline)
         if isinstance(message, MemoryExceeded):
@@ -162,13 +162,15 @@ class WorkerActor(pykka.ThreadingActor):
 
     # -- start ------------------------------------------------------------------
 
-    def _start(self, token: int) -> None:
+    def _start(self, token: int, arm: ArmExit | None) -> None:
         try:
             pid = self._start_process()
         except _Failed as failed:
             self._last_exit = failed.reason
             self._parent.tell(StartFailed(self.spec.id, token, failed.reason))
             return
+        if arm is not None and self._proc is not None:
+            self._executor(self._proc).arm(self._proc, arm.group, arm.plan)
         self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
 
     def _start_process(self) -> int:

@@ -38,11 +38,12 @@ class ExitPlan:
 
 
 def exit_plan(core: Supervisor, child_id: str) -> ExitPlan | None:
-    """The plan for a running worker's next exit, or None when it cannot be decided ahead.
+    """The plan for a worker's next exit, or None when it cannot be decided ahead.
 
-    Only one_for_one and simple_one_for_one restart a child alone; a backoff
-    delays it; a temporary child is never restarted; a paused or starting
-    child, or a supervisor that is not running, is left to the supervisor.
+    For a child being started, the plan its process will have once started. Only
+    one_for_one and simple_one_for_one restart a child alone; a backoff delays
+    it; a temporary child is never restarted; a paused child, or a supervisor
+    that is not running, is left to the supervisor.
     """
     if core.mode != "running" or core.spec.strategy not in (
         Strategy.ONE_FOR_ONE,
@@ -51,7 +52,8 @@ def exit_plan(core: Supervisor, child_id: str) -> ExitPlan | None:
         return None
     info = core.which_child(child_id)
     spec = core.get_childspec(child_id)
-    if not isinstance(spec, ChildSpec) or info.state != "running" or spec.backoff is not None:
+    live = info.state in ("running", "starting")
+    if not isinstance(spec, ChildSpec) or not live or spec.backoff is not None:
         return None
     if spec.restart is Restart.PERMANENT:
         restart_on: Literal["any", "abnormal"] = "any"
