@@ -57,6 +57,20 @@ def prctl(option: int, arg: int) -> None:
         raise OSError(err, os.strerror(err))
 
 
+_EMPTY_SET = None  # a zeroed sigset_t, for unblock_all_signals
+
+
+def unblock_all_signals() -> None:
+    """Set this thread's signal mask to empty (pthread_sigmask without the conversion
+    of the old mask into a set of enum members, which costs more than the call)."""
+    global _libc, _EMPTY_SET
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+    if _EMPTY_SET is None:
+        _EMPTY_SET = ctypes.create_string_buffer(128)
+    _libc.pthread_sigmask(2, _EMPTY_SET, None)  # SIG_SETMASK
+
+
 class _Terminated(SystemExit):
     """The SystemExit raised in a child by the supervisor's SIGTERM."""
 

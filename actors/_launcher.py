@@ -511,12 +511,15 @@ class Launcher:
             return self._next_id
 
     def _send(self, record: Record, name: str = "") -> None:
+        with self._send_lock:
+            self._send_locked(record, name)
+
+    def _send_locked(self, record: Record, name: str = "") -> None:
         if not self.alive:
             raise LaunchError(f"cannot reach the launcher: {self.death()}", name=name)
         frame = _wire.encode(record.pack())
         try:
-            with self._send_lock:
-                self._sock.sendall(frame)
+            self._sock.sendall(frame)
         except OSError as exc:
             raise LaunchError(
                 f"cannot reach the launcher process ({exc.strerror or exc})",
@@ -532,20 +535,23 @@ class Launcher:
         """
         template = request.template()
         key = _wire.dumps(template.values())
-        with self._lock:
-            entry = self._templates.get(key)
-            if entry is not None:
-                entry[1] += 1
-                return entry[0]
-            self._next_id += 1
-            tid = self._next_id
-            self._templates[key] = [tid, 1]
-            self._template_keys[tid] = key
-        try:
-            self._send(Define(tid, template), request.name)
-        except BaseException:
-            self._drop_template(tid)
-            raise
+        # The send lock is held from the lookup to the send, so a spawn that names a
+        # shared template can never reach the launcher before its Define.
+        with self._send_lock:
+            with self._lock:
+                entry = self._templates.get(key)
+                if entry is not None:
+                    entry[1] += 1
+                    return entry[0]
+                self._next_id += 1
+                tid = self._next_id
+                self._templates[key] = [tid, 1]
+                self._template_keys[tid] = key
+            try:
+                self._send_locked(Define(tid, template), request.name)
+            except BaseException:
+                self._drop_template(tid)
+                raise
         return tid
 
     def forget(self, template: int) -> None:

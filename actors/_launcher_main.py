@@ -550,17 +550,19 @@ class LauncherLoop:
                 if stream is not None:
                     stream.flush()  # or the child would write our buffer again
         # Blocked across fork: the child must not run our handlers before resetting them.
-        old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, _CATCHABLE)
+        # (Our mask is empty otherwise; unblocking by hand spares pthread_sigmask's
+        # conversion of the whole returned set into enum members on every fork.)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _CATCHABLE)
         try:
             pid = os.fork()
         except OSError as exc:
-            signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+            _bootstrap.unblock_all_signals()
             os.close(control_r)
             os.close(control_w)
             raise _SpawnFailed(exc.errno, f"fork failed: {exc.strerror}") from None
         if pid == 0:
             _bootstrap.run_forked(self.pid, control_w, _child_settings(t), out_fd, err_fd, go_fd)
-        signal.pthread_sigmask(signal.SIG_SETMASK, old_mask)
+        _bootstrap.unblock_all_signals()
         # Also set here, so a killpg from the host can never precede the child's own setpgid.
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)

@@ -630,7 +630,11 @@ class NannyActor(pykka.ThreadingActor):
             self._grant_to, self._used_seen, self._granted = launcher, 0, -1
         budget = restart_budget(self._core, time.monotonic()) if self._core.mode == "running" else 0
         granted = self._used_seen + budget
-        if granted != self._granted:
+        # Never more than the core allows; and no message per restart: a restart the
+        # launcher made and one the core charged leave the grant as it was, and a
+        # higher one is sent only once the launcher has used half of what it had.
+        headroom = self._granted - self._used_seen
+        if granted < self._granted or (granted > self._granted and headroom <= budget // 2):
             self._granted = granted
             launcher.grant(self._group, granted)
 

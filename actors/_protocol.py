@@ -80,11 +80,17 @@ class Record:
 
     def values(self) -> tuple[Any, ...]:
         """The fields in order, nested records as tuples of their own fields."""
+        names = _NAMES.get(type(self))
+        if names is None:
+            names = _NAMES[type(self)] = tuple(f.name for f in fields(self))  # type: ignore[arg-type]
         out = []
-        for f in fields(self):  # type: ignore[arg-type]
-            value = getattr(self, f.name)
+        for name in names:
+            value = getattr(self, name)
             out.append(value.values() if isinstance(value, Record) else value)
         return tuple(out)
+
+
+_NAMES: dict[type[Record], tuple[str, ...]] = {}
 
 
 _REGISTRY: dict[str, type[Record]] = {}

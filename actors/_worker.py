@@ -169,9 +169,14 @@ class WorkerActor(pykka.ThreadingActor):
             self._last_exit = failed.reason
             self._parent.tell(StartFailed(self.spec.id, token, failed.reason))
             return
-        if arm is not None and self._proc is not None:
-            self._executor(self._proc).arm(self._proc, arm.group, arm.plan)
+        proc = self._proc
+        if arm is not None and proc is not None:
+            self._executor(proc).arm(proc, arm.group, arm.plan)
         self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
+        if proc is not None and proc.exit is not None:
+            # An adopted successor that had already ended: its note came while it was
+            # not ours yet, so its exit is reported now, after its start.
+            self._on_note(ProcessNote(proc.pid, "exited"))
 
     def _start_process(self) -> int:
         if self._proc is not None:
@@ -191,8 +196,10 @@ class WorkerActor(pykka.ThreadingActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessNote(process.pid, note))
 
-        if successor is not None and successor.exit is None and template == self._proc_template:
-            proc = successor  # already started, as the exit plan allowed: adopt it
+        if successor is not None and template == self._proc_template:
+            # Already started, as the exit plan allowed: adopt it, even if it has ended
+            # since (it did run: its exit is reported once it counts as started).
+            proc = successor
         else:
             if successor is not None and successor.exit is None:
                 self._kill_now(successor)  # started from a request that no longer holds
