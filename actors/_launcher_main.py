@@ -92,6 +92,7 @@ class _Child:
         "decoder",
         "error",
         "pid",
+        "pidfd",
         "started",
         "template",
     )
@@ -105,6 +106,7 @@ class _Child:
         self.captures: dict[int, int] = {}  # stream (1 or 2) -> read end of its pipe
         self.started = time.monotonic()
         self.arm: Arm | None = None
+        self.pidfd = -1
 
 
 def _which(command: str, path: str) -> str:
@@ -221,6 +223,24 @@ def sweep(me: int) -> None:
             return
 
 
+def _pidfds_work() -> bool:
+    """Whether this kernel has pidfd_open (Linux 5.3)."""
+    try:
+        fd = os.pidfd_open(os.getpid())
+    except (AttributeError, OSError):
+        return False
+    os.close(fd)
+    return True
+
+
+def _fd_room() -> int:
+    """How many children may each hold a pidfd: our fd limit, less a margin."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    return max(0, soft - 256) // 2  # a Python child may hold a control pipe too
+
+
 def _child_settings(t: Template) -> dict[str, Any]:
     """What a Python child needs of its template, as plain data."""
     return {"payload": t.payload, "env": t.env, "sys_path": t.sys_path, "argv": t.argv}
@@ -247,6 +267,8 @@ class LauncherLoop:
         self._recv_view = memoryview(self._recv_buf)
         self._cwd = os.getcwd()
         self._paths: dict[tuple[str, str], str] = {}
+        self.pidfds = _pidfds_work()
+        self.fd_room = _fd_room()
         self.granted: dict[int, int] = {}  # group -> autonomous restarts allowed in all
         self.used: dict[int, int] = {}  # group -> autonomous restarts done
         self.stopping = False
@@ -346,6 +368,7 @@ class LauncherLoop:
                 if self.stopping:
                     break
             if self.scan_due is not None and time.monotonic() >= self.scan_due:
+                self._reap()
                 self._kill_orphans()
             self.flush()
         self.kill_everything()
@@ -366,7 +389,13 @@ class LauncherLoop:
                 pass
         # A stop or a discard the host sent before this exit must be seen first.
         self._read_requests()
-        self._reap()
+        if self.pidfds:
+            # Our children report through their pidfds; a SIGCHLD is then an orphan's
+            # or a standby's, reaped with the next (coalesced) scan: waitpid(-1) walks
+            # the kernel's list of all our children, which is O(N) per call.
+            self._schedule_scan()
+        else:
+            self._reap()
 
     def _on_socket(self, mask: int) -> None:
         if mask & selectors.EVENT_READ:
@@ -474,6 +503,7 @@ class LauncherLoop:
                     os.close(fd)
         child = _Child(pid, control_fd, template_id)
         self.children[pid] = child
+        self._watch(child)
         if control_fd is not None:
             self.sel.register(control_fd, selectors.EVENT_READ, self._control_reader(child))
         self._listen_output(child, captures)
@@ -646,6 +676,7 @@ class LauncherLoop:
             os.close(go_w)
         child.started = time.monotonic()
         self.children[child.pid] = child
+        self._watch(child)
         captures, child.captures = child.captures, {}
         self._listen_output(child, captures)
         return child
@@ -708,7 +739,40 @@ class LauncherLoop:
 
     # -- exits ---------------------------------------------------------------------
 
+    def _watch(self, child: _Child) -> None:
+        """Learn of the child's exit through a pidfd, while we have fds to spare."""
+        if not self.pidfds or len(self.children) > self.fd_room:
+            return
+        try:
+            child.pidfd = os.pidfd_open(child.pid)
+        except OSError:
+            return
+        self.sel.register(child.pidfd, selectors.EVENT_READ, lambda mask: self._on_pidfd(child))
+
+    def _on_pidfd(self, child: _Child) -> None:
+        self._read_requests()  # a stop the host sent before this exit must be seen first
+        try:
+            pid, status = os.waitpid(child.pid, os.WNOHANG)
+        except ChildProcessError:
+            pid, status = 0, 0
+        if pid:
+            self.children.pop(pid, None)
+            self._exited(child, status)
+        elif child.pid not in self.children:
+            self._unwatch(child)
+
+    def _unwatch(self, child: _Child) -> None:
+        if child.pidfd >= 0:
+            self.sel.unregister(child.pidfd)
+            os.close(child.pidfd)
+            child.pidfd = -1
+
+    def _schedule_scan(self) -> None:
+        if self.scan_due is None:
+            self.scan_due = max(time.monotonic(), self.last_scan + ORPHAN_SCAN_INTERVAL)
+
     def _reap(self) -> None:
+        """Reap every child that ended: ours (reported), standbys and orphans."""
         # SIGCHLD coalesces: one wakeup may stand for many exits.
         reaped = False
         while True:
@@ -722,20 +786,27 @@ class LauncherLoop:
             if child is None:
                 self._standby_gone(pid)
                 continue  # a standby, or an orphan re-parented to us: reaped, not reported
-            uptime = time.monotonic() - child.started
-            # Grandchildren never outlive their parent: its group now, and those that
-            # left it (re-parented to us, the subreaper) at the next orphan scan.
-            with contextlib.suppress(OSError):
-                os.killpg(pid, signal.SIGKILL)
-            self._read_control(child)  # the error, if any, was written before the exit
-            self._close_control(child)
-            for stream in list(child.captures):
-                self._read_output(child, stream, drain=True)
-            code = os.waitstatus_to_exitcode(status)
-            self.report(Exited(pid, code, uptime, child.error, self._respawn(child, code, uptime)))
+            self._exited(child, status)
             reaped = True
-        if reaped and self.scan_due is None:
-            self.scan_due = max(time.monotonic(), self.last_scan + ORPHAN_SCAN_INTERVAL)
+        if reaped:
+            self._schedule_scan()
+
+    def _exited(self, child: _Child, status: int) -> None:
+        """One of our children was reaped: kill what it left, report it (and maybe restart it)."""
+        pid = child.pid
+        self._unwatch(child)
+        uptime = time.monotonic() - child.started
+        # Grandchildren never outlive their parent: its group now, and those that
+        # left it (re-parented to us, the subreaper) at the next orphan scan.
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+        self._read_control(child)  # the error, if any, was written before the exit
+        self._close_control(child)
+        for stream in list(child.captures):
+            self._read_output(child, stream, drain=True)
+        code = os.waitstatus_to_exitcode(status)
+        self.report(Exited(pid, code, uptime, child.error, self._respawn(child, code, uptime)))
+        self._schedule_scan()
 
     def _respawn(self, child: _Child, code: int, uptime: float) -> int:
         """Restart an armed child at once, if its exit is covered and its group's

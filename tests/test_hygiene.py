@@ -145,7 +145,9 @@ def test_two_thousand_restarts_leak_no_fd_thread_or_zombie(tree):
     ref.proxy().terminate_child("crashy").get()
     assert _fds() <= fds + 2
     assert threading.active_count() <= threads
-    assert _zombies() == 0
+    # A child's exit is reaped at once; a stray (an orphan, a standby) within the
+    # launcher's next coalesced scan: none is left for longer.
+    wait_until(lambda: _zombies() == 0, 2.0, "no zombie left")
 
 
 FORGETFUL = textwrap.dedent(
