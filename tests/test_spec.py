@@ -517,3 +517,26 @@ def test_check_childspecs_without_auto_shutdown_does_not_check_significant():
     with pytest.raises(SpecError) as info:
         check_childspecs([significant], AutoShutdown.NEVER)
     assert_spec_error(info.value, "a", "significant", True, "auto_shutdown is NEVER")
+
+
+@pytest.mark.parametrize(
+    "name", [f.name for f in dataclasses.fields(ChildSpec)], ids=lambda name: name
+)
+def test_every_child_field_has_a_check_that_names_it(name):
+    """A field added without its check would let any value through: this catches it."""
+    fields: dict[str, Any] = {"command": ["true"]}
+    if name == "target":
+        fields["command"] = None
+    fields[name] = object()
+    with pytest.raises(SpecError) as info:
+        ChildSpec(**({"id": "w"} | fields))
+    assert info.value.field == name
+
+
+@pytest.mark.parametrize(
+    "name", [f.name for f in dataclasses.fields(SupervisorSpec)], ids=lambda name: name
+)
+def test_every_supervisor_field_has_a_check_that_names_it(name):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec(**({"id": "s"} | {name: object()}))
+    assert info.value.field == name
