@@ -322,6 +322,9 @@ class _Loader:
             raise self.error(path, value, 'expected an array of strings, e.g. ["sleep", "10"]')
         if not argv:
             raise self.error(path, value, 'expected a program to run, e.g. ["sleep", "10"]')
+        for i, arg in enumerate(argv):
+            if "\0" in arg:
+                raise self.error(f"{path}[{i}]", arg, "an argument cannot contain NUL bytes")
         return tuple(argv)
 
     def target(self, value: Any, path: str) -> Callable[..., Any]:
@@ -362,6 +365,14 @@ class _Loader:
         if not isinstance(value, dict):
             raise self.error(path, value, 'expected a table, e.g. env = { PORT = "8000" }')
         for name, var in value.items():
+            if not name or "=" in name or "\0" in name:
+                raise self.error(
+                    f"{path}.{json.dumps(name)}",
+                    var,
+                    "an environment variable name must be non-empty, without '=' or NUL bytes",
+                )
+            if isinstance(var, str) and "\0" in var:
+                raise self.error(f"{path}.{name}", var, "a value cannot contain NUL bytes")
             if not isinstance(var, str):
                 raise self.error(
                     f"{path}.{name}", var, f'expected a string; quote it: {name} = "{var}"'

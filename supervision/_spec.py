@@ -321,6 +321,13 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def _refuse_nul(value: Any, cid: str, name: str, what: str) -> None:
+    """The OS takes C strings: a NUL byte would end one early (exec refuses it)."""
+    text = os.fspath(value)
+    if ("\0" if isinstance(text, str) else b"\0") in text:
+        raise SpecError(cid, name, value, f"{what} cannot contain NUL bytes ('\\0')")
+
+
 def _child_target(spec: ChildSpec, cid: str) -> None:
     if (spec.target is None) == (spec.command is None):
         raise SpecError(
@@ -347,6 +354,8 @@ def _child_command(spec: ChildSpec, cid: str) -> None:
     command = tuple(spec.command)
     if not command or not all(isinstance(a, str) for a in command):
         raise SpecError(cid, "command", spec.command, "expected a non-empty list of str")
+    for arg in command:
+        _refuse_nul(arg, cid, "command", "an argument")
     _put(spec, "command", command)
 
 
@@ -359,6 +368,15 @@ def _child_args(spec: ChildSpec, cid: str) -> None:
 def _child_kwargs(spec: ChildSpec, cid: str) -> None:
     if not isinstance(spec.kwargs, Mapping):
         raise SpecError(cid, "kwargs", spec.kwargs, "expected a mapping of keyword arguments")
+    for key in spec.kwargs:
+        if not isinstance(key, str):
+            raise SpecError(
+                cid,
+                "kwargs",
+                key,
+                "keyword argument names must be str (the child is called as target(**kwargs)); "
+                "pass other keys inside one argument, e.g. kwargs={'table': {...}}",
+            )
     _put(spec, "kwargs", dict(spec.kwargs))
 
 
@@ -383,6 +401,15 @@ def _child_env(spec: ChildSpec, cid: str) -> None:
         isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()
     ):
         raise SpecError(cid, "env", spec.env, "expected a mapping of str to str")
+    for name, value in spec.env.items():
+        if not name or "=" in name or "\0" in name:
+            raise SpecError(
+                cid,
+                "env",
+                name,
+                "an environment variable name must be non-empty, without '=' or NUL bytes",
+            )
+        _refuse_nul(value, cid, "env", f"the value of {name}")
     _put(spec, "env", dict(spec.env))
 
 
@@ -393,6 +420,8 @@ def _child_inherit_env(spec: ChildSpec, cid: str) -> None:
 def _child_cwd(spec: ChildSpec, cid: str) -> None:
     if spec.cwd is not None and not isinstance(spec.cwd, str | os.PathLike):
         raise SpecError(cid, "cwd", spec.cwd, "expected a directory path")
+    if spec.cwd is not None:
+        _refuse_nul(spec.cwd, cid, "cwd", "a path")
 
 
 def _child_ready(spec: ChildSpec, cid: str) -> None:
@@ -404,6 +433,7 @@ def _child_ready(spec: ChildSpec, cid: str) -> None:
     elif isinstance(ready, ReadyFile):
         if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
             raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
+        _refuse_nul(ready.path, cid, "ready", "a path")
     elif ready not in ("started", "notify"):
         raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
     if ready == "notify" and spec.command is not None:
@@ -448,6 +478,8 @@ def _child_output(spec: ChildSpec, cid: str) -> None:
         value = getattr(spec, name)
         if value is not None and not isinstance(value, str | os.PathLike):
             raise SpecError(cid, name, value, 'expected None (inherit), a file path, or "capture"')
+        if value is not None:
+            _refuse_nul(value, cid, name, "a path")
 
 
 def _child_normal_exit_codes(spec: ChildSpec, cid: str) -> None:

@@ -288,6 +288,15 @@ BAD = [
         f"{C2}.warm_start",
         ["only a target="],
     ),
+    (_child('id = "c"\ncommand = ["x", "a\\u0000b"]\n'), f"{C2}.command[1]", ["NUL bytes"]),
+    (_child('id = "c"\ncommand = ["x"]\nenv = { "A=B" = "1" }\n'), f'{C2}.env."A=B"', ["'='"]),
+    (_child('id = "c"\ncommand = ["x"]\nenv = { "" = "1" }\n'), f'{C2}.env.""', ["non-empty"]),
+    (
+        _child('id = "c"\ncommand = ["x"]\nenv = { A = "1\\u0000" }\n'),
+        f"{C2}.env.A",
+        ["NUL bytes"],
+    ),
+    (_child('id = "c"\ncommand = ["x"]\ncwd = "/tmp\\u0000x"\n'), f"{C2}.cwd", ["NUL bytes"]),
     ('[supervisor]\nchildren = "web"\n', "supervisor.children", ["[[...children]] tables"]),
     (
         '[supervisor]\nid = "r"\n[[supervisor.children]]\nid = "p"\nstrategy = "one_for_one"\n'

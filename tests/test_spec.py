@@ -540,3 +540,61 @@ def test_every_supervisor_field_has_a_check_that_names_it(name):
     with pytest.raises(SpecError) as info:
         SupervisorSpec(**({"id": "s"} | {name: object()}))
     assert info.value.field == name
+
+
+# -- bad input the OS or the call would refuse later, refused when the spec is built ----
+
+
+@pytest.mark.parametrize("key", [1, None, ("a",)])
+def test_kwargs_with_a_non_string_key_is_refused_naming_the_key(key):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", target=print, kwargs={key: 1})
+    assert_spec_error(info.value, "w", "kwargs", key, "names must be str")
+
+
+@pytest.mark.parametrize("name", ["", "A=B", "=", "A\0B"])
+def test_env_names_that_the_os_cannot_hold_are_refused(name):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], env={name: "1"})
+    assert_spec_error(info.value, "w", "env", name, "non-empty, without '='")
+
+
+def test_a_nul_byte_in_an_env_value_is_refused_naming_the_variable():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], env={"PORT": "80\x0000"})
+    assert_spec_error(info.value, "w", "env", "80\x0000", "the value of PORT cannot contain NUL")
+
+
+@pytest.mark.parametrize("argv", [["ec\0ho"], ["echo", "a\0b"]])
+def test_a_nul_byte_in_a_command_argument_is_refused(argv):
+    bad = next(a for a in argv if "\0" in a)
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=argv)
+    assert_spec_error(info.value, "w", "command", bad, "cannot contain NUL")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("cwd", "/tmp/\0x"),
+        ("cwd", Path("/tmp/\0x")),
+        ("cwd", b"/tmp\0".decode()),
+        ("stdout", "out\0.log"),
+        ("stderr", "err\0.log"),
+    ],
+)
+def test_a_nul_byte_in_a_path_is_refused(field, value):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], **{field: value})
+    assert_spec_error(info.value, "w", field, value, "cannot contain NUL")
+
+
+def test_a_nul_byte_in_a_ready_file_path_is_refused():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], ready=ReadyFile("/tmp/r\0"))
+    assert info.value.field == "ready" and "NUL" in info.value.expected
+
+
+def test_string_kwargs_and_plain_env_still_pass():
+    spec = ChildSpec("w", target=print, kwargs={"sep": "-"}, env={"A_B": "x=y"})
+    assert spec.kwargs == {"sep": "-"} and spec.env == {"A_B": "x=y"}
