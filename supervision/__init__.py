@@ -45,11 +45,13 @@ from ._spec import (
     Backoff,
     ChildSpec,
     ReadyFile,
+    Reload,
     Restart,
     Shutdown,
     Strategy,
     SupervisorSpec,
     check_childspecs,
+    parse_signal,
 )
 
 __all__ = [
@@ -79,6 +81,7 @@ __all__ = [
     "ExitReason",
     "NannyError",
     "ReadyFile",
+    "Reload",
     "Reply",
     "Report",
     "Restart",
@@ -104,5 +107,6 @@ __all__ = [
     "event_from_dict",
     "event_to_dict",
     "load_tree",
+    "parse_signal",
     "signal_name",
 ]

@@ -14,12 +14,18 @@ Every default, in one sentence each:
 - `normal_exit_codes` defaults to {0}.
 - `backoff` defaults to None: a child is restarted at once, as in OTP.
 - `warm_start` defaults to False.
+- `stop_signal` defaults to SIGTERM, `kill_mode` to "group" (the stop signal goes
+  to the child's whole process group).
+- `watchdog` defaults to None: no liveness deadline.
+- `pid_file` defaults to None: the first process is the main process.
+- `reload` defaults to None: the child has no reload action.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal as _signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -118,8 +124,104 @@ def _check_backoff(value: Any, child: str) -> Backoff | None:
     return value
 
 
-Ready: TypeAlias = Literal["started", "notify"] | float | ReadyFile
-READY_MODES = '"started", "notify", seconds of uptime > 0, or ReadyFile(path)'
+Ready: TypeAlias = Literal["started", "notify", "sd_notify"] | float | ReadyFile
+READY_MODES = (
+    '"started", "notify" (targets), "sd_notify" (commands), seconds of uptime > 0, '
+    "or ReadyFile(path)"
+)
+KillMode: TypeAlias = Literal["group", "main"]
+KILL_MODES = ("group", "main")
+SignalLike: TypeAlias = int | str
+
+
+def parse_signal(value: Any) -> int:
+    """A signal number from a number or a name ("QUIT", "SIGQUIT", "sigquit").
+
+    Raises ValueError when `value` names no signal of this platform.
+    """
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value in _signal.valid_signals():
+            return int(value)
+        raise ValueError(value)
+    if isinstance(value, str) and value.isascii():
+        name = value.strip().upper()
+        name = name if name.startswith("SIG") else "SIG" + name
+        member = _signal.Signals.__members__.get(name)
+        if member is not None and not name.startswith("SIG_"):
+            return int(member)
+    raise ValueError(value)
+
+
+def _check_signal(value: Any, child: str | None, name: str, refused: tuple[int, ...]) -> int:
+    try:
+        number = parse_signal(value)
+    except ValueError:
+        raise SpecError(
+            child, name, value, 'expected a signal name such as "TERM", "SIGQUIT", or its number'
+        ) from None
+    if number in refused:
+        names = ", ".join(_signal.Signals(n).name for n in refused)
+        raise SpecError(child, name, value, f"expected a signal other than {names}")
+    return number
+
+
+@dataclass(frozen=True)
+class Reload:
+    """How to reload a child in place (`reload_child(id)`), as systemd's ExecReload=.
+
+    `signal` (a name such as "HUP" or a number) is sent to the child's main process;
+    when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, with the
+    child's environment and working directory, and a non-zero exit or a run longer
+    than `check_timeout` seconds (default 30.0) refuses the reload. `check` defaults
+    to None (no check). Stored with `signal` as an int and `check` as a tuple.
+    """
+
+    signal: SignalLike = _signal.SIGHUP
+    check: Sequence[str] | None = None
+    check_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        number = _check_signal(
+            self.signal, None, "reload.signal", (_signal.SIGKILL, _signal.SIGSTOP)
+        )
+        object.__setattr__(self, "signal", number)
+        if self.check is not None:
+            check = self.check
+            if isinstance(check, str | bytes) or not isinstance(check, Iterable):
+                raise SpecError(
+                    None, "reload.check", check, "expected an argv list, e.g. ['nginx', '-t']"
+                )
+            argv = tuple(check)
+            if not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+                raise SpecError(
+                    None, "reload.check", check, "expected a non-empty list of str without NUL"
+                )
+            object.__setattr__(self, "check", argv)
+        timeout = self.check_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise SpecError(None, "reload.check_timeout", timeout, "expected seconds > 0")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise SpecError(None, "reload.check_timeout", timeout, "expected seconds > 0")
+        object.__setattr__(self, "check_timeout", float(timeout))
+
+
+def as_reload(value: Any) -> Reload | None:
+    """The shorthands `reload=` takes: None, Reload(...), a signal, or (check argv, signal)."""
+    if value is None or isinstance(value, Reload):
+        return value
+    if isinstance(value, int | str):
+        return Reload(signal=value)
+    if isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], int | str):
+        return Reload(signal=value[1], check=value[0])
+    raise SpecError(
+        None,
+        "reload",
+        value,
+        'expected None, a signal ("HUP"), (check argv, signal) such as '
+        '(["nginx", "-t"], "HUP"), or Reload(signal=..., check=...)',
+    )
 
 
 def _enum(enum: type[StrEnum], value: Any, child: str | None, name: str) -> Any:
@@ -202,6 +304,26 @@ class ChildSpec:
       imports; one idle process more per child; default False).
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
+    - `stop_signal`: the signal that asks the child to stop, a name ("QUIT",
+      "SIGQUIT") or a number (default SIGTERM); stored as an int. SIGKILL follows
+      after `shutdown` seconds.
+    - `kill_mode`: "group" (default: the stop signal goes to the child's process
+      group) or "main" (to the main process only; the group is SIGKILLed when
+      `shutdown` runs out, as systemd's KillMode=mixed).
+    - `ready="sd_notify"` (commands only): the child gets a private NOTIFY_SOCKET
+      and counts as started once it sends READY=1, as systemd's Type=notify.
+    - `watchdog`: seconds (> 0) within which the child must send WATCHDOG=1 (a
+      command, over NOTIFY_SOCKET, with WATCHDOG_USEC set) or call
+      actors.child.heartbeat() (a target), or None (default: no watchdog); a
+      child that misses it is stopped with the abnormal reason `watchdog`.
+    - `pid_file` (commands only): for a program that forks itself into the
+      background (systemd's Type=forking): it counts as started once its first
+      process exits 0 and this file names a live process of its tree, which is
+      then the main process (default None). As with `stdout`, a relative path is
+      resolved in the supervisor's working directory, not the child's `cwd`.
+    - `reload`: None (default), a signal ("HUP"), (check argv, signal) such as
+      (["nginx", "-t"], "HUP"), or Reload(signal=..., check=...): what
+      reload_child(id) does.
     """
 
     id: str
@@ -225,6 +347,11 @@ class ChildSpec:
     fresh_interpreter: bool = False
     warm_start: bool = False
     backoff: Backoff | None = None
+    stop_signal: SignalLike = _signal.SIGTERM
+    kill_mode: KillMode = "group"
+    watchdog: float | None = None
+    pid_file: str | os.PathLike[str] | None = None
+    reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -234,6 +361,11 @@ class ChildSpec:
     @property
     def type(self) -> Literal["worker"]:
         return "worker"
+
+    @property
+    def notify_socket(self) -> bool:
+        """True when the child gets a NOTIFY_SOCKET: a command with sd_notify or a watchdog."""
+        return self.command is not None and (self.ready == "sd_notify" or self.watchdog is not None)
 
 
 @dataclass(frozen=True)
@@ -434,7 +566,7 @@ def _child_ready(spec: ChildSpec, cid: str) -> None:
         if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
             raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
         _refuse_nul(ready.path, cid, "ready", "a path")
-    elif ready not in ("started", "notify"):
+    elif ready not in ("started", "notify", "sd_notify"):
         raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
     if ready == "notify" and spec.command is not None:
         raise SpecError(
@@ -442,7 +574,14 @@ def _child_ready(spec: ChildSpec, cid: str) -> None:
             "ready",
             "notify",
             "only a target= child can call actors.child.ready(); for a command use "
-            "seconds of uptime or ReadyFile(path)",
+            '"sd_notify", seconds of uptime or ReadyFile(path)',
+        )
+    if ready == "sd_notify" and spec.command is None:
+        raise SpecError(
+            cid,
+            "ready",
+            "sd_notify",
+            'a target= child says it is ready with actors.child.ready(): use ready="notify"',
         )
 
 
@@ -518,6 +657,72 @@ def _child_backoff(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
     _check_backoff(spec.backoff, cid)
 
 
+def _child_stop_signal(spec: ChildSpec, cid: str) -> None:
+    # SIGSTOP never ends a process: the stop would always wait out `shutdown`.
+    _put(
+        spec, "stop_signal", _check_signal(spec.stop_signal, cid, "stop_signal", (_signal.SIGSTOP,))
+    )
+
+
+def _child_kill_mode(spec: ChildSpec, cid: str) -> None:
+    if spec.kill_mode not in KILL_MODES:
+        raise SpecError(
+            cid,
+            "kill_mode",
+            spec.kill_mode,
+            'expected "group" (stop signal to the process group) or "main" (to the main '
+            "process only, the group killed when shutdown runs out)",
+        )
+
+
+def _child_watchdog(spec: ChildSpec, cid: str) -> None:
+    if spec.watchdog is None:
+        return
+    _put(spec, "watchdog", _check_positive(spec.watchdog, cid, "watchdog"))
+    if spec.shutdown == INFINITY:
+        raise SpecError(
+            cid,
+            "watchdog",
+            spec.watchdog,
+            'a hung child may never answer its stop signal, and shutdown="infinity" '
+            'would wait for it forever: give shutdown seconds or "brutal_kill"',
+        )
+
+
+def _child_pid_file(spec: ChildSpec, cid: str) -> None:
+    value = spec.pid_file
+    if value is None:
+        return
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise SpecError(cid, "pid_file", value, "expected a file path, or None")
+    _refuse_nul(value, cid, "pid_file", "a path")
+    if spec.command is None:
+        raise SpecError(
+            cid,
+            "pid_file",
+            value,
+            "only a command= child can fork itself into the background; a target runs "
+            "in the foreground",
+        )
+    if spec.ready != "started":
+        raise SpecError(
+            cid,
+            "pid_file",
+            value,
+            "with pid_file the child is ready once the pid file names a live process; "
+            f"drop ready={spec.ready!r}",
+        )
+    _put(spec, "pid_file", os.fspath(value))
+
+
+def _child_reload(spec: ChildSpec, cid: str) -> None:
+    try:
+        reload = as_reload(spec.reload)
+    except SpecError as e:
+        raise SpecError(cid, e.field, e.value, e.expected) from None
+    _put(spec, "reload", reload)
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -538,6 +743,11 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_fresh_interpreter,
     _child_warm_start,
     _child_backoff,
+    _child_stop_signal,
+    _child_kill_mode,
+    _child_watchdog,
+    _child_pid_file,
+    _child_reload,
 )
 
 
