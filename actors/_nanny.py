@@ -17,7 +17,6 @@ import atexit
 import contextlib
 import dataclasses
 import logging
-import signal as _signal
 import sys
 import time
 import weakref
@@ -53,6 +52,7 @@ from supervision import (
     TerminateChild,
     TerminateChildren,
     exit_plan,
+    parse_signal,
     restart_budget,
 )
 
@@ -143,20 +143,15 @@ def _crash_reason(e: BaseException) -> ExitReason:
 
 def signal_number(sig: int | str, child: str) -> int:
     """A signal given as a number or a name ("HUP", "SIGHUP"); SpecError otherwise."""
-    if isinstance(sig, str):
-        name = sig.strip().upper()
-        name = name if name.startswith("SIG") else f"SIG{name}"
-        if name in _signal.Signals.__members__:
-            return int(_signal.Signals[name])
-    elif isinstance(sig, int) and not isinstance(sig, bool) and 0 < sig < _signal.NSIG:
-        return int(sig)
-    raise SpecError(
-        child,
-        "signal",
-        sig,
-        f"expected a signal name such as 'HUP' or 'SIGTERM', or a number from 1 to "
-        f"{_signal.NSIG - 1}",
-    )
+    try:
+        return parse_signal(sig)
+    except ValueError:
+        raise SpecError(
+            child,
+            "signal",
+            sig,
+            "expected a signal name such as 'HUP' or 'SIGTERM', or its number",
+        ) from None
 
 
 class NannyActor(pykka.ThreadingActor):

@@ -19,14 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from supervision import ConfigError
+from supervision import ConfigError, parse_signal
 
 from ._control import ControlError, NoTree, call, find_socket, stream
 from ._run import RunOptions, run_tree
@@ -37,18 +36,14 @@ from ._view import plain_line, print_to, spec_table, status_view
 NO_TREE = 3
 
 
-def parse_signal(text: str) -> int:
-    """ "HUP", "sighup", "SIGHUP" or "1" -> 1."""
-    if text.isdigit():
-        number = int(text)
-        if number in {s.value for s in signal.Signals}:
-            return number
-    else:
-        name = text.upper()
-        name = name if name.startswith("SIG") else f"SIG{name}"
-        if name in signal.Signals.__members__:
-            return signal.Signals[name].value
-    raise argparse.ArgumentTypeError(f"unknown signal {text!r}; e.g. HUP, TERM, USR1 or 10")
+def signal_arg(text: str) -> int:
+    """ "HUP", "sighup", "SIGHUP" or "1" -> 1 (supervision.parse_signal, for argparse)."""
+    try:
+        return parse_signal(int(text) if text.isdigit() else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"unknown signal {text!r}; e.g. HUP, TERM, USR1 or 10"
+        ) from None
 
 
 def positive(text: str) -> float:
@@ -271,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
         p.set_defaults(func=_action(op))
     p = sub.add_parser("signal", parents=[client], help="send a signal to a child's process group")
     p.add_argument("id")
-    p.add_argument("sig", type=parse_signal, help="HUP, TERM, USR1, ... or a number")
+    p.add_argument("sig", type=signal_arg, help="HUP, TERM, USR1, ... or a number")
     p.set_defaults(func=_action("signal"))
     p = sub.add_parser(
         "logs", parents=[client], help='what a child wrote lately (stdout/stderr = "capture")'

@@ -46,11 +46,13 @@ from ._spec import (
     Backoff,
     ChildSpec,
     ReadyFile,
+    Reload,
     Restart,
     Shutdown,
     Strategy,
     SupervisorSpec,
     check_childspecs,
+    parse_signal,
 )
 
 __all__ = [
@@ -81,6 +83,7 @@ __all__ = [
     "ExitReason",
     "NannyError",
     "ReadyFile",
+    "Reload",
     "Reply",
     "Report",
     "Restart",
@@ -107,6 +110,7 @@ __all__ = [
     "event_to_dict",
     "exit_plan",
     "load_tree",
+    "parse_signal",
     "restart_budget",
     "signal_name",
 ]

@@ -18,8 +18,17 @@
     target = "mypkg.jobs:run"         # module:function, resolved by the caller
 
 Every error names the file, the table path (`supervisor.children[2].restart`),
-the bad value and what is allowed. Relative `cwd`, `stdout` and `stderr` paths
-are relative to the file's directory.
+the bad value and what is allowed. Relative `cwd`, `stdout`, `stderr` and
+`pid_file` paths are relative to the file's directory.
+
+Real daemons (see README "Running real daemons"):
+
+    stop_signal = "QUIT"              # a name or a number; default "TERM"
+    kill_mode = "main"                # or "group" (default)
+    ready = "sd_notify"               # READY=1 on NOTIFY_SOCKET (commands)
+    watchdog = 10                     # seconds; WATCHDOG=1 at least that often
+    pid_file = "run/app.pid"          # a program that forks itself (commands)
+    reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from ._spec import (
     Backoff,
     ChildSpec,
     ReadyFile,
+    Reload,
     Restart,
     Strategy,
     SupervisorSpec,
@@ -63,6 +73,7 @@ WORKER_KEYS = (
     *("command", "target", "args", "kwargs", "env", "inherit_env", "cwd", "ready"),
     *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
+    *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload"),
 )
 SUPERVISOR_KEYS = (
     *("id", "type", *_AS_CHILD),
@@ -70,6 +81,7 @@ SUPERVISOR_KEYS = (
 )
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
+RELOAD_KEYS = ("signal", "check", "check_timeout")
 
 
 class ConfigError(NannyError, ValueError):
@@ -305,10 +317,53 @@ class _Loader:
                     f"{path}.normal_exit_codes", codes, "expected an array of exit codes 0-255"
                 )
             kw["normal_exit_codes"] = frozenset(codes)
+        self.daemon_fields(table, path, kw)
         try:
             return ChildSpec(**kw)
         except SpecError as e:
             raise self.spec_error(e, path) from None
+
+    def daemon_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None:
+        """stop_signal, kill_mode, watchdog, pid_file and reload: for real daemons."""
+        if "stop_signal" in table:
+            value = table["stop_signal"]
+            if type(value) is not int and not isinstance(value, str):
+                raise self.error(
+                    f"{path}.stop_signal",
+                    value,
+                    'expected a signal name such as "QUIT" or a number',
+                )
+            kw["stop_signal"] = value
+        if "kill_mode" in table:
+            kw["kill_mode"] = table["kill_mode"]
+        if "watchdog" in table:
+            kw["watchdog"] = self.seconds(table, path, "watchdog")
+        if "pid_file" in table:
+            kw["pid_file"] = self.path(table, path, "pid_file")
+        if "reload" in table:
+            kw["reload"] = self.reload(table["reload"], f"{path}.reload")
+
+    def reload(self, value: Any, path: str) -> Reload:
+        """`reload = "HUP"` or a table: { signal = "HUP", check = ["nginx", "-t"] }."""
+        if isinstance(value, dict):
+            self.check_keys(value, path, RELOAD_KEYS)
+            fields = dict(value)
+            if "check" in fields:
+                fields["check"] = self.command(fields["check"], f"{path}.check")
+        elif isinstance(value, str) or type(value) is int:
+            fields = {"signal": value}
+        else:
+            raise self.error(
+                path,
+                value,
+                'expected a signal such as "HUP", or a table such as '
+                '{ signal = "HUP", check = ["nginx", "-t"] }',
+            )
+        try:
+            return Reload(**fields)
+        except SpecError as e:
+            field = e.field.removeprefix("reload.")
+            raise self.error(f"{path}.{field}", e.value, e.expected) from None
 
     def command(self, value: Any, path: str) -> tuple[str, ...]:
         if isinstance(value, str):
@@ -322,6 +377,9 @@ class _Loader:
             raise self.error(path, value, 'expected an array of strings, e.g. ["sleep", "10"]')
         if not argv:
             raise self.error(path, value, 'expected a program to run, e.g. ["sleep", "10"]')
+        for i, arg in enumerate(argv):
+            if "\0" in arg:
+                raise self.error(f"{path}[{i}]", arg, "an argument cannot contain NUL bytes")
         return tuple(argv)
 
     def target(self, value: Any, path: str) -> Callable[..., Any]:
@@ -345,7 +403,7 @@ class _Loader:
         return target
 
     def ready(self, value: Any, path: str) -> Any:
-        if value in ("started", "notify"):
+        if value in ("started", "notify", "sd_notify"):
             return value
         if type(value) in (int, float) and 0 < value < float("inf"):
             return float(value)
@@ -355,6 +413,7 @@ class _Loader:
             path,
             value,
             'expected "started", "notify" (a target calls actors.child.ready()), '
+            '"sd_notify" (a command sends READY=1 to NOTIFY_SOCKET), '
             'seconds of uptime, or { file = "path" } (ready once the file exists)',
         )
 
@@ -362,6 +421,14 @@ class _Loader:
         if not isinstance(value, dict):
             raise self.error(path, value, 'expected a table, e.g. env = { PORT = "8000" }')
         for name, var in value.items():
+            if not name or "=" in name or "\0" in name:
+                raise self.error(
+                    f"{path}.{json.dumps(name)}",
+                    var,
+                    "an environment variable name must be non-empty, without '=' or NUL bytes",
+                )
+            if isinstance(var, str) and "\0" in var:
+                raise self.error(f"{path}.{name}", var, "a value cannot contain NUL bytes")
             if not isinstance(var, str):
                 raise self.error(
                     f"{path}.{name}", var, f'expected a string; quote it: {name} = "{var}"'

@@ -19,6 +19,7 @@ class ExitKind(StrEnum):
     MEMORY_LIMIT = "memory_limit"  # stopped for using more than memory_limit
     LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
     ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
+    WATCHDOG = "watchdog"  # alive but silent: no heartbeat within the spec's watchdog
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,11 @@ class ExitReason:
     @classmethod
     def start_failure(cls, message: str) -> ExitReason:
         return cls(ExitKind.START_FAILURE, message=message)
+
+    @classmethod
+    def watchdog(cls, seconds: float) -> ExitReason:
+        """A child stopped because it sent no heartbeat for `seconds` (systemd's WatchdogSec=)."""
+        return cls(ExitKind.WATCHDOG, message=f"no heartbeat for {seconds:g} s")
 
     def __str__(self) -> str:
         if self.kind is ExitKind.EXIT_CODE:

@@ -14,12 +14,18 @@ Every default, in one sentence each:
 - `normal_exit_codes` defaults to {0}.
 - `backoff` defaults to None: a child is restarted at once, as in OTP.
 - `warm_start` defaults to False.
+- `stop_signal` defaults to SIGTERM, `kill_mode` to "group" (the stop signal goes
+  to the child's whole process group).
+- `watchdog` defaults to None: no liveness deadline.
+- `pid_file` defaults to None: the first process is the main process.
+- `reload` defaults to None: the child has no reload action.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import signal as _signal
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -118,8 +124,104 @@ def _check_backoff(value: Any, child: str) -> Backoff | None:
     return value
 
 
-Ready: TypeAlias = Literal["started", "notify"] | float | ReadyFile
-READY_MODES = '"started", "notify", seconds of uptime > 0, or ReadyFile(path)'
+Ready: TypeAlias = Literal["started", "notify", "sd_notify"] | float | ReadyFile
+READY_MODES = (
+    '"started", "notify" (targets), "sd_notify" (commands), seconds of uptime > 0, '
+    "or ReadyFile(path)"
+)
+KillMode: TypeAlias = Literal["group", "main"]
+KILL_MODES = ("group", "main")
+SignalLike: TypeAlias = int | str
+
+
+def parse_signal(value: Any) -> int:
+    """A signal number from a number or a name ("QUIT", "SIGQUIT", "sigquit").
+
+    Raises ValueError when `value` names no signal of this platform.
+    """
+    if isinstance(value, bool):
+        raise ValueError(value)
+    if isinstance(value, int):
+        if value in _signal.valid_signals():
+            return int(value)
+        raise ValueError(value)
+    if isinstance(value, str) and value.isascii():
+        name = value.strip().upper()
+        name = name if name.startswith("SIG") else "SIG" + name
+        member = _signal.Signals.__members__.get(name)
+        if member is not None and not name.startswith("SIG_"):
+            return int(member)
+    raise ValueError(value)
+
+
+def _check_signal(value: Any, child: str | None, name: str, refused: tuple[int, ...]) -> int:
+    try:
+        number = parse_signal(value)
+    except ValueError:
+        raise SpecError(
+            child, name, value, 'expected a signal name such as "TERM", "SIGQUIT", or its number'
+        ) from None
+    if number in refused:
+        names = ", ".join(_signal.Signals(n).name for n in refused)
+        raise SpecError(child, name, value, f"expected a signal other than {names}")
+    return number
+
+
+@dataclass(frozen=True)
+class Reload:
+    """How to reload a child in place (`reload_child(id)`), as systemd's ExecReload=.
+
+    `signal` (a name such as "HUP" or a number) is sent to the child's main process;
+    when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, with the
+    child's environment and working directory, and a non-zero exit or a run longer
+    than `check_timeout` seconds (default 30.0) refuses the reload. `check` defaults
+    to None (no check). Stored with `signal` as an int and `check` as a tuple.
+    """
+
+    signal: SignalLike = _signal.SIGHUP
+    check: Sequence[str] | None = None
+    check_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        number = _check_signal(
+            self.signal, None, "reload.signal", (_signal.SIGKILL, _signal.SIGSTOP)
+        )
+        object.__setattr__(self, "signal", number)
+        if self.check is not None:
+            check = self.check
+            if isinstance(check, str | bytes) or not isinstance(check, Iterable):
+                raise SpecError(
+                    None, "reload.check", check, "expected an argv list, e.g. ['nginx', '-t']"
+                )
+            argv = tuple(check)
+            if not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+                raise SpecError(
+                    None, "reload.check", check, "expected a non-empty list of str without NUL"
+                )
+            object.__setattr__(self, "check", argv)
+        timeout = self.check_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float):
+            raise SpecError(None, "reload.check_timeout", timeout, "expected seconds > 0")
+        if not (math.isfinite(timeout) and timeout > 0):
+            raise SpecError(None, "reload.check_timeout", timeout, "expected seconds > 0")
+        object.__setattr__(self, "check_timeout", float(timeout))
+
+
+def as_reload(value: Any) -> Reload | None:
+    """The shorthands `reload=` takes: None, Reload(...), a signal, or (check argv, signal)."""
+    if value is None or isinstance(value, Reload):
+        return value
+    if isinstance(value, int | str):
+        return Reload(signal=value)
+    if isinstance(value, tuple | list) and len(value) == 2 and isinstance(value[1], int | str):
+        return Reload(signal=value[1], check=value[0])
+    raise SpecError(
+        None,
+        "reload",
+        value,
+        'expected None, a signal ("HUP"), (check argv, signal) such as '
+        '(["nginx", "-t"], "HUP"), or Reload(signal=..., check=...)',
+    )
 
 
 def _enum(enum: type[StrEnum], value: Any, child: str | None, name: str) -> Any:
@@ -202,6 +304,26 @@ class ChildSpec:
       imports; one idle process more per child; default False).
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
+    - `stop_signal`: the signal that asks the child to stop, a name ("QUIT",
+      "SIGQUIT") or a number (default SIGTERM); stored as an int. SIGKILL follows
+      after `shutdown` seconds.
+    - `kill_mode`: "group" (default: the stop signal goes to the child's process
+      group) or "main" (to the main process only; the group is SIGKILLed when
+      `shutdown` runs out, as systemd's KillMode=mixed).
+    - `ready="sd_notify"` (commands only): the child gets a private NOTIFY_SOCKET
+      and counts as started once it sends READY=1, as systemd's Type=notify.
+    - `watchdog`: seconds (> 0) within which the child must send WATCHDOG=1 (a
+      command, over NOTIFY_SOCKET, with WATCHDOG_USEC set) or call
+      actors.child.heartbeat() (a target), or None (default: no watchdog); a
+      child that misses it is stopped with the abnormal reason `watchdog`.
+    - `pid_file` (commands only): for a program that forks itself into the
+      background (systemd's Type=forking): it counts as started once its first
+      process exits 0 and this file names a live process of its tree, which is
+      then the main process (default None). As with `stdout`, a relative path is
+      resolved in the supervisor's working directory, not the child's `cwd`.
+    - `reload`: None (default), a signal ("HUP"), (check argv, signal) such as
+      (["nginx", "-t"], "HUP"), or Reload(signal=..., check=...): what
+      reload_child(id) does.
     """
 
     id: str
@@ -225,139 +347,25 @@ class ChildSpec:
     fresh_interpreter: bool = False
     warm_start: bool = False
     backoff: Backoff | None = None
+    stop_signal: SignalLike = _signal.SIGTERM
+    kill_mode: KillMode = "group"
+    watchdog: float | None = None
+    pid_file: str | os.PathLike[str] | None = None
+    reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
-        put = object.__setattr__
-        if (self.target is None) == (self.command is None):
-            raise SpecError(
-                cid,
-                "target",
-                self.target,
-                "give exactly one of target= (a Python callable) or command= (an argv list)",
-            )
-        if self.target is not None and not callable(self.target):
-            raise SpecError(cid, "target", self.target, "expected a callable")
-        if self.command is not None:
-            if isinstance(self.command, str | bytes):
-                raise SpecError(
-                    cid,
-                    "command",
-                    self.command,
-                    "expected a list of arguments, e.g. ['sleep', '10'] "
-                    "(for a shell line use ['sh', '-c', line])",
-                )
-            command = tuple(self.command)
-            if not command or not all(isinstance(a, str) for a in command):
-                raise SpecError(cid, "command", self.command, "expected a non-empty list of str")
-            put(self, "command", command)
-            if self.fresh_interpreter:
-                raise SpecError(
-                    cid,
-                    "fresh_interpreter",
-                    self.fresh_interpreter,
-                    "only a target= child can ask for it",
-                )
-        if isinstance(self.args, str | bytes) or not isinstance(self.args, Iterable):
-            raise SpecError(cid, "args", self.args, "expected a tuple of arguments")
-        put(self, "args", tuple(self.args))
-        if not isinstance(self.kwargs, Mapping):
-            raise SpecError(cid, "kwargs", self.kwargs, "expected a mapping of keyword arguments")
-        put(self, "kwargs", dict(self.kwargs))
-        put(self, "restart", _enum(Restart, self.restart, cid, "restart"))
-        put(self, "shutdown", _check_shutdown(self.shutdown, cid))
-        _check_bool(self.significant, cid, "significant")
-        if self.significant and self.restart is Restart.PERMANENT:
-            raise SpecError(
-                cid,
-                "significant",
-                True,
-                "a permanent child cannot be significant; make it transient or temporary",
-            )
-        if self.env is not None:
-            if not isinstance(self.env, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
-            ):
-                raise SpecError(cid, "env", self.env, "expected a mapping of str to str")
-            put(self, "env", dict(self.env))
-        _check_bool(self.inherit_env, cid, "inherit_env")
-        if self.cwd is not None and not isinstance(self.cwd, str | os.PathLike):
-            raise SpecError(cid, "cwd", self.cwd, "expected a directory path")
-        ready = self.ready
-        if isinstance(ready, int | float) and not isinstance(ready, bool):
-            if not math.isfinite(ready) or ready <= 0:
-                raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
-            put(self, "ready", float(ready))
-        elif isinstance(ready, ReadyFile):
-            if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
-                raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
-        elif ready not in ("started", "notify"):
-            raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
-        if ready == "notify" and self.command is not None:
-            raise SpecError(
-                cid,
-                "ready",
-                "notify",
-                "only a target= child can call actors.child.ready(); for a command use "
-                "seconds of uptime or ReadyFile(path)",
-            )
-        if (
-            isinstance(self.min_uptime, bool)
-            or not isinstance(self.min_uptime, int | float)
-            or (not math.isfinite(self.min_uptime) or self.min_uptime < 0)
-        ):
-            raise SpecError(cid, "min_uptime", self.min_uptime, "expected seconds >= 0")
-        put(self, "min_uptime", float(self.min_uptime))
-        put(self, "start_timeout", _check_positive(self.start_timeout, cid, "start_timeout"))
-        if isinstance(self.ready, float) and self.ready >= self.start_timeout:
-            raise SpecError(
-                cid,
-                "ready",
-                self.ready,
-                f"seconds of uptime must be below start_timeout={self.start_timeout}; "
-                "raise start_timeout",
-            )
-        if self.memory_limit is not None and (
-            isinstance(self.memory_limit, bool)
-            or not isinstance(self.memory_limit, int)
-            or self.memory_limit < 4096
-        ):
-            raise SpecError(
-                cid, "memory_limit", self.memory_limit, "expected bytes >= 4096 (one page), or None"
-            )
-        for name in ("stdout", "stderr"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, str | os.PathLike):
-                raise SpecError(
-                    cid, name, value, 'expected None (inherit), a file path, or "capture"'
-                )
-        codes = self.normal_exit_codes
-        if isinstance(codes, int) or not isinstance(codes, Iterable):
-            raise SpecError(cid, "normal_exit_codes", codes, "expected a set of ints, e.g. {0}")
-        codes = tuple(codes)
-        if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes):
-            raise SpecError(
-                cid,
-                "normal_exit_codes",
-                self.normal_exit_codes,
-                "expected exit codes from 0 to 255",
-            )
-        put(self, "normal_exit_codes", frozenset(codes))
-        _check_bool(self.fresh_interpreter, cid, "fresh_interpreter")
-        _check_bool(self.warm_start, cid, "warm_start")
-        if self.warm_start and (self.command is not None or self.fresh_interpreter):
-            raise SpecError(
-                cid,
-                "warm_start",
-                True,
-                "only a target= child forked from the launcher keeps a warm standby; "
-                "drop command= or fresh_interpreter=True",
-            )
-        _check_backoff(self.backoff, cid)
+        for check in _CHILD_CHECKS:
+            check(self, cid)
 
     @property
     def type(self) -> Literal["worker"]:
         return "worker"
+
+    @property
+    def notify_socket(self) -> bool:
+        """True when the child gets a NOTIFY_SOCKET: a command with sd_notify or a watchdog."""
+        return self.command is not None and (self.ready == "sd_notify" or self.watchdog is not None)
 
 
 @dataclass(frozen=True)
@@ -388,60 +396,8 @@ class SupervisorSpec:
 
     def __post_init__(self) -> None:
         sid = _check_id(self.id)
-        put = object.__setattr__
-        put(self, "strategy", _enum(Strategy, self.strategy, sid, "strategy"))
-        if (
-            isinstance(self.intensity, bool)
-            or not isinstance(self.intensity, int)
-            or (self.intensity < 0)
-        ):
-            raise SpecError(sid, "intensity", self.intensity, "expected an integer >= 0")
-        put(self, "period", _check_positive(self.period, sid, "period"))
-        put(self, "auto_shutdown", _enum(AutoShutdown, self.auto_shutdown, sid, "auto_shutdown"))
-        put(self, "restart", _enum(Restart, self.restart, sid, "restart"))
-        put(self, "shutdown", _check_shutdown(self.shutdown, sid))
-        _check_bool(self.significant, sid, "significant")
-        _check_backoff(self.backoff, sid)
-        if self.significant and self.restart is Restart.PERMANENT:
-            raise SpecError(
-                sid,
-                "significant",
-                True,
-                "a permanent child cannot be significant; make it transient or temporary",
-            )
-        if isinstance(self.children, ChildSpec | SupervisorSpec) or not isinstance(
-            self.children, Iterable
-        ):
-            raise SpecError(sid, "children", self.children, "expected a list of specs")
-        children = tuple(self.children)
-        put(self, "children", children)
-        check_childspecs(children, self.auto_shutdown, supervisor=sid)
-        simple = self.strategy is Strategy.SIMPLE_ONE_FOR_ONE
-        if simple and len(children) != 1:
-            raise SpecError(
-                sid,
-                "children",
-                [c.id for c in children],
-                "simple_one_for_one takes exactly one child spec: the template",
-            )
-        if simple and self.auto_shutdown is not AutoShutdown.NEVER:
-            raise SpecError(
-                sid,
-                "auto_shutdown",
-                self.auto_shutdown,
-                "simple_one_for_one supervisors cannot auto-shutdown (as OTP 27)",
-            )
-        if self.max_children is not None:
-            if not simple:
-                raise SpecError(
-                    sid, "max_children", self.max_children, "only simple_one_for_one takes it"
-                )
-            if (
-                isinstance(self.max_children, bool)
-                or not isinstance(self.max_children, int)
-                or (self.max_children < 0)
-            ):
-                raise SpecError(sid, "max_children", self.max_children, "expected an integer >= 0")
+        for check in _SUPERVISOR_CHECKS:
+            check(self, sid)
 
     @property
     def type(self) -> Literal["supervisor"]:
@@ -482,3 +438,387 @@ def check_childspecs(
                 "the supervisor's auto_shutdown is NEVER; set auto_shutdown "
                 "or make the child not significant",
             )
+
+
+# -- one small check per field --------------------------------------------------------
+# Each check reads one field (or one rule between two), raises SpecError naming the
+# child and the field, and stores the normalised value. They run in this order, so a
+# check may rely on the fields checked before it.
+
+_put = object.__setattr__
+_NOT_PERMANENT = "a permanent child cannot be significant; make it transient or temporary"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _refuse_nul(value: Any, cid: str, name: str, what: str) -> None:
+    """The OS takes C strings: a NUL byte would end one early (exec refuses it)."""
+    text = os.fspath(value)
+    if ("\0" if isinstance(text, str) else b"\0") in text:
+        raise SpecError(cid, name, value, f"{what} cannot contain NUL bytes ('\\0')")
+
+
+def _child_target(spec: ChildSpec, cid: str) -> None:
+    if (spec.target is None) == (spec.command is None):
+        raise SpecError(
+            cid,
+            "target",
+            spec.target,
+            "give exactly one of target= (a Python callable) or command= (an argv list)",
+        )
+    if spec.target is not None and not callable(spec.target):
+        raise SpecError(cid, "target", spec.target, "expected a callable")
+
+
+def _child_command(spec: ChildSpec, cid: str) -> None:
+    if spec.command is None:
+        return
+    if isinstance(spec.command, str | bytes) or not isinstance(spec.command, Iterable):
+        raise SpecError(
+            cid,
+            "command",
+            spec.command,
+            "expected a list of arguments, e.g. ['sleep', '10'] "
+            "(for a shell line use ['sh', '-c', line])",
+        )
+    command = tuple(spec.command)
+    if not command or not all(isinstance(a, str) for a in command):
+        raise SpecError(cid, "command", spec.command, "expected a non-empty list of str")
+    for arg in command:
+        _refuse_nul(arg, cid, "command", "an argument")
+    _put(spec, "command", command)
+
+
+def _child_args(spec: ChildSpec, cid: str) -> None:
+    if isinstance(spec.args, str | bytes) or not isinstance(spec.args, Iterable):
+        raise SpecError(cid, "args", spec.args, "expected a tuple of arguments")
+    _put(spec, "args", tuple(spec.args))
+
+
+def _child_kwargs(spec: ChildSpec, cid: str) -> None:
+    if not isinstance(spec.kwargs, Mapping):
+        raise SpecError(cid, "kwargs", spec.kwargs, "expected a mapping of keyword arguments")
+    for key in spec.kwargs:
+        if not isinstance(key, str):
+            raise SpecError(
+                cid,
+                "kwargs",
+                key,
+                "keyword argument names must be str (the child is called as target(**kwargs)); "
+                "pass other keys inside one argument, e.g. kwargs={'table': {...}}",
+            )
+    _put(spec, "kwargs", dict(spec.kwargs))
+
+
+def _child_restart(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
+    _put(spec, "restart", _enum(Restart, spec.restart, cid, "restart"))
+
+
+def _child_shutdown(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
+    _put(spec, "shutdown", _check_shutdown(spec.shutdown, cid))
+
+
+def _child_significant(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
+    _check_bool(spec.significant, cid, "significant")
+    if spec.significant and spec.restart is Restart.PERMANENT:
+        raise SpecError(cid, "significant", True, _NOT_PERMANENT)
+
+
+def _child_env(spec: ChildSpec, cid: str) -> None:
+    if spec.env is None:
+        return
+    if not isinstance(spec.env, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in spec.env.items()
+    ):
+        raise SpecError(cid, "env", spec.env, "expected a mapping of str to str")
+    for name, value in spec.env.items():
+        if not name or "=" in name or "\0" in name:
+            raise SpecError(
+                cid,
+                "env",
+                name,
+                "an environment variable name must be non-empty, without '=' or NUL bytes",
+            )
+        _refuse_nul(value, cid, "env", f"the value of {name}")
+    _put(spec, "env", dict(spec.env))
+
+
+def _child_inherit_env(spec: ChildSpec, cid: str) -> None:
+    _check_bool(spec.inherit_env, cid, "inherit_env")
+
+
+def _child_cwd(spec: ChildSpec, cid: str) -> None:
+    if spec.cwd is not None and not isinstance(spec.cwd, str | os.PathLike):
+        raise SpecError(cid, "cwd", spec.cwd, "expected a directory path")
+    if spec.cwd is not None:
+        _refuse_nul(spec.cwd, cid, "cwd", "a path")
+
+
+def _child_ready(spec: ChildSpec, cid: str) -> None:
+    ready = spec.ready
+    if _is_number(ready):
+        if not math.isfinite(ready) or ready <= 0:  # type: ignore[arg-type,operator]
+            raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
+        _put(spec, "ready", float(ready))  # type: ignore[arg-type]
+    elif isinstance(ready, ReadyFile):
+        if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
+            raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
+        _refuse_nul(ready.path, cid, "ready", "a path")
+    elif ready not in ("started", "notify", "sd_notify"):
+        raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
+    if ready == "notify" and spec.command is not None:
+        raise SpecError(
+            cid,
+            "ready",
+            "notify",
+            "only a target= child can call actors.child.ready(); for a command use "
+            '"sd_notify", seconds of uptime or ReadyFile(path)',
+        )
+    if ready == "sd_notify" and spec.command is None:
+        raise SpecError(
+            cid,
+            "ready",
+            "sd_notify",
+            'a target= child says it is ready with actors.child.ready(): use ready="notify"',
+        )
+
+
+def _child_min_uptime(spec: ChildSpec, cid: str) -> None:
+    value = spec.min_uptime
+    if not _is_number(value) or not math.isfinite(value) or value < 0:
+        raise SpecError(cid, "min_uptime", value, "expected seconds >= 0")
+    _put(spec, "min_uptime", float(value))
+
+
+def _child_start_timeout(spec: ChildSpec, cid: str) -> None:
+    _put(spec, "start_timeout", _check_positive(spec.start_timeout, cid, "start_timeout"))
+    if isinstance(spec.ready, float) and spec.ready >= spec.start_timeout:
+        raise SpecError(
+            cid,
+            "ready",
+            spec.ready,
+            f"seconds of uptime must be below start_timeout={spec.start_timeout}; "
+            "raise start_timeout",
+        )
+
+
+def _child_memory_limit(spec: ChildSpec, cid: str) -> None:
+    value = spec.memory_limit
+    if value is not None and (
+        not isinstance(value, int) or isinstance(value, bool) or value < 4096
+    ):
+        raise SpecError(cid, "memory_limit", value, "expected bytes >= 4096 (one page), or None")
+
+
+def _child_output(spec: ChildSpec, cid: str) -> None:
+    for name in ("stdout", "stderr"):
+        value = getattr(spec, name)
+        if value is not None and not isinstance(value, str | os.PathLike):
+            raise SpecError(cid, name, value, 'expected None (inherit), a file path, or "capture"')
+        if value is not None:
+            _refuse_nul(value, cid, name, "a path")
+
+
+def _child_normal_exit_codes(spec: ChildSpec, cid: str) -> None:
+    codes = spec.normal_exit_codes
+    if isinstance(codes, int) or not isinstance(codes, Iterable):
+        raise SpecError(cid, "normal_exit_codes", codes, "expected a set of ints, e.g. {0}")
+    codes = tuple(codes)
+    if not all(_is_number(c) and isinstance(c, int) and 0 <= c <= 255 for c in codes):
+        raise SpecError(
+            cid, "normal_exit_codes", spec.normal_exit_codes, "expected exit codes from 0 to 255"
+        )
+    _put(spec, "normal_exit_codes", frozenset(codes))
+
+
+def _child_fresh_interpreter(spec: ChildSpec, cid: str) -> None:
+    if spec.fresh_interpreter and spec.command is not None:
+        raise SpecError(
+            cid, "fresh_interpreter", spec.fresh_interpreter, "only a target= child can ask for it"
+        )
+    _check_bool(spec.fresh_interpreter, cid, "fresh_interpreter")
+
+
+def _child_warm_start(spec: ChildSpec, cid: str) -> None:
+    _check_bool(spec.warm_start, cid, "warm_start")
+    if spec.warm_start and (spec.command is not None or spec.fresh_interpreter):
+        raise SpecError(
+            cid,
+            "warm_start",
+            True,
+            "only a target= child forked from the launcher keeps a warm standby; "
+            "drop command= or fresh_interpreter=True",
+        )
+
+
+def _child_backoff(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
+    _check_backoff(spec.backoff, cid)
+
+
+def _child_stop_signal(spec: ChildSpec, cid: str) -> None:
+    # SIGSTOP never ends a process: the stop would always wait out `shutdown`.
+    _put(
+        spec, "stop_signal", _check_signal(spec.stop_signal, cid, "stop_signal", (_signal.SIGSTOP,))
+    )
+
+
+def _child_kill_mode(spec: ChildSpec, cid: str) -> None:
+    if spec.kill_mode not in KILL_MODES:
+        raise SpecError(
+            cid,
+            "kill_mode",
+            spec.kill_mode,
+            'expected "group" (stop signal to the process group) or "main" (to the main '
+            "process only, the group killed when shutdown runs out)",
+        )
+
+
+def _child_watchdog(spec: ChildSpec, cid: str) -> None:
+    if spec.watchdog is None:
+        return
+    _put(spec, "watchdog", _check_positive(spec.watchdog, cid, "watchdog"))
+    if spec.shutdown == INFINITY:
+        raise SpecError(
+            cid,
+            "watchdog",
+            spec.watchdog,
+            'a hung child may never answer its stop signal, and shutdown="infinity" '
+            'would wait for it forever: give shutdown seconds or "brutal_kill"',
+        )
+
+
+def _child_pid_file(spec: ChildSpec, cid: str) -> None:
+    value = spec.pid_file
+    if value is None:
+        return
+    if not isinstance(value, str | os.PathLike) or not os.fspath(value):
+        raise SpecError(cid, "pid_file", value, "expected a file path, or None")
+    _refuse_nul(value, cid, "pid_file", "a path")
+    if spec.command is None:
+        raise SpecError(
+            cid,
+            "pid_file",
+            value,
+            "only a command= child can fork itself into the background; a target runs "
+            "in the foreground",
+        )
+    if spec.ready != "started":
+        raise SpecError(
+            cid,
+            "pid_file",
+            value,
+            "with pid_file the child is ready once the pid file names a live process; "
+            f"drop ready={spec.ready!r}",
+        )
+    _put(spec, "pid_file", os.fspath(value))
+
+
+def _child_reload(spec: ChildSpec, cid: str) -> None:
+    try:
+        reload = as_reload(spec.reload)
+    except SpecError as e:
+        raise SpecError(cid, e.field, e.value, e.expected) from None
+    _put(spec, "reload", reload)
+
+
+_CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
+    _child_target,
+    _child_command,
+    _child_args,
+    _child_kwargs,
+    _child_restart,
+    _child_shutdown,
+    _child_significant,
+    _child_env,
+    _child_inherit_env,
+    _child_cwd,
+    _child_ready,
+    _child_min_uptime,
+    _child_start_timeout,
+    _child_memory_limit,
+    _child_output,
+    _child_normal_exit_codes,
+    _child_fresh_interpreter,
+    _child_warm_start,
+    _child_backoff,
+    _child_stop_signal,
+    _child_kill_mode,
+    _child_watchdog,
+    _child_pid_file,
+    _child_reload,
+)
+
+
+def _sup_strategy(spec: SupervisorSpec, sid: str) -> None:
+    _put(spec, "strategy", _enum(Strategy, spec.strategy, sid, "strategy"))
+
+
+def _sup_intensity(spec: SupervisorSpec, sid: str) -> None:
+    value = spec.intensity
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SpecError(sid, "intensity", value, "expected an integer >= 0")
+
+
+def _sup_period(spec: SupervisorSpec, sid: str) -> None:
+    _put(spec, "period", _check_positive(spec.period, sid, "period"))
+
+
+def _sup_auto_shutdown(spec: SupervisorSpec, sid: str) -> None:
+    _put(spec, "auto_shutdown", _enum(AutoShutdown, spec.auto_shutdown, sid, "auto_shutdown"))
+
+
+def _sup_children(spec: SupervisorSpec, sid: str) -> None:
+    if isinstance(spec.children, ChildSpec | SupervisorSpec) or not isinstance(
+        spec.children, Iterable
+    ):
+        raise SpecError(sid, "children", spec.children, "expected a list of specs")
+    children = tuple(spec.children)
+    _put(spec, "children", children)
+    check_childspecs(children, spec.auto_shutdown, supervisor=sid)
+    if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE and len(children) != 1:
+        raise SpecError(
+            sid,
+            "children",
+            [c.id for c in children],
+            "simple_one_for_one takes exactly one child spec: the template",
+        )
+
+
+def _sup_simple_auto_shutdown(spec: SupervisorSpec, sid: str) -> None:
+    if (
+        spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE
+        and spec.auto_shutdown is not AutoShutdown.NEVER
+    ):
+        raise SpecError(
+            sid,
+            "auto_shutdown",
+            spec.auto_shutdown,
+            "simple_one_for_one supervisors cannot auto-shutdown (as OTP 27)",
+        )
+
+
+def _sup_max_children(spec: SupervisorSpec, sid: str) -> None:
+    value = spec.max_children
+    if value is None:
+        return
+    if spec.strategy is not Strategy.SIMPLE_ONE_FOR_ONE:
+        raise SpecError(sid, "max_children", value, "only simple_one_for_one takes it")
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SpecError(sid, "max_children", value, "expected an integer >= 0")
+
+
+_SUPERVISOR_CHECKS: tuple[Callable[[SupervisorSpec, str], None], ...] = (
+    _sup_strategy,
+    _sup_intensity,
+    _sup_period,
+    _sup_auto_shutdown,
+    _child_restart,
+    _child_shutdown,
+    _child_significant,
+    _child_backoff,
+    _sup_children,
+    _sup_simple_auto_shutdown,
+    _sup_max_children,
+)

@@ -34,7 +34,7 @@ from rich.console import Console
 from actors._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
 from actors._status import EventRecord, Node
 from actors._view import Header, LiveView, screen
-from actors.cli import parse_signal
+from actors.cli import signal_arg
 from actors.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -688,7 +688,7 @@ def test_the_runtime_dir_falls_back_to_a_private_tmp_dir(monkeypatch, tmp_path):
     ("text", "number"), [("HUP", 1), ("sigterm", 15), ("SIGUSR1", 10), ("9", 9)]
 )
 def test_signals_by_name_or_number(text, number):
-    assert parse_signal(text) == number
+    assert signal_arg(text) == number
 
 
 def test_logs_shows_what_a_child_wrote(tmp_path, env):

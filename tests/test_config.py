@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from supervision import (
     ChildSpec,
     ConfigError,
     ReadyFile,
+    Reload,
     Restart,
     Strategy,
     SupervisorSpec,
@@ -288,6 +290,46 @@ BAD = [
         f"{C2}.warm_start",
         ["only a target="],
     ),
+    (_child('id = "c"\ncommand = ["x", "a\\u0000b"]\n'), f"{C2}.command[1]", ["NUL bytes"]),
+    (_child('id = "c"\ncommand = ["x"]\nenv = { "A=B" = "1" }\n'), f'{C2}.env."A=B"', ["'='"]),
+    (_child('id = "c"\ncommand = ["x"]\nenv = { "" = "1" }\n'), f'{C2}.env.""', ["non-empty"]),
+    (
+        _child('id = "c"\ncommand = ["x"]\nenv = { A = "1\\u0000" }\n'),
+        f"{C2}.env.A",
+        ["NUL bytes"],
+    ),
+    (_child('id = "c"\ncommand = ["x"]\ncwd = "/tmp\\u0000x"\n'), f"{C2}.cwd", ["NUL bytes"]),
+    (_child('id = "c"\ncommand = ["x"]\nstop_signal = "TREM"\n'), f"{C2}.stop_signal", ['"TERM"']),
+    (_child('id = "c"\ncommand = ["x"]\nstop_signal = 1.5\n'), f"{C2}.stop_signal", ["a number"]),
+    (_child('id = "c"\ncommand = ["x"]\nkill_mode = "mixed"\n'), f"{C2}.kill_mode", ['"main"']),
+    (_child('id = "c"\ncommand = ["x"]\nwatchdog = 0\n'), f"{C2}.watchdog", ["> 0"]),
+    (
+        _child('id = "c"\ncommand = ["x"]\nwatchdog = 1\nshutdown = "infinity"\n'),
+        f"{C2}.watchdog",
+        ["brutal_kill"],
+    ),
+    (
+        _child('id = "c"\ntarget = "tests.children:sleep_forever"\npid_file = "x.pid"\n'),
+        f"{C2}.pid_file",
+        ["command="],
+    ),
+    (_child('id = "c"\ncommand = ["x"]\nreload = "KILL"\n'), f"{C2}.reload.signal", ["SIGKILL"]),
+    (_child('id = "c"\ncommand = ["x"]\nreload = 1.5\n'), f"{C2}.reload", ['"HUP"']),
+    (
+        _child('id = "c"\ncommand = ["x"]\nreload = { signal = "HUP", chek = ["t"] }\n'),
+        f"{C2}.reload.chek",
+        ['did you mean "check"'],
+    ),
+    (
+        _child('id = "c"\ncommand = ["x"]\nreload = { check = [] }\n'),
+        f"{C2}.reload.check",
+        ["a program to run"],
+    ),
+    (
+        _child('id = "c"\ntarget = "tests.children:sleep_forever"\nready = "sd_notify"\n'),
+        f"{C2}.ready",
+        ['ready="notify"'],
+    ),
     ('[supervisor]\nchildren = "web"\n', "supervisor.children", ["[[...children]] tables"]),
     (
         '[supervisor]\nid = "r"\n[[supervisor.children]]\nid = "p"\nstrategy = "one_for_one"\n'
@@ -327,3 +369,45 @@ def test_a_target_that_is_not_callable_is_refused():
 def test_bytes_that_are_not_utf8_are_refused():
     with pytest.raises(ConfigError, match=r"t\.toml: not UTF-8"):
         load_tree(b"\xff\xfe[supervisor]", "t.toml")
+
+
+DAEMON = """
+[supervisor]
+id = "web"
+
+[[supervisor.children]]
+id = "nginx"
+command = ["nginx", "-g", "daemon off;"]
+stop_signal = "QUIT"
+kill_mode = "main"
+ready = "sd_notify"
+watchdog = 10
+reload = { signal = "HUP", check = ["nginx", "-t"], check_timeout = 5 }
+
+[[supervisor.children]]
+id = "legacy"
+command = ["legacyd"]
+stop_signal = 15
+pid_file = "run/legacyd.pid"
+reload = "USR1"
+"""
+
+
+def test_daemon_keys_load_into_the_same_spec_as_python():
+    spec = load_tree(DAEMON, "/etc/nanny/web.toml")
+    nginx, legacy = spec.children
+    assert nginx == ChildSpec(
+        "nginx",
+        command=["nginx", "-g", "daemon off;"],
+        stop_signal="SIGQUIT",
+        kill_mode="main",
+        ready="sd_notify",
+        watchdog=10.0,
+        reload=Reload("HUP", check=["nginx", "-t"], check_timeout=5),
+    )
+    assert legacy == ChildSpec(
+        "legacy",
+        command=["legacyd"],
+        pid_file="/etc/nanny/run/legacyd.pid",
+        reload=Reload(signal.SIGUSR1),
+    )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,16 @@ from supervision import (
     AutoShutdown,
     Backoff,
     ChildSpec,
+    ExitKind,
+    ExitReason,
     ReadyFile,
+    Reload,
     Restart,
     SpecError,
     Strategy,
     SupervisorSpec,
     check_childspecs,
+    parse_signal,
 )
 
 
@@ -229,7 +234,7 @@ BAD_CHILD_FIELDS = [
     ("env", ["A=1"], "mapping of str to str"),
     ("inherit_env", "no", "True or False"),
     ("cwd", 42, "directory path"),
-    ("ready", "now", 'expected "started", "notify", seconds of uptime > 0, or ReadyFile(path)'),
+    ("ready", "now", 'expected "started", "notify" (targets), "sd_notify" (commands)'),
     ("ready", 0, "seconds of uptime > 0"),
     ("ready", -1.0, "seconds of uptime > 0"),
     ("ready", math.inf, "seconds of uptime > 0"),
@@ -517,3 +522,250 @@ def test_check_childspecs_without_auto_shutdown_does_not_check_significant():
     with pytest.raises(SpecError) as info:
         check_childspecs([significant], AutoShutdown.NEVER)
     assert_spec_error(info.value, "a", "significant", True, "auto_shutdown is NEVER")
+
+
+@pytest.mark.parametrize(
+    "name", [f.name for f in dataclasses.fields(ChildSpec)], ids=lambda name: name
+)
+def test_every_child_field_has_a_check_that_names_it(name):
+    """A field added without its check would let any value through: this catches it."""
+    fields: dict[str, Any] = {"command": ["true"]}
+    if name == "target":
+        fields["command"] = None
+    fields[name] = object()
+    with pytest.raises(SpecError) as info:
+        ChildSpec(**({"id": "w"} | fields))
+    assert info.value.field == name
+
+
+@pytest.mark.parametrize(
+    "name", [f.name for f in dataclasses.fields(SupervisorSpec)], ids=lambda name: name
+)
+def test_every_supervisor_field_has_a_check_that_names_it(name):
+    with pytest.raises(SpecError) as info:
+        SupervisorSpec(**({"id": "s"} | {name: object()}))
+    assert info.value.field == name
+
+
+# -- bad input the OS or the call would refuse later, refused when the spec is built ----
+
+
+@pytest.mark.parametrize("key", [1, None, ("a",)])
+def test_kwargs_with_a_non_string_key_is_refused_naming_the_key(key):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", target=print, kwargs={key: 1})
+    assert_spec_error(info.value, "w", "kwargs", key, "names must be str")
+
+
+@pytest.mark.parametrize("name", ["", "A=B", "=", "A\0B"])
+def test_env_names_that_the_os_cannot_hold_are_refused(name):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], env={name: "1"})
+    assert_spec_error(info.value, "w", "env", name, "non-empty, without '='")
+
+
+def test_a_nul_byte_in_an_env_value_is_refused_naming_the_variable():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], env={"PORT": "80\x0000"})
+    assert_spec_error(info.value, "w", "env", "80\x0000", "the value of PORT cannot contain NUL")
+
+
+@pytest.mark.parametrize("argv", [["ec\0ho"], ["echo", "a\0b"]])
+def test_a_nul_byte_in_a_command_argument_is_refused(argv):
+    bad = next(a for a in argv if "\0" in a)
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=argv)
+    assert_spec_error(info.value, "w", "command", bad, "cannot contain NUL")
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("cwd", "/tmp/\0x"),
+        ("cwd", Path("/tmp/\0x")),
+        ("cwd", b"/tmp\0".decode()),
+        ("stdout", "out\0.log"),
+        ("stderr", "err\0.log"),
+    ],
+)
+def test_a_nul_byte_in_a_path_is_refused(field, value):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], **{field: value})
+    assert_spec_error(info.value, "w", field, value, "cannot contain NUL")
+
+
+def test_a_nul_byte_in_a_ready_file_path_is_refused():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], ready=ReadyFile("/tmp/r\0"))
+    assert info.value.field == "ready" and "NUL" in info.value.expected
+
+
+def test_string_kwargs_and_plain_env_still_pass():
+    spec = ChildSpec("w", target=print, kwargs={"sep": "-"}, env={"A_B": "x=y"})
+    assert spec.kwargs == {"sep": "-"} and spec.env == {"A_B": "x=y"}
+
+
+# -- real daemons: stop_signal, kill_mode, sd_notify, watchdog, pid_file, reload ----------
+
+
+def test_daemon_fields_default_to_todays_behaviour():
+    spec = ChildSpec("w", command=["true"])
+    assert spec.stop_signal == signal.SIGTERM and type(spec.stop_signal) is int
+    assert spec.kill_mode == "group"
+    assert spec.watchdog is None and spec.pid_file is None and spec.reload is None
+    assert not spec.notify_socket
+
+
+@pytest.mark.parametrize(
+    ("given", "number"),
+    [
+        ("QUIT", signal.SIGQUIT),
+        ("SIGQUIT", signal.SIGQUIT),
+        ("quit", signal.SIGQUIT),
+        (3, 3),
+        (signal.SIGINT, signal.SIGINT),
+        ("WINCH", signal.SIGWINCH),
+    ],
+)
+def test_stop_signal_takes_a_name_or_a_number_and_stores_an_int(given, number):
+    spec = ChildSpec("w", command=["true"], stop_signal=given)
+    assert spec.stop_signal == number and type(spec.stop_signal) is int
+
+
+@pytest.mark.parametrize("bad", ["TREM", "SIG_DFL", "", 0, -1, 999, 2.0, True, None, "STOP"])
+def test_a_bad_stop_signal_is_refused(bad):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], stop_signal=bad)
+    assert info.value.child == "w" and info.value.field == "stop_signal"
+    assert "signal" in info.value.expected
+
+
+def test_parse_signal_is_the_same_parser_for_everyone():
+    assert parse_signal("hup") == parse_signal("SIGHUP") == parse_signal(1) == signal.SIGHUP
+    with pytest.raises(ValueError):
+        parse_signal("NOPE")
+
+
+@pytest.mark.parametrize("mode", ["group", "main"])
+def test_kill_mode_group_or_main(mode):
+    assert ChildSpec("w", command=["true"], kill_mode=mode).kill_mode == mode  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("bad", ["mixed", "process", None, 1])
+def test_a_bad_kill_mode_is_refused_naming_the_modes(bad):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], kill_mode=bad)
+    assert_spec_error(info.value, "w", "kill_mode", bad, '"group"')
+
+
+def test_sd_notify_readiness_is_for_commands_and_gives_a_notify_socket():
+    spec = ChildSpec("w", command=["redis-server"], ready="sd_notify")
+    assert spec.ready == "sd_notify" and spec.notify_socket
+
+
+def test_sd_notify_is_refused_for_a_target_pointing_at_notify():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", target=print, ready="sd_notify")
+    assert_spec_error(info.value, "w", "ready", "sd_notify", 'use ready="notify"')
+
+
+def test_ready_notify_for_a_command_points_at_sd_notify():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], ready="notify")
+    assert '"sd_notify"' in info.value.expected
+
+
+def test_watchdog_is_seconds_and_a_command_with_one_gets_a_notify_socket():
+    spec = ChildSpec("w", command=["true"], watchdog=2)
+    assert spec.watchdog == 2.0 and type(spec.watchdog) is float and spec.notify_socket
+    target = ChildSpec("t", target=print, watchdog=0.5)
+    assert target.watchdog == 0.5 and not target.notify_socket  # heartbeat() instead
+    assert ChildSpec("b", command=["true"], watchdog=1, shutdown="brutal_kill").watchdog == 1.0
+
+
+@pytest.mark.parametrize("bad", [0, -1, math.inf, math.nan, "10", True])
+def test_a_bad_watchdog_is_refused(bad):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], watchdog=bad)
+    assert info.value.child == "w" and info.value.field == "watchdog"
+
+
+def test_watchdog_with_an_infinite_shutdown_is_refused():
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["true"], watchdog=1, shutdown="infinity")
+    assert_spec_error(info.value, "w", "watchdog", 1.0, "brutal_kill")
+
+
+def test_pid_file_is_for_commands_and_stored_as_a_str(tmp_path):
+    spec = ChildSpec("w", command=["nginx"], pid_file=tmp_path / "nginx.pid")
+    assert spec.pid_file == str(tmp_path / "nginx.pid")
+
+
+@pytest.mark.parametrize(
+    ("fields", "fragment"),
+    [
+        ({"target": print}, "only a command= child"),
+        ({"command": ["x"], "ready": "sd_notify"}, "drop ready='sd_notify'"),
+        ({"command": ["x"], "ready": 1.0}, "drop ready=1.0"),
+    ],
+)
+def test_pid_file_with_a_target_or_another_readiness_is_refused(fields, fragment):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", pid_file="/run/x.pid", **fields)
+    assert_spec_error(info.value, "w", "pid_file", "/run/x.pid", fragment)
+
+
+@pytest.mark.parametrize("bad", ["", 5, "/run/x\0.pid"])
+def test_a_bad_pid_file_path_is_refused(bad):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["x"], pid_file=bad)
+    assert info.value.field == "pid_file"
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ("HUP", Reload(signal.SIGHUP)),
+        (signal.SIGUSR2, Reload(signal.SIGUSR2)),
+        ((["nginx", "-t"], "HUP"), Reload(signal.SIGHUP, check=("nginx", "-t"))),
+        (Reload("USR1", ["app", "check"], 5), Reload(signal.SIGUSR1, ("app", "check"), 5.0)),
+    ],
+)
+def test_reload_shorthands_become_one_reload_record(given, expected):
+    spec = ChildSpec("w", command=["x"], reload=given)
+    assert spec.reload == expected
+    assert isinstance(spec.reload, Reload) and type(spec.reload.signal) is int
+
+
+def test_reload_defaults():
+    assert Reload() == Reload(signal.SIGHUP, None, 30.0)
+
+
+@pytest.mark.parametrize(
+    ("bad", "field"),
+    [
+        ("KILL", "reload.signal"),
+        ("NOPE", "reload.signal"),
+        ((["nginx -t"], "HUP", 3), "reload"),
+        (("nginx -t", "HUP"), "reload.check"),
+        (([], "HUP"), "reload.check"),
+        ((["a\0"], "HUP"), "reload.check"),
+        ({"signal": "HUP"}, "reload"),
+    ],
+)
+def test_a_bad_reload_is_refused_naming_the_child(bad, field):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["x"], reload=bad)
+    assert info.value.child == "w" and info.value.field == field
+
+
+def test_a_bad_reload_check_timeout_is_refused():
+    with pytest.raises(SpecError) as info:
+        Reload("HUP", check=["true"], check_timeout=0)
+    assert info.value.field == "reload.check_timeout"
+
+
+def test_a_watchdog_exit_is_abnormal():
+    reason = ExitReason.watchdog(2.0)
+    assert reason.kind is ExitKind.WATCHDOG and not reason.is_normal
+    assert str(reason) == "watchdog: no heartbeat for 2 s"
