@@ -309,7 +309,8 @@ class ChildSpec:
       after `shutdown` seconds.
     - `kill_mode`: "group" (default: the stop signal goes to the child's process
       group) or "main" (to the main process only; the group is SIGKILLed when
-      `shutdown` runs out, as systemd's KillMode=mixed).
+      `shutdown` runs out, as systemd's KillMode=mixed). Both are refused with
+      shutdown="brutal_kill", which SIGKILLs the group at once.
     - `ready="sd_notify"` (commands only): the child gets a private NOTIFY_SOCKET
       and counts as started once it sends READY=1, as systemd's Type=notify.
     - `watchdog`: seconds (> 0) within which the child must send WATCHDOG=1 (a
@@ -675,6 +676,28 @@ def _child_kill_mode(spec: ChildSpec, cid: str) -> None:
         )
 
 
+def _child_brutal_kill(spec: ChildSpec, cid: str) -> None:
+    # brutal_kill sends SIGKILL to the group at once: a stop signal or mode would never apply.
+    if spec.shutdown != BRUTAL_KILL:
+        return
+    if spec.stop_signal != _signal.SIGTERM:
+        raise SpecError(
+            cid,
+            "stop_signal",
+            spec.stop_signal,
+            'shutdown="brutal_kill" sends SIGKILL at once, so no stop signal is ever sent; '
+            "give shutdown seconds to use it",
+        )
+    if spec.kill_mode != "group":
+        raise SpecError(
+            cid,
+            "kill_mode",
+            spec.kill_mode,
+            'shutdown="brutal_kill" kills the whole group at once; give shutdown seconds '
+            'to use kill_mode="main"',
+        )
+
+
 def _child_watchdog(spec: ChildSpec, cid: str) -> None:
     if spec.watchdog is None:
         return
@@ -745,6 +768,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_backoff,
     _child_stop_signal,
     _child_kill_mode,
+    _child_brutal_kill,
     _child_watchdog,
     _child_pid_file,
     _child_reload,
