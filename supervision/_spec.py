@@ -23,6 +23,7 @@ Every default, in one sentence each:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal as _signal
@@ -134,6 +135,12 @@ KILL_MODES = ("group", "main")
 SignalLike: TypeAlias = int | str
 
 
+@functools.cache
+def _valid_signals() -> frozenset[int]:
+    # signal.valid_signals() builds a set of enums on every call (about 0.2 ms): once.
+    return frozenset(int(s) for s in _signal.valid_signals())
+
+
 def parse_signal(value: Any) -> int:
     """A signal number from a number or a name ("QUIT", "SIGQUIT", "sigquit").
 
@@ -142,7 +149,7 @@ def parse_signal(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(value)
     if isinstance(value, int):
-        if value in _signal.valid_signals():
+        if value in _valid_signals():
             return int(value)
         raise ValueError(value)
     if isinstance(value, str) and value.isascii():
