@@ -181,8 +181,9 @@ class Reload:
     `signal` (a name such as "HUP" or a number) is sent to the child's main process;
     when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, with the
     child's environment and working directory, and a non-zero exit or a run longer
-    than `check_timeout` seconds (default 30.0) refuses the reload. `check` defaults
-    to None (no check). Stored with `signal` as an int and `check` as a tuple.
+    than `check_timeout` seconds refuses the reload. Every default: `signal` SIGHUP,
+    `check` None (no check), `check_timeout` 30.0 s. Stored with `signal` as an int
+    and `check` as a tuple.
     """
 
     signal: SignalLike = _signal.SIGHUP
