@@ -11,6 +11,11 @@ directory, named to the child by NOTIFY_SOCKET. Children are untrusted:
   closed unread;
 - MAINPID= is honoured only for a live process of the child's tree.
 
+The sender is checked when its datagram is read, so it must still exist then:
+a helper that sends and exits at once (`systemd-notify --ready` from a shell
+script) may be refused; send from the daemon itself, or keep the helper's
+parent waiting (as systemd itself warns for NotifyAccess=all).
+
 The owner (the launcher or the host) puts `fileno()` in its selector and calls
 `read()` when it is readable; `read()` never blocks. `close()` removes the
 socket and its directory.
@@ -30,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._daemon import in_tree, is_alive
+from ._daemon import in_tree, is_alive, proc_stat
 
 MAX_DATAGRAM = 4096
 MAX_STATUS = 1024
@@ -172,6 +177,9 @@ class NotifyEndpoint:
             return None
         if len(data) > MAX_DATAGRAM or flags & socket.MSG_TRUNC:
             self._refuse(pid, f"datagram larger than {MAX_DATAGRAM} bytes, dropped")
+            return None
+        if self._member is None and proc_stat(pid) is None:
+            self._refuse(pid, "sender exited before its message could be checked")
             return None
         if not self._in_tree(pid):
             self._refuse(pid, "sender is not a process of this child")

@@ -23,6 +23,7 @@ Every default, in one sentence each:
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import signal as _signal
@@ -134,6 +135,12 @@ KILL_MODES = ("group", "main")
 SignalLike: TypeAlias = int | str
 
 
+@functools.cache
+def _valid_signals() -> frozenset[int]:
+    # signal.valid_signals() builds a set of enums on every call (about 0.2 ms): once.
+    return frozenset(int(s) for s in _signal.valid_signals())
+
+
 def parse_signal(value: Any) -> int:
     """A signal number from a number or a name ("QUIT", "SIGQUIT", "sigquit").
 
@@ -142,7 +149,7 @@ def parse_signal(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError(value)
     if isinstance(value, int):
-        if value in _signal.valid_signals():
+        if value in _valid_signals():
             return int(value)
         raise ValueError(value)
     if isinstance(value, str) and value.isascii():
@@ -174,8 +181,9 @@ class Reload:
     `signal` (a name such as "HUP" or a number) is sent to the child's main process;
     when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, with the
     child's environment and working directory, and a non-zero exit or a run longer
-    than `check_timeout` seconds (default 30.0) refuses the reload. `check` defaults
-    to None (no check). Stored with `signal` as an int and `check` as a tuple.
+    than `check_timeout` seconds refuses the reload. Every default: `signal` SIGHUP,
+    `check` None (no check), `check_timeout` 30.0 s. Stored with `signal` as an int
+    and `check` as a tuple.
     """
 
     signal: SignalLike = _signal.SIGHUP
@@ -309,7 +317,8 @@ class ChildSpec:
       after `shutdown` seconds.
     - `kill_mode`: "group" (default: the stop signal goes to the child's process
       group) or "main" (to the main process only; the group is SIGKILLed when
-      `shutdown` runs out, as systemd's KillMode=mixed).
+      `shutdown` runs out, as systemd's KillMode=mixed). Both are refused with
+      shutdown="brutal_kill", which SIGKILLs the group at once.
     - `ready="sd_notify"` (commands only): the child gets a private NOTIFY_SOCKET
       and counts as started once it sends READY=1, as systemd's Type=notify.
     - `watchdog`: seconds (> 0) within which the child must send WATCHDOG=1 (a
@@ -675,6 +684,28 @@ def _child_kill_mode(spec: ChildSpec, cid: str) -> None:
         )
 
 
+def _child_brutal_kill(spec: ChildSpec, cid: str) -> None:
+    # brutal_kill sends SIGKILL to the group at once: a stop signal or mode would never apply.
+    if spec.shutdown != BRUTAL_KILL:
+        return
+    if spec.stop_signal != _signal.SIGTERM:
+        raise SpecError(
+            cid,
+            "stop_signal",
+            spec.stop_signal,
+            'shutdown="brutal_kill" sends SIGKILL at once, so no stop signal is ever sent; '
+            "give shutdown seconds to use it",
+        )
+    if spec.kill_mode != "group":
+        raise SpecError(
+            cid,
+            "kill_mode",
+            spec.kill_mode,
+            'shutdown="brutal_kill" kills the whole group at once; give shutdown seconds '
+            'to use kill_mode="main"',
+        )
+
+
 def _child_watchdog(spec: ChildSpec, cid: str) -> None:
     if spec.watchdog is None:
         return
@@ -745,6 +776,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_backoff,
     _child_stop_signal,
     _child_kill_mode,
+    _child_brutal_kill,
     _child_watchdog,
     _child_pid_file,
     _child_reload,

@@ -411,3 +411,14 @@ def test_daemon_keys_load_into_the_same_spec_as_python():
         pid_file="/etc/nanny/run/legacyd.pid",
         reload=Reload(signal.SIGUSR1),
     )
+
+
+def test_the_daemons_example_loads_with_its_daemon_fields():
+    spec = load_tree_file(ROOT / "examples" / "daemons.toml")
+    redis, nginx = spec.children
+    assert isinstance(redis, ChildSpec) and isinstance(nginx, ChildSpec)
+    assert redis.ready == "sd_notify" and redis.notify_socket
+    assert redis.stop_signal == signal.SIGTERM and redis.shutdown == 60.0
+    assert nginx.stop_signal == signal.SIGQUIT and nginx.kill_mode == "group"
+    assert nginx.reload == Reload(signal.SIGHUP, check=("nginx", "-t", "-q"))
+    assert nginx.command is not None and "daemon off;" in nginx.command[2]

@@ -206,3 +206,16 @@ def test_passed_file_descriptors_are_closed_unread(endpoint):
     os.close(w)
     assert len(notes) == 3 and all(n.ready for n in notes)
     assert len(os.listdir("/proc/self/fd")) == before - 2
+
+
+def test_a_sender_gone_before_the_read_is_refused_as_unverifiable(endpoint):
+    inside = _python("import sys; sys.stdin.read()", {})
+    endpoint.attach(inside.pid)
+    code = SEND.format(messages=[b"READY=1"]).replace("sys.stdin.read()", "")
+    quick = subprocess.run([sys.executable, "-c", code], env={**os.environ, **endpoint.env()})
+    try:
+        assert quick.returncode == 0
+        assert _read_until(endpoint, 0, refused=1) == []
+    finally:
+        _finish(inside)
+    assert endpoint.refused[0].why == "sender exited before its message could be checked"

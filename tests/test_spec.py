@@ -769,3 +769,19 @@ def test_a_watchdog_exit_is_abnormal():
     reason = ExitReason.watchdog(2.0)
     assert reason.kind is ExitKind.WATCHDOG and not reason.is_normal
     assert str(reason) == "watchdog: no heartbeat for 2 s"
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [({"stop_signal": "QUIT"}, "stop_signal"), ({"kill_mode": "main"}, "kill_mode")],
+)
+def test_a_stop_signal_or_kill_mode_that_brutal_kill_would_never_use_is_refused(fields, field):
+    with pytest.raises(SpecError) as info:
+        ChildSpec("w", command=["x"], shutdown="brutal_kill", **fields)
+    assert info.value.child == "w" and info.value.field == field
+    assert 'shutdown="brutal_kill"' in info.value.expected
+    assert ChildSpec("w", command=["x"], shutdown=1.0, **fields).shutdown == 1.0
+    # the defaults go with brutal_kill, whatever way they are written
+    assert (
+        ChildSpec("w", command=["x"], shutdown="brutal_kill", stop_signal="TERM").stop_signal == 15
+    )
