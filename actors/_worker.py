@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import select
 import signal
 import sys
 import time
@@ -30,6 +31,7 @@ from supervision import (
     ExitReason,
     ReadyFile,
     classify_exit,
+    signal_name,
 )
 
 from ._executor import ChildHandle, Executor
@@ -49,6 +51,7 @@ from ._messages import (
     StartFailed,
     Stop,
 )
+from ._notify import NotifyEndpoint
 from ._tree import TreeContext
 
 log = logging.getLogger("nannytree")
@@ -59,6 +62,7 @@ READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wa
 # the OS itself (a launcher that is stopped or hung must not hang a stop).
 KILL_REPORT_GRACE = 2.0
 GONE_POLL = 0.05
+NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
 
 
 class _Failed(Exception):
@@ -102,6 +106,10 @@ class WorkerActor(pykka.ThreadingActor):
         # The launcher's template for our request: (launcher, key of the host state, id).
         self._template: tuple[Executor, tuple[Any, ...], int] | None = None
         self._standby: tuple[Executor, int, int] | None = None  # (launcher, template, id)
+        # A command's NOTIFY_SOCKET (ready="sd_notify"), one for the worker's life, so
+        # that its path, and the child's environment, stay the same across restarts.
+        self._notify: NotifyEndpoint | None = None
+        self.status = ""  # the child's last sd_notify STATUS= line
 
     # -- messages -------------------------------------------------------------
 
@@ -156,6 +164,8 @@ class WorkerActor(pykka.ThreadingActor):
             self._stop_process()
         self._drop_successor()
         self._discard_standby()
+        if self._notify is not None:
+            self._notify.close()
         if self._template is not None:
             launcher, _, tid = self._template
             launcher.forget(tid)
@@ -213,6 +223,8 @@ class WorkerActor(pykka.ThreadingActor):
             except LaunchError as e:
                 raise _Failed(ExitReason.start_failure(str(e))) from None
         self._proc_template = template
+        if self._notify is not None:
+            self._notify.attach(proc.pid)
         self._incarnation += 1  # a process was started: a new incarnation
         incarnation = self._incarnation
         self._proc, self._paused = proc, False
@@ -269,12 +281,30 @@ class WorkerActor(pykka.ThreadingActor):
             return proc.wait_ready(timeout)
         if isinstance(ready, float):
             return proc.wait(ready) is None  # the spec keeps ready < start_timeout
+        if ready == "sd_notify":
+            return self._wait_notify(proc, time.monotonic() + timeout)
         assert isinstance(ready, ReadyFile)
         deadline = time.monotonic() + timeout
         while not os.path.exists(ready.path):
             if proc.wait(READY_FILE_POLL) is not None or time.monotonic() > deadline:
                 return False
         return True
+
+    def _wait_notify(self, proc: ChildHandle, deadline: float) -> bool:
+        """Until READY=1 on the child's NOTIFY_SOCKET, its exit, or the deadline."""
+        endpoint = self._notify
+        assert endpoint is not None
+        while proc.exit is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            readable, _, _ = select.select([endpoint], [], [], min(left, NOTIFY_POLL))
+            for note in endpoint.read() if readable else ():
+                if note.status is not None:
+                    self.status = note.status
+                if note.ready:
+                    return True
+        return False
 
     def _define(self) -> tuple[Executor, int]:
         """The launcher to use and our template on it, defined again only when the
@@ -305,6 +335,10 @@ class WorkerActor(pykka.ThreadingActor):
         spec = self.spec
         env = dict(os.environ) if spec.inherit_env else {}
         env.update(spec.env or {})
+        if spec.notify_socket:
+            if self._notify is None:
+                self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog)
+            env.update(self._notify.env())
         common: dict[str, Any] = {
             "env": env,
             "cwd": os.fspath(spec.cwd) if spec.cwd is not None else os.getcwd(),
@@ -375,9 +409,11 @@ class WorkerActor(pykka.ThreadingActor):
         shutdown = self.spec.shutdown
         exit: ProcessExit | None = None
         if shutdown != "brutal_kill":
-            proc.send_signal(signal.SIGTERM)
+            # The stop signal to the group, or to the main process alone (kill_mode
+            # "main", systemd's KillMode=mixed: the group goes when the main one exits).
+            proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
             if self._paused:
-                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on SIGTERM
+                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
             timeout = None if shutdown == "infinity" else float(shutdown)
             capped = False
             if deadline is not None:
@@ -388,7 +424,8 @@ class WorkerActor(pykka.ThreadingActor):
             if exit is None and capped:
                 note = "still running at its supervisor's shutdown deadline; killed with SIGKILL"
             elif exit is None:
-                note = f"ignored SIGTERM for {timeout}s; killed with SIGKILL"
+                name = signal_name(int(self.spec.stop_signal))
+                note = f"ignored {name} for {timeout}s; killed with SIGKILL"
             if exit is None:
                 log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
         if exit is None:

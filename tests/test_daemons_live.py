@@ -1,0 +1,166 @@
+"""Real daemons on a live tree (issue 16): the stop signal and kill mode, and
+sd_notify readiness for commands. Real processes, no installation needed."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from actors import Tree
+from supervision import ChildSpec, EventKind, ExitKind, StartError, SupervisorSpec
+from tests.support import wait_until
+
+# A main process that starts a grandchild, then exits once the grandchild has. The
+# grandchild traps the stop signal, writes which one it got, and exits. The main
+# process either ignores the stop signal (only a signal to the group reaches the
+# grandchild) or forwards it (as nginx's master does to its workers).
+MAIN = textwrap.dedent(
+    """
+    import os, signal, subprocess, sys
+    out, sig, forward = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "forward"
+    grandchild = subprocess.Popen([sys.executable, "-c", '''
+    import signal, sys, time
+    def stop(signum, frame):
+        open(sys.argv[1], "w").write(signal.Signals(signum).name)
+        sys.exit(0)
+    signal.signal(int(sys.argv[2]), stop)
+    open(sys.argv[1] + ".ready", "w").close()
+    while True:
+        time.sleep(1)
+    ''', out, str(sig)])
+    if forward:
+        signal.signal(sig, lambda signum, frame: grandchild.send_signal(signum))
+    else:
+        signal.signal(sig, signal.SIG_IGN)
+    while True:
+        try:
+            grandchild.wait()
+            break
+        except InterruptedError:
+            pass
+    """
+)
+
+
+def _daemon(tmp_path: Path, **fields: object) -> tuple[Tree, Path]:
+    out = tmp_path / "cleaned"
+    sig = int(fields.pop("signal_number", 15))  # type: ignore[call-overload]
+    mode = str(fields.pop("main_does", "ignore"))
+    script = tmp_path / "main.py"
+    script.write_text(MAIN)
+    spec = ChildSpec(
+        id="d",
+        command=[sys.executable, str(script), str(out), str(sig), mode],
+        shutdown=5.0 if mode == "forward" or fields.get("kill_mode") != "main" else 0.5,
+        **fields,  # type: ignore[arg-type]
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    ready = Path(str(out) + ".ready")
+    wait_until(ready.exists, 20, "the grandchild to trap its signal")
+    return tree, out
+
+
+def test_group_mode_reaches_a_grandchild_that_the_main_process_does_not_forward_to(
+    tmp_path: Path,
+) -> None:
+    tree, out = _daemon(tmp_path, main_does="ignore")
+    tree.nanny.terminate_child("d").get()
+    reason = tree.nanny.which_child("d").get().last_exit
+    tree.stop()
+    assert out.read_text() == "SIGTERM"  # it got the signal, and cleaned up
+    assert reason.kind is ExitKind.SHUTDOWN and "killed with SIGKILL" not in reason.message
+
+
+def test_main_mode_signals_the_main_process_alone(tmp_path: Path) -> None:
+    tree, out = _daemon(tmp_path, main_does="ignore", kill_mode="main")
+    tree.nanny.terminate_child("d").get()
+    reason = tree.nanny.which_child("d").get().last_exit
+    tree.stop()
+    assert not out.exists()  # the grandchild never got it; the group was killed at the end
+    assert reason.message == "ignored SIGTERM for 0.5s; killed with SIGKILL"
+
+
+def test_main_mode_lets_the_main_process_forward_the_stop(tmp_path: Path) -> None:
+    tree, out = _daemon(tmp_path, main_does="forward", kill_mode="main")
+    tree.nanny.terminate_child("d").get()
+    reason = tree.nanny.which_child("d").get().last_exit
+    tree.stop()
+    assert out.read_text() == "SIGTERM"
+    assert reason.kind is ExitKind.SHUTDOWN and "killed with SIGKILL" not in reason.message
+
+
+@pytest.mark.parametrize("kill_mode", ["group", "main"])
+def test_a_stop_signal_of_its_own(tmp_path: Path, kill_mode: str) -> None:
+    import signal
+
+    tree, out = _daemon(
+        tmp_path,
+        main_does="forward",
+        kill_mode=kill_mode,
+        stop_signal="QUIT",
+        signal_number=int(signal.SIGQUIT),
+    )
+    tree.nanny.terminate_child("d").get()
+    tree.stop()
+    assert out.read_text() == "SIGQUIT"
+
+
+NOTIFIER = textwrap.dedent(
+    """
+    import os, socket, sys, time
+    time.sleep(float(sys.argv[1]))
+    if sys.argv[2] == "ready":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        s.sendto(b"STATUS=warmed up\\nREADY=1", os.environ["NOTIFY_SOCKET"])
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def test_sd_notify_readiness_holds_the_next_sibling(tmp_path: Path) -> None:
+    script = tmp_path / "notifier.py"
+    script.write_text(NOTIFIER)
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root",
+            children=[
+                ChildSpec(
+                    id="db",
+                    command=[sys.executable, str(script), "0.3", "ready"],
+                    ready="sd_notify",
+                    start_timeout=20.0,
+                ),
+                ChildSpec(id="app", command=["sleep", "60"]),
+            ],
+        )
+    )
+    try:
+        order = [e.offender for e in tree.events() if e.context is EventKind.CHILD_STARTED]
+        assert order == ["db", "app"]
+        worker = tree.ref._actor_weakref()._workers["db"]  # type: ignore[attr-defined]
+        assert worker.proxy().status.get() == "warmed up"
+    finally:
+        tree.stop()
+
+
+def test_a_command_that_never_says_ready_fails_to_start(tmp_path: Path) -> None:
+    script = tmp_path / "notifier.py"
+    script.write_text(NOTIFIER)
+    spec = SupervisorSpec(
+        id="root",
+        children=[
+            ChildSpec(
+                id="mute",
+                command=[sys.executable, str(script), "0", "mute"],
+                ready="sd_notify",
+                start_timeout=0.5,
+            )
+        ],
+    )
+    with pytest.raises(StartError) as info:
+        Tree.start(spec)
+    assert info.value.reason.kind is ExitKind.START_TIMEOUT
