@@ -87,6 +87,7 @@ class ChildExited:
     incarnation: int
     pid: int | None
     reason: ExitReason
+    uptime: float | None = None  # how long the process ran; the core applies min_uptime
 
 
 # -- internal ------------------------------------------------------------------

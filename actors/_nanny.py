@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import logging
 import time
 import weakref
@@ -29,8 +28,11 @@ from supervision import (
     ExitKind,
     ExitReason,
     NannyError,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     Shutdown,
     StartChild,
@@ -132,7 +134,6 @@ class NannyActor(pykka.ThreadingActor):
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
-        self._paused: set[tuple[str, int]] = set()
         self._exit_requested = False
         self._init_error: NannyError | None = None
         self._exit_reason: ExitReason | None = None
@@ -195,7 +196,7 @@ class NannyActor(pykka.ThreadingActor):
 
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
-        return [self._overlay(info) for info in self._core.which_children()]
+        return [info for info in self._core.which_children()]
 
     def which_tree(self) -> list[TreeNode]:
         """The whole subtree, in start order: each child with its own children, if any."""
@@ -207,7 +208,7 @@ class NannyActor(pykka.ThreadingActor):
             if nested is not None and info.state == "running":
                 with contextlib.suppress(pykka.ActorDeadError):
                     below = cast(list[TreeNode], nested.proxy().which_tree().get())
-            nodes.append(TreeNode(self._overlay(info), path, tuple(below)))
+            nodes.append(TreeNode(info, path, tuple(below)))
         return nodes
 
     def child_nanny(self, key: str) -> pykka.ActorRef[NannyActor]:
@@ -219,7 +220,7 @@ class NannyActor(pykka.ThreadingActor):
         return nested
 
     def which_child(self, key: str | int) -> ChildInfo:
-        return self._overlay(self._core.which_child(key))
+        return self._core.which_child(key)
 
     def count_children(self) -> ChildCounts:
         return self._core.count_children()
@@ -242,14 +243,10 @@ class NannyActor(pykka.ThreadingActor):
 
     def pause_child(self, key: str) -> None:
         """SIGSTOP the child's process group; it shows as "paused"."""
-        info = self._core.which_child(key)
-        self._ask_worker(info, Pause(), "pause it")
-        self._paused.add((info.id, info.incarnation))
+        self._call(self._core.pause_child(key, time.monotonic()))
 
     def resume_child(self, key: str) -> None:
-        info = self._core.which_child(key)
-        self._ask_worker(info, Resume(), "resume it")
-        self._paused.discard((info.id, info.incarnation))
+        self._call(self._core.resume_child(key, time.monotonic()))
 
     def signal_child(self, key: str, sig: int) -> None:
         info = self._core.which_child(key)
@@ -282,9 +279,14 @@ class NannyActor(pykka.ThreadingActor):
     def on_receive(self, message: Any) -> Any:
         now = time.monotonic()
         if isinstance(message, ChildExited):
-            self._paused = {p for p in self._paused if p[0] != message.child_id}
             self._run(
-                self._core.child_exited(message.child_id, message.incarnation, message.reason, now)
+                self._core.child_exited(
+                    message.child_id,
+                    message.incarnation,
+                    message.reason,
+                    now,
+                    uptime=message.uptime,
+                )
             )
         elif isinstance(message, RetryRestart):
             self._run(self._core.retry(message.child_id, now))
@@ -342,6 +344,14 @@ class NannyActor(pykka.ThreadingActor):
                     self._scheduler.call_later(action.delay, self._retry_later(action.child_id))
                 else:
                     self.actor_ref.tell(RetryRestart(action.child_id))
+            elif isinstance(action, PauseChild | ResumeChild):
+                self._pause_worker(
+                    action.child_id, Pause() if isinstance(action, PauseChild) else Resume()
+                )
+            elif isinstance(action, RemoveChild):
+                worker = self._workers.pop(action.child_id, None)
+                if worker is not None:
+                    worker.stop()
             elif isinstance(action, Reply):
                 reply = action
             elif isinstance(action, Exit):
@@ -451,8 +461,6 @@ class NannyActor(pykka.ThreadingActor):
 
     def _record(self, event: Event) -> None:
         self._log.append(event)
-        if event.context is EventKind.CHILD_DELETED and event.offender in self._workers:
-            self._workers.pop(event.offender).stop()
         self._to_log.append(event)
 
     def _log_events(self) -> None:
@@ -471,14 +479,14 @@ class NannyActor(pykka.ThreadingActor):
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _overlay(self, info: ChildInfo) -> ChildInfo:
-        if info.state == "running" and (info.id, info.incarnation) in self._paused:
-            return dataclasses.replace(info, state="paused")
-        return info
+    def _pause_worker(self, child_id: str, message: Pause | Resume) -> None:
+        # SIGSTOP/SIGCONT; a process that just died has its exit on the way: nothing to do.
+        with contextlib.suppress(ChildNotRunning, pykka.ActorDeadError):
+            self._workers[child_id].ask(message)
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:
         worker = self._workers.get(info.id)
-        if info.type != "worker" or worker is None or info.state != "running":
+        if info.type != "worker" or worker is None or info.state not in ("running", "paused"):
             raise ChildNotRunning(self._core.name, info.id, what)
         return worker.ask(message)
 

@@ -176,8 +176,9 @@ class WorkerActor(pykka.ThreadingActor):
                 if incarnation in self._quiet:
                     self._swallowed.add(incarnation)
                     return
-            reason = self._exit_reason(exit, started_at, stop_requested=False)
-            self._tell_parent(ChildExited(self.spec.id, incarnation, exit.pid, reason))
+            reason = self._exit_reason(exit, stop_requested=False)
+            uptime = time.monotonic() - started_at  # the core applies min_uptime
+            self._tell_parent(ChildExited(self.spec.id, incarnation, exit.pid, reason, uptime))
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessExited(incarnation, exit, reason))
 
@@ -198,7 +199,7 @@ class WorkerActor(pykka.ThreadingActor):
                     stderr_tail=self._tail(proc.output(2)),
                 )
             else:
-                reason = self._exit_reason(exit, started_at, stop_requested=False)
+                reason = self._exit_reason(exit, stop_requested=False)
             self._forget(proc)
             self._fail(reason)
         if self.spec.warm_start:
@@ -220,8 +221,8 @@ class WorkerActor(pykka.ThreadingActor):
             exit = proc.exit
             assert exit is not None
             self._forget(proc)
-            reason = self._exit_reason(exit, started_at, stop_requested=False)
-            self._report_exit(incarnation, proc.pid, reason)
+            reason = self._exit_reason(exit, stop_requested=False)
+            self._report_exit(incarnation, proc.pid, reason, time.monotonic() - started_at)
         return Started(proc.pid, incarnation)
 
     def _take_standby(self, request: SpawnRequest) -> int | None:
@@ -318,7 +319,7 @@ class WorkerActor(pykka.ThreadingActor):
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
         exit, note = self._terminate(proc, deadline)
-        reason = self._exit_reason(exit, self._started_at, stop_requested=True)
+        reason = self._exit_reason(exit, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
         self._last_exit = reason
@@ -405,18 +406,18 @@ class WorkerActor(pykka.ThreadingActor):
         )
         self._report_exit(message.incarnation, proc.pid, reason)
 
-    def _report_exit(self, incarnation: int, pid: int, reason: ExitReason) -> None:
+    def _report_exit(
+        self, incarnation: int, pid: int, reason: ExitReason, uptime: float | None = None
+    ) -> None:
         self._last_exit = reason
-        self._tell_parent(ChildExited(self.spec.id, incarnation, pid, reason))
+        self._tell_parent(ChildExited(self.spec.id, incarnation, pid, reason, uptime))
 
-    def _exit_reason(
-        self, exit: ProcessExit, started_at: float, *, stop_requested: bool
-    ) -> ExitReason:
+    def _exit_reason(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
         """Classify an exit once. Reads only the spec: safe in the exit watcher's thread."""
         if exit.launcher_died and not stop_requested:
             return ExitReason(ExitKind.LAUNCHER_DIED, signal=-exit.returncode)
         error = exit.error
-        reason = classify_exit(
+        return classify_exit(
             exit.returncode,
             normal_exit_codes=frozenset(self.spec.normal_exit_codes),
             stop_requested=stop_requested,
@@ -424,19 +425,6 @@ class WorkerActor(pykka.ThreadingActor):
             exc_message=error.message if error else "",
             traceback=error.traceback if error else "",
             stderr_tail=self._tail(exit.stderr),
-        )
-        uptime = time.monotonic() - started_at
-        if stop_requested or uptime >= self.spec.min_uptime:
-            return reason
-        return ExitReason(
-            ExitKind.START_FAILURE,
-            code=reason.code,
-            signal=reason.signal,
-            exc_type=reason.exc_type,
-            message=f"exited after {uptime:.3f}s, before min_uptime={self.spec.min_uptime}s "
-            f"({reason})",
-            traceback=reason.traceback,
-            stderr_tail=reason.stderr_tail,
         )
 
     def _tail(self, stderr: bytes) -> str:

@@ -15,8 +15,11 @@ from typing import Any, Literal
 from ._actions import (
     Action,
     Exit,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     StartChild,
     TerminateChild,
@@ -27,6 +30,8 @@ from ._errors import (
     AlreadyPresent,
     AlreadyStarted,
     ChildNotFound,
+    ChildNotPaused,
+    ChildNotRunning,
     ChildRestarting,
     ChildRunning,
     NannyError,
@@ -44,6 +49,10 @@ from ._reasons import ExitKind, ExitReason
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
 _MASK64 = (1 << 64) - 1
+# Ends that the tree caused, not the child: min_uptime does not apply to them.
+_NOT_THE_CHILDS_OWN_EXIT = frozenset(
+    {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
+)
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
 TerminateContext = Literal["restart", "api", "shutdown"]
 
@@ -66,7 +75,8 @@ class _Child:
 
     @property
     def alive(self) -> bool:
-        return self.state == "running"
+        """It has a process: running, or paused (a paused process is stopped like a running one)."""
+        return self.state in ("running", "paused")
 
     def info(self) -> ChildInfo:
         return ChildInfo(
@@ -254,9 +264,20 @@ class Supervisor:
         return self._advance()
 
     def child_exited(
-        self, child_id: str, incarnation: int, reason: ExitReason, now: float
+        self,
+        child_id: str,
+        incarnation: int,
+        reason: ExitReason,
+        now: float,
+        *,
+        uptime: float | None = None,
     ) -> list[Action]:
-        """A child ended by itself (section 3)."""
+        """A child ended by itself (section 3).
+
+        `uptime` is how long its process ran, as the executor measured it (else
+        `now` minus the start): an exit sooner than the spec's `min_uptime` counts
+        as a failed start (ExitKind.START_FAILURE) and is restarted as an abnormal exit.
+        """
         self._expect_idle()
         self._now = now
         child = self._lookup(child_id)
@@ -273,6 +294,7 @@ class Supervisor:
                 incarnation=incarnation,
             )
             return self._flush()
+        reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.pid, child.last_exit = child.pid, "stopped", None, reason
         self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
@@ -294,6 +316,25 @@ class Supervisor:
         else:
             self._restart(child)
         return self._advance()
+
+    def _early_exit(self, child: _Child, reason: ExitReason, uptime: float | None) -> ExitReason:
+        """min_uptime: an exit too soon after the start is a failed start."""
+        min_uptime = child.spec.min_uptime if isinstance(child.spec, ChildSpec) else 0.0
+        if not min_uptime or reason.kind in _NOT_THE_CHILDS_OWN_EXIT:
+            return reason
+        if uptime is None:
+            uptime = self._now - (child.started_at if child.started_at is not None else self._now)
+        if uptime >= min_uptime:
+            return reason
+        return ExitReason(
+            ExitKind.START_FAILURE,
+            code=reason.code,
+            signal=reason.signal,
+            exc_type=reason.exc_type,
+            message=f"exited after {uptime:.3f}s, before min_uptime={min_uptime}s ({reason})",
+            traceback=reason.traceback,
+            stderr_tail=reason.stderr_tail,
+        )
 
     def retry(self, child_id: str, now: float) -> list[Action]:
         """A restart retry posted by ScheduleRetry came back (section 5.5)."""
@@ -373,6 +414,39 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
+    def pause_child(self, key: str | int, now: float) -> list[Action]:
+        """Stop a worker's process group (SIGSTOP); it shows as "paused" until resumed."""
+        self._expect_running()
+        self._now = now
+        child = self._with_process(key, "pause it")
+        if child.state == "running":
+            child.state = "paused"
+            self._report(
+                EventKind.CHILD_PAUSED, child, pid=child.pid, incarnation=child.incarnation
+            )
+            self._out.append(PauseChild(child.id))
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def resume_child(self, key: str | int, now: float) -> list[Action]:
+        """Continue a paused worker's process group (SIGCONT)."""
+        self._expect_running()
+        self._now = now
+        child = self._with_process(key, "resume it")
+        if child.state != "paused":
+            raise ChildNotPaused(self.name, child.id)
+        child.state = "running"
+        self._report(EventKind.CHILD_RESUMED, child, pid=child.pid, incarnation=child.incarnation)
+        self._out.append(ResumeChild(child.id))
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def _with_process(self, key: str | int, what: str) -> _Child:
+        child = self._find(key)
+        if child.spec.type != "worker" or not child.alive:
+            raise ChildNotRunning(self.name, child.id, what)
+        return child
+
     # -- decisions -------------------------------------------------------------
 
     def _restart(self, child: _Child) -> None:
@@ -435,7 +509,7 @@ class Supervisor:
         if not child.spec.significant or policy is AutoShutdown.NEVER:
             return
         if policy is AutoShutdown.ALL_SIGNIFICANT and any(
-            c.spec.significant and c.state in ("running", "restarting", "backoff")
+            c.spec.significant and c.state in ("running", "paused", "restarting", "backoff")
             for c in self._children
         ):
             return
@@ -542,6 +616,7 @@ class Supervisor:
             del self._by_id[child.id]
             self._children.remove(child)
             self._report(EventKind.CHILD_DELETED, child)
+            self._out.append(RemoveChild(child.id))
 
     def _from_template(self, extra: Any) -> AnySpec:
         max_children = self.spec.max_children
