@@ -37,8 +37,8 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
-from ._info import ChildCounts, ChildInfo, ChildState
-from ._intensity import add_restart
+from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
+from ._intensity import RestartWindow, add_restart
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -81,6 +81,7 @@ __all__ = [
     "EventKind",
     "Exit",
     "ExitKind",
+    "ExitPlan",
     "ExitReason",
     "NannyError",
     "PauseChild",
@@ -89,6 +90,7 @@ __all__ = [
     "Reply",
     "Report",
     "Restart",
+    "RestartWindow",
     "ResumeChild",
     "ScheduleRetry",
     "Shutdown",
