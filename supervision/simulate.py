@@ -95,26 +95,33 @@ from ._spec import (
     Strategy,
     SupervisorSpec,
 )
+from ._sweep import METRICS, Estimate, SweepRow, SweepTable, grid, sweep
 
 __all__ = [
     "CRASH",
+    "METRICS",
     "START_FAILURE",
     "Call",
     "CallResult",
     "ChildReport",
     "ComparisonRow",
+    "Estimate",
     "Exponential",
     "FaultModel",
     "Healthy",
     "MemoryGrowth",
     "Scripted",
     "SimulationResult",
+    "SweepRow",
+    "SweepTable",
     "Table",
     "TreeReport",
     "call",
     "compare",
     "event_sequence",
+    "grid",
     "simulate",
+    "sweep",
 ]
 
 _HEALTHY = Healthy()
