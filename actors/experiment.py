@@ -15,7 +15,12 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 from supervision import SupervisorSpec
-from supervision.simulate import FaultModel, SweepTable
+from supervision.simulate import (
+    DEFAULT_ROOT_RESTART_DELAY,
+    DEFAULT_SEEDS,
+    FaultModel,
+    SweepTable,
+)
 from supervision.simulate import sweep as pure_sweep
 
 __all__ = ["process_map", "sweep"]
@@ -48,8 +53,8 @@ def sweep(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seeds: Iterable[int] = range(20),
-    root_restart_delay: float | None = None,
+    seeds: Iterable[int] = DEFAULT_SEEDS,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     workers: int | None = None,
     **axes: Iterable[Any],
 ) -> SweepTable:

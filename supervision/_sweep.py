@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._errors import SpecError
+from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
 from ._sim_faults import FaultModel
 from ._spec import SupervisorSpec
 
@@ -204,8 +205,8 @@ def sweep(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seeds: Iterable[int] = range(20),
-    root_restart_delay: float | None = None,
+    seeds: Iterable[int] = DEFAULT_SEEDS,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     map: Mapper = map,
     **axes: Iterable[Any],
 ) -> SweepTable:

@@ -67,6 +67,7 @@ from ._core import Supervisor
 from ._errors import NannyError, SpecError, StartError, SupervisorNotRunning
 from ._events import Event, EventKind
 from ._reasons import ExitKind, ExitReason
+from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED, DEFAULT_SEEDS
 from ._sim_faults import (
     CRASH,
     START_FAILURE,
@@ -99,6 +100,8 @@ from ._sweep import METRICS, Estimate, SweepRow, SweepTable, grid, sweep
 
 __all__ = [
     "CRASH",
+    "DEFAULT_ROOT_RESTART_DELAY",
+    "DEFAULT_SEEDS",
     "METRICS",
     "START_FAILURE",
     "Call",
@@ -694,8 +697,8 @@ def simulate(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seed: int = 0,
-    root_restart_delay: float | None = None,
+    seed: int = DEFAULT_SEED,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     keep_events: bool = True,
     calls: Iterable[Call] = (),
 ) -> SimulationResult:
@@ -745,8 +748,8 @@ def compare(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seeds: Iterable[int] = range(10),
-    root_restart_delay: float | None = None,
+    seeds: Iterable[int] = DEFAULT_SEEDS,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
 ) -> Table:
     """Run each spec on the same fault model and seeds; return a `Table` row per spec.
 
