@@ -381,8 +381,12 @@ def plot_heatmap(
     )
     for j, line in enumerate(shown):
         for i, value in enumerate(line):
-            if not math.isnan(value):
-                ax.text(i, j, f"{value:.3g}", ha="center", va="center", fontsize=8, color="white")
+            if math.isnan(value):
+                continue
+            r, g, b, _ = image.cmap(image.norm(value))
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            text = f"{value:.1f}" if percent else f"{value:.3g}"
+            ax.text(i, j, text, ha="center", va="center", fontsize=8, color=ink)
     ax.set_xticks(range(len(xs)), [_label(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_label(v) for v in ys])
     ax.set_xlabel(x)
