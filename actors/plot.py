@@ -383,7 +383,7 @@ def plot_heatmap(
         for i, value in enumerate(line):
             if math.isnan(value):
                 continue
-            r, g, b, _ = image.cmap(image.norm(value))
+            r, g, b, _ = image.cmap(float(image.norm([value])[0]))
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
             text = f"{value:.1f}" if percent else f"{value:.3g}"
             ax.text(i, j, text, ha="center", va="center", fontsize=8, color=ink)
