@@ -379,11 +379,13 @@ def plot_heatmap(
         aspect="auto",
         cmap=cmap or ("viridis" if metric == "availability" else "magma_r"),
     )
+    known = [v for line in shown for v in line if not math.isnan(v)]
+    lo, hi = (min(known), max(known)) if known else (0.0, 1.0)
     for j, line in enumerate(shown):
         for i, value in enumerate(line):
             if math.isnan(value):
                 continue
-            r, g, b, _ = image.cmap(float(image.norm([value])[0]))
+            r, g, b, _ = image.cmap((value - lo) / (hi - lo) if hi > lo else 0.5)
             ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
             text = f"{value:.1f}" if percent else f"{value:.3g}"
             ax.text(i, j, text, ha="center", va="center", fontsize=8, color=ink)
