@@ -521,7 +521,7 @@ class _Simulation:
         self.seq = 0
         self.ended_at: float | None = None
         paths = _paths(spec)
-        _check_faults(faults, paths, _templates(spec))
+        _check_faults(faults, paths, _templates(spec) | _added(self.calls))
         self.models = dict(faults)
         self.specs: dict[str, AnySpec] = {}
         _collect_specs(spec, "", self.specs)
@@ -656,6 +656,15 @@ def _templates(spec: SupervisorSpec, prefix: str = "") -> set[str]:
             found.add(prefix + child.id)
         if isinstance(child, SupervisorSpec):
             found |= _templates(child, prefix + child.id + "/")
+    return found
+
+
+def _added(calls: Iterable[Call]) -> set[str]:
+    """Paths of the workers that scripted start_child calls add (they may have faults)."""
+    found = set()
+    for c in calls:
+        if c.method == "start_child" and c.args and isinstance(c.args[0], ChildSpec):
+            found.add(f"{c.supervisor}/{c.args[0].id}" if c.supervisor else c.args[0].id)
     return found
 
 

@@ -210,3 +210,20 @@ def test_a_template_fault_model_applies_to_each_dynamic_child():
     with pytest.raises(SpecError, match="no worker at this path"):
         simulate(spec, {"nope": NORMAL_AT_ONCE}, duration=1)
     assert isinstance(ChildSpec, type)
+
+
+def test_a_child_added_by_a_call_may_have_a_fault_model():
+    from supervision.simulate import Healthy
+
+    spec = SupervisorSpec("root", children=[worker("a")])
+    slow = worker("slow", ready="notify", start_timeout=0.5)
+    result = simulate(
+        spec,
+        {"slow": Healthy(start_duration=2.0)},
+        duration=5,
+        calls=[call(1.0, "start_child", slow)],
+    )
+    error = result.calls[0].error
+    assert error is not None and error.reason.kind is ExitKind.START_TIMEOUT
+    assert result.calls[0].time == 1.5
+    assert ("root", "child_deleted", "slow") in event_sequence(result.events)
