@@ -250,3 +250,45 @@ def test_memory_limit_alike(nanny_tree):
     exited = next(e for e in live if e.context.value == "child_exited")
     assert exited.reason.kind is ExitKind.MEMORY_LIMIT
     assert event_sequence(live)[: len(expected)] == expected
+
+
+def ready_only_the_first_time(path: str) -> None:
+    """Notifies readiness on its first start only; later starts never get ready."""
+    from pathlib import Path
+
+    from actors import child
+
+    flag = Path(path)
+    if not flag.exists():
+        flag.write_text("started once")
+        child.ready()
+    children.sleep_forever()
+
+
+def test_failed_restarts_retry_through_the_mailbox_until_the_intensity_alike(nanny_tree, tmp_path):
+    # f is killed; every restart then fails (start_timeout), each retry is charged,
+    # and the supervisor gives up: OTP's retry loop, live and simulated.
+    spec = SupervisorSpec(
+        id="root",
+        intensity=3,
+        period=60.0,
+        children=[
+            ChildSpec(id="a", target=children.sleep_forever),
+            ChildSpec(
+                id="f",
+                target=ready_only_the_first_time,
+                args=(str(tmp_path / "flag"),),
+                ready="notify",
+                start_timeout=0.3,
+            ),
+        ],
+    )
+    faults = {"f": Scripted([(1.0, KILLED)], failed_starts=range(2, 10))}
+    expected = event_sequence(simulate(spec, faults, duration=30.0).events)
+    assert expected.count(("root", "restart_scheduled", "f")) == 3
+    assert ("root", "reached_max_restart_intensity", "f") in expected
+
+    tree = nanny_tree(spec)
+    tree.kill("f")
+    tree.log.wait_for(lambda e: e.context.value == "supervisor_stopped", 30)
+    assert event_sequence(tree.log.snapshot()) == expected
