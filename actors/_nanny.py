@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import dataclasses
 import logging
 import sys
 import time
@@ -41,8 +40,11 @@ from supervision import (
     ExitKind,
     ExitReason,
     NannyError,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     Shutdown,
     SpecError,
@@ -51,9 +53,7 @@ from supervision import (
     SupervisorSpec,
     TerminateChild,
     TerminateChildren,
-    exit_plan,
     parse_signal,
-    restart_budget,
 )
 
 from ._events import EventLog
@@ -184,7 +184,6 @@ class NannyActor(pykka.ThreadingActor):
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
         self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
         self._nested_incarnations: dict[str, int] = {}
-        self._paused: set[tuple[str, int]] = set()
         self._exit_requested = False
         self._exit_reason: ExitReason | None = None
         self._plugins = list(plugins)
@@ -243,7 +242,7 @@ class NannyActor(pykka.ThreadingActor):
 
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
-        return [self._overlay(info) for info in self._core.which_children()]
+        return [info for info in self._core.which_children()]
 
     def which_tree(self) -> list[TreeNode]:
         """The whole subtree, in start order: each child with its own children, if any."""
@@ -255,7 +254,7 @@ class NannyActor(pykka.ThreadingActor):
             if nested is not None and info.state == "running":
                 with contextlib.suppress(pykka.ActorDeadError):
                     below = cast(list[TreeNode], nested.proxy().which_tree().get())
-            nodes.append(TreeNode(self._overlay(info), path, tuple(below)))
+            nodes.append(TreeNode(info, path, tuple(below)))
         return nodes
 
     def child_nanny(self, key: str) -> pykka.ActorRef[NannyActor]:
@@ -267,7 +266,7 @@ class NannyActor(pykka.ThreadingActor):
         return nested
 
     def which_child(self, key: str | int) -> ChildInfo:
-        return self._overlay(self._core.which_child(key))
+        return self._core.which_child(key)
 
     def count_children(self) -> ChildCounts:
         return self._core.count_children()
@@ -288,17 +287,15 @@ class NannyActor(pykka.ThreadingActor):
     def delete_child(self, key: str) -> Any:
         return self._call_core(self._core.delete_child(key, time.monotonic()))
 
-    def pause_child(self, key: str) -> None:
+    def pause_child(self, key: str) -> Any:
         """SIGSTOP the child's process group; it shows as "paused"."""
-        info = self._core.which_child(key)
-        self._ask_worker(info, Pause(), "pause it")
-        self._paused.add((info.id, info.incarnation))
+        return self._call_core(self._core.pause_child(key, time.monotonic()))
 
-    def resume_child(self, key: str) -> None:
-        info = self._core.which_child(key)
-        self._ask_worker(info, Resume(), "resume it")
-        self._paused.discard((info.id, info.incarnation))
-        self._arm(info.id)
+    def resume_child(self, key: str) -> Any:
+        actions = self._core.resume_child(key, time.monotonic())
+        result = self._call_core(actions)
+        self._arm(self._core.which_child(key).id)
+        return result
 
     def signal_child(self, key: str, sig: int | str) -> None:
         """Send `sig` (a number, or a name such as "HUP") to the child's process group."""
@@ -397,9 +394,15 @@ class NannyActor(pykka.ThreadingActor):
         if isinstance(message, ChildExited):
             if message.respawned_by is not None and message.respawned_by is self._grant_to:
                 self._used_seen += 1
-            self._paused = {p for p in self._paused if p[0] != message.child_id}
-            reason = self._early(message)
-            self._run(self._core.child_exited(message.child_id, message.incarnation, reason, now))
+            self._run(
+                self._core.child_exited(
+                    message.child_id,
+                    message.incarnation,
+                    message.reason,
+                    now,
+                    uptime=message.uptime,
+                )
+            )
         elif isinstance(message, ChildNote):
             self._note(message, now)
         elif isinstance(message, RetryRestart):
@@ -417,25 +420,6 @@ class NannyActor(pykka.ThreadingActor):
         else:
             raise TypeError(f"nanny {self._core.name!r} got an unknown message {message!r}")
         return None
-
-    def _early(self, message: ChildExited) -> ExitReason:
-        """min_uptime (to move into the core): an early exit counts as a failed start."""
-        reason, uptime = message.reason, message.uptime
-        spec = self._workers.get(message.child_id)
-        if spec is None or uptime is None or reason.kind is ExitKind.SHUTDOWN:
-            return reason
-        min_uptime = cast(ChildSpec, self._core.get_childspec(message.child_id)).min_uptime
-        if uptime >= min_uptime:
-            return reason
-        return ExitReason(
-            ExitKind.START_FAILURE,
-            code=reason.code,
-            signal=reason.signal,
-            exc_type=reason.exc_type,
-            message=f"exited after {uptime:.3f}s, before min_uptime={min_uptime}s ({reason})",
-            traceback=reason.traceback,
-            stderr_tail=reason.stderr_tail,
-        )
 
     def _init(self, message: InitTree, now: float) -> Any:
         parent = self._parent
@@ -505,6 +489,14 @@ class NannyActor(pykka.ThreadingActor):
                     )
                 else:
                     self.actor_ref.tell(RetryRestart(action.child_id))
+            elif isinstance(action, PauseChild | ResumeChild):
+                self._pause_worker(
+                    action.child_id, Pause() if isinstance(action, PauseChild) else Resume()
+                )
+            elif isinstance(action, RemoveChild):
+                worker = self._workers.pop(action.child_id, None)
+                if worker is not None:
+                    worker.stop()
             elif isinstance(action, Reply):
                 self._reply(action)
             elif isinstance(action, Exit):
@@ -601,13 +593,8 @@ class NannyActor(pykka.ThreadingActor):
 
     def _exit_plan(self, child_id: str) -> ArmExit | None:
         """What the child's next exit will mean, when the core can say it ahead."""
-        try:
-            plan = exit_plan(self._core, child_id)
-        except NannyError:
-            return None
-        if plan is None or (child_id, plan.incarnation) in self._paused:
-            return None
-        return ArmExit(plan, self._group)
+        plan = self._core.exit_plan(child_id)
+        return None if plan is None else ArmExit(plan, self._group)
 
     def _arm(self, child_id: str) -> None:
         """Tell a running child's worker what its next exit means (after a resume)."""
@@ -623,7 +610,8 @@ class NannyActor(pykka.ThreadingActor):
             return
         if launcher is not self._grant_to:
             self._grant_to, self._used_seen, self._granted = launcher, 0, -1
-        budget = restart_budget(self._core, time.monotonic()) if self._core.mode == "running" else 0
+        running = self._core.mode == "running"
+        budget = self._core.restart_budget(time.monotonic()) if running else 0
         granted = self._used_seen + budget
         # Never more than the core allows; and no message per restart: a restart the
         # launcher made and one the core charged leave the grant as it was, and a
@@ -697,8 +685,6 @@ class NannyActor(pykka.ThreadingActor):
 
     def _record(self, event: Event) -> None:
         self._log.append(event)
-        if event.context is EventKind.CHILD_DELETED and event.offender in self._workers:
-            self._workers.pop(event.offender).stop()
         self._to_log.append(event)
 
     def _note(self, message: ChildNote, now: float) -> None:
@@ -735,14 +721,14 @@ class NannyActor(pykka.ThreadingActor):
 
     # -- helpers ------------------------------------------------------------------------
 
-    def _overlay(self, info: ChildInfo) -> ChildInfo:
-        if info.state == "running" and (info.id, info.incarnation) in self._paused:
-            return dataclasses.replace(info, state="paused")
-        return info
+    def _pause_worker(self, child_id: str, message: Pause | Resume) -> None:
+        # SIGSTOP/SIGCONT; a process that just died has its exit on the way: nothing to do.
+        with contextlib.suppress(ChildNotRunning, pykka.ActorDeadError):
+            self._workers[child_id].ask(message)
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:
         worker = self._workers.get(info.id)
-        if info.type != "worker" or worker is None or info.state != "running":
+        if info.type != "worker" or worker is None or info.state not in ("running", "paused"):
             raise ChildNotRunning(self._core.name, info.id, what)
         return worker.ask(message)
 

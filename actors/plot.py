@@ -1,24 +1,29 @@
-"""Timelines of a tree's life, drawn from its events and saved as PNG.
+"""Timelines of a tree's life and heatmaps of a sweep, as matplotlib Figures.
 
 Works on any event list: a simulation's `result.events` or a live tree's
 `nanny.events().get()`. Needs matplotlib: `pip install 'nannytree[plot]'`.
 
     from actors.plot import plot_timeline
-    plot_timeline(result.events, "timeline.png")
+    fig = plot_timeline(result.events, "timeline.svg")  # .png, .svg, .pdf: by extension
 
-Each child gets a row: a bar while it is up, a triangle where it was
-restarted, a cross where it failed (red: exited abnormally, orange: a failed
-start), a black X where its supervisor reached its restart intensity, and a
-dashed line where the root supervisor stopped.
+Every function returns the `Figure`, saves it when given a path (the format
+follows the extension), and draws into a given `ax` (a notebook's) instead of
+a new figure. Each child gets a row: a bar while it is up, a hatched grey bar
+while a backoff delays its restart, a triangle where it was restarted, a red
+cross where it crashed (exited abnormally), an orange cross where a start
+failed, a grey bar end where its supervisor stopped it, a black X where its
+supervisor reached its restart intensity, and a dashed line where the root
+supervisor stopped. The legend shows only what appears.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from supervision import Event, EventKind
 
@@ -26,23 +31,30 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_timeline", "plot_timelines"]
+    from supervision.simulate import SweepTable
+
+__all__ = ["plot_heatmap", "plot_timeline", "plot_timelines"]
 
 _UP = "#4c9a5a"
 _FAILED = "#c0392b"
 _START_FAILED = "#e67e22"
 _RESTART = "#1f4e79"
+_BACKOFF = "#b0b0b0"
+_STOPPED = "#555555"
 
 
 @dataclass
 class _Row:
     label: str
     segments: list[tuple[float, float]] = field(default_factory=list)
+    waits: list[tuple[float, float]] = field(default_factory=list)  # backoff delays
     up_since: float | None = None
+    wait_since: float | None = None
     starts: int = 0
     restarts: list[float] = field(default_factory=list)
     failures: list[float] = field(default_factory=list)
     start_failures: list[float] = field(default_factory=list)
+    stops: list[float] = field(default_factory=list)  # stopped by its supervisor
     give_ups: list[float] = field(default_factory=list)
 
     def close(self, t: float) -> None:
@@ -50,12 +62,32 @@ class _Row:
             self.segments.append((self.up_since, t - self.up_since))
             self.up_since = None
 
+    def end_wait(self, t: float) -> None:
+        if self.wait_since is not None:
+            self.waits.append((self.wait_since, t - self.wait_since))
+            self.wait_since = None
+
 
 @dataclass
 class _Timeline:
     rows: dict[str, _Row]
     stops: list[float]
     end: float
+
+    def kinds(self) -> set[str]:
+        """The legend entries this timeline needs."""
+        found = set()
+        for row in self.rows.values():
+            for name in ("segments", "waits", "restarts", "failures", "start_failures"):
+                if getattr(row, name):
+                    found.add(name)
+            if row.stops:
+                found.add("stops")
+            if row.give_ups:
+                found.add("give_ups")
+        if self.stops:
+            found.add("tree_stops")
+        return found
 
 
 def _timeline(events: Sequence[Event], end: float | None) -> _Timeline:
@@ -80,6 +112,7 @@ def _timeline(events: Sequence[Event], end: float | None) -> _Timeline:
             row = rows[key] = _Row(key.removeprefix(root + "/"))
         if e.context is EventKind.CHILD_STARTED:
             row.close(t)
+            row.end_wait(t)
             if row.starts:
                 row.restarts.append(t)
             row.starts += 1
@@ -89,14 +122,19 @@ def _timeline(events: Sequence[Event], end: float | None) -> _Timeline:
             if e.reason is not None and not e.reason.is_normal:
                 row.failures.append(t)
         elif e.context is EventKind.CHILD_TERMINATED:
+            if row.up_since is not None:
+                row.stops.append(t)
             row.close(t)
         elif e.context is EventKind.START_FAILED:
             row.start_failures.append(t)
+        elif e.context is EventKind.RESTART_SCHEDULED and e.detail.startswith("backoff"):
+            row.wait_since = t
         elif e.context is EventKind.MAX_INTENSITY_REACHED:
             row.give_ups.append(t)
     stop = last if end is None else end
     for row in rows.values():
         row.close(stop)
+        row.end_wait(stop)
     return _Timeline(rows, stops, stop)
 
 
@@ -115,10 +153,16 @@ def _draw(ax: Axes, timeline: _Timeline, start: float, scale: float, title: str 
         y = n - 1 - i  # first child on top
         bars = [(s / scale, d / scale) for s, d in row.segments]
         ax.broken_barh(bars, (y - 0.3, 0.6), facecolors=_UP)
+        if row.waits:
+            waits = [(s / scale, d / scale) for s, d in row.waits]
+            ax.broken_barh(
+                waits, (y - 0.15, 0.3), facecolors="none", edgecolors=_BACKOFF, hatch="///"
+            )
         marks: list[tuple[list[float], str, str, float]] = [
             (row.restarts, "^", _RESTART, 30),
             (row.failures, "x", _FAILED, 40),
             (row.start_failures, "x", _START_FAILED, 40),
+            (row.stops, "|", _STOPPED, 120),
             (row.give_ups, "X", "black", 90),
         ]
         for times, marker, color, size in marks:
@@ -135,25 +179,35 @@ def _draw(ax: Axes, timeline: _Timeline, start: float, scale: float, title: str 
         ax.axvline(t / scale, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(range(n), [r.label for r in reversed(rows)])
     ax.set_ylim(-0.7, n - 0.3)
-    ax.set_xlim(start / scale, timeline.end / scale)
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title, fontsize=10, loc="left")
 
 
-def _legend(fig: Figure) -> None:
+def _handles(kinds: set[str]) -> list[Any]:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles = [
-        Patch(facecolor=_UP, label="up"),
-        Line2D([], [], marker="^", color=_RESTART, linestyle="", label="restarted"),
-        Line2D([], [], marker="x", color=_FAILED, linestyle="", label="failed"),
-        Line2D([], [], marker="x", color=_START_FAILED, linestyle="", label="start failed"),
-        Line2D([], [], marker="X", color="black", linestyle="", label="intensity reached"),
-        Line2D([], [], color="black", linestyle="--", label="tree stopped"),
+    every = [
+        ("segments", Patch(facecolor=_UP, label="up")),
+        ("waits", Patch(facecolor="none", edgecolor=_BACKOFF, hatch="///", label="backoff wait")),
+        ("restarts", Line2D([], [], marker="^", color=_RESTART, linestyle="", label="restarted")),
+        ("failures", Line2D([], [], marker="x", color=_FAILED, linestyle="", label="crashed")),
+        (
+            "start_failures",
+            Line2D([], [], marker="x", color=_START_FAILED, linestyle="", label="start failed"),
+        ),
+        (
+            "stops",
+            Line2D([], [], marker="|", color=_STOPPED, linestyle="", label="stopped by supervisor"),
+        ),
+        (
+            "give_ups",
+            Line2D([], [], marker="X", color="black", linestyle="", label="intensity reached"),
+        ),
+        ("tree_stops", Line2D([], [], color="black", linestyle="--", label="tree stopped")),
     ]
-    fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+    return [handle for kind, handle in every if kind in kinds]
 
 
 def _figure_class() -> type[Figure]:
@@ -166,20 +220,15 @@ def _figure_class() -> type[Figure]:
     return Figure
 
 
-def plot_timelines(
-    runs: Mapping[str, Sequence[Event]],
-    path: str | os.PathLike[str],
-    *,
-    start: float = 0.0,
-    end: float | None = None,
-    dpi: int = 110,
-) -> Path:
-    """One timeline panel per named event list, stacked on one time axis; save a PNG.
+def _save(fig: Figure, path: str | os.PathLike[str] | None, dpi: int) -> None:
+    """Save in the format the extension names (.png, .svg, .pdf, ...); PNG without one."""
+    if path is None:
+        return
+    out = Path(path)
+    fig.savefig(out, format=out.suffix.lstrip(".").lower() or "png", dpi=dpi)
 
-    Times are seconds since each list's first event (a simulation's virtual
-    time). `start`/`end` crop the axis (default: from 0 to the last event).
-    Returns the path written.
-    """
+
+def _check(runs: Mapping[str, Sequence[Event]]) -> None:
     if not runs:
         raise ValueError("plot_timelines needs at least one named event list; got none")
     for name, events in runs.items():
@@ -188,40 +237,70 @@ def plot_timelines(
                 f"cannot plot {name!r}: its event list is empty "
                 "(pass result.events from simulate() or nanny.events().get())"
             )
+
+
+def plot_timelines(
+    runs: Mapping[str, Sequence[Event]],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    start: float = 0.0,
+    end: float | None = None,
+    dpi: int = 110,
+    axes: Sequence[Axes] | None = None,
+) -> Figure:
+    """One timeline panel per named event list, stacked on one time axis.
+
+    Times are seconds since each list's first event (a simulation's virtual
+    time). `start`/`end` crop the axis (default: from 0 to the last event).
+    Saved to `path` if given, in the format of its extension; drawn into
+    `axes` (one per run) if given. Returns the Figure.
+    """
+    _check(runs)
     Figure = _figure_class()
     timelines = {name: _timeline(events, end) for name, events in runs.items()}
-    longest = max(t.end for t in timelines.values())
+    longest = max(max(t.end for t in timelines.values()), start + 1.0)  # never an empty axis
     scale, unit = _unit(longest - start)
-    heights = [max(len(t.rows), 1) + 1 for t in timelines.values()]
-    height = 0.45 * sum(heights) + 1.4
-    legend_space = 0.45 / height  # 0.45 inch kept free for the legend below the axes
-    fig = Figure(figsize=(11, height))
-    fig.set_layout_engine("constrained", rect=(0, legend_space, 1, 1 - legend_space))
-    axes = fig.subplots(len(timelines), 1, sharex=True, squeeze=False, height_ratios=heights)
-    for ax, (name, timeline) in zip(axes[:, 0], timelines.items(), strict=True):
+    if axes is None:
+        heights = [max(len(t.rows), 1) + 1 for t in timelines.values()]
+        height = 0.45 * sum(heights) + 1.4
+        legend_space = 0.45 / height  # 0.45 inch kept free for the legend below the axes
+        fig = Figure(figsize=(11, height))
+        fig.set_layout_engine("constrained", rect=(0, legend_space, 1, 1 - legend_space))
+        axes = list(
+            fig.subplots(len(timelines), 1, sharex=True, squeeze=False, height_ratios=heights)[:, 0]
+        )
+    elif len(axes) != len(timelines):
+        raise ValueError(f"got {len(axes)} axes for {len(timelines)} runs; pass one per run")
+    else:
+        fig = axes[0].get_figure()  # type: ignore[assignment]
+    for ax, (name, timeline) in zip(axes, timelines.items(), strict=True):
         _draw(ax, timeline, start, scale, name)
         ax.set_xlim(start / scale, longest / scale)
-    axes[-1, 0].set_xlabel(f"time ({unit})")
-    _legend(fig)
-    out = Path(path)
-    fig.savefig(out, format="png", dpi=dpi)
-    return out
+    axes[-1].set_xlabel(f"time ({unit})")
+    kinds: set[str] = set().union(*(t.kinds() for t in timelines.values()))
+    handles = _handles(kinds)
+    if handles:
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
+    _save(fig, path, dpi)
+    return fig
 
 
 def plot_timeline(
     events: Sequence[Event],
-    path: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
     *,
     title: str | None = None,
     start: float = 0.0,
     end: float | None = None,
     dpi: int = 110,
-) -> Path:
-    """Draw one tree's timeline (a row per child) from its events; save it as a PNG.
+    ax: Axes | None = None,
+) -> Figure:
+    """Draw one tree's timeline (a row per child) from its events.
 
     `events`: a simulation's `result.events` or a live `nanny.events().get()`.
     Times are seconds since the first event; `start`/`end` crop the axis.
-    Raises ValueError for an empty event list. Returns the path written.
+    Saved to `path` if given (format by extension), drawn into `ax` if given.
+    Raises ValueError for an empty event list. Returns the Figure.
     """
     if not events:
         raise ValueError(
@@ -229,4 +308,100 @@ def plot_timeline(
             "(pass result.events from simulate() or nanny.events().get())"
         )
     name = title if title is not None else f"tree {events[0].supervisor.split('/')[0]!r}"
-    return plot_timelines({name: events}, path, start=start, end=end, dpi=dpi)
+    return plot_timelines(
+        {name: events},
+        path,
+        start=start,
+        end=end,
+        dpi=dpi,
+        axes=None if ax is None else [ax],
+    )
+
+
+_PERCENT = {"availability"}
+
+
+def plot_heatmap(
+    table: SweepTable,
+    metric: str,
+    x: str,
+    y: str,
+    path: str | os.PathLike[str] | None = None,
+    *,
+    where: Mapping[str, Any] | None = None,
+    ax: Axes | None = None,
+    dpi: int = 110,
+    cmap: str | None = None,
+) -> Figure:
+    """One metric of a sweep over two of its axes, as an annotated heatmap.
+
+    `metric`: "availability", "restarts", "give_ups" or "time_to_give_up" (the
+    mean over seeds). `x`, `y`: two axes of the sweep; every other axis must
+    be fixed with `where={"axis": value}` (or have one value). A cell with no
+    figure (no run gave up) is left blank. Saved to `path` if given (format by
+    extension), drawn into `ax` if given. Returns the Figure.
+    """
+    from supervision.simulate import METRICS
+
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
+    for name in (x, y):
+        if name not in table.axes:
+            raise ValueError(f"{name!r} is not an axis of this sweep; its axes: {list(table.axes)}")
+    fixed = dict(where or {})
+    for name, values in table.axes.items():
+        if name in (x, y) or name in fixed:
+            continue
+        if len(values) != 1:
+            raise ValueError(
+                f"axis {name!r} has {len(values)} values; fix one with where={{{name!r}: ...}}"
+            )
+        fixed[name] = values[0]
+    xs, ys = table.axes[x], table.axes[y]
+    grid = [[math.nan] * len(xs) for _ in ys]
+    for row in table.rows:
+        if any(row.params.get(k) != v for k, v in fixed.items()):
+            continue
+        value = row.metric(metric)
+        if value is not None:
+            grid[ys.index(row.params[y])][xs.index(row.params[x])] = value
+    Figure = _figure_class()
+    if ax is None:
+        fig = Figure(figsize=(1.3 * len(xs) + 2.5, 0.6 * len(ys) + 1.8), layout="constrained")
+        ax = fig.subplots()
+    else:
+        fig = ax.get_figure()  # type: ignore[assignment]
+    percent = metric in _PERCENT
+    shown = [[v * 100 if percent else v for v in line] for line in grid]
+    image = ax.imshow(
+        shown,
+        origin="lower",
+        aspect="auto",
+        cmap=cmap or ("viridis" if metric == "availability" else "magma_r"),
+    )
+    known = [v for line in shown for v in line if not math.isnan(v)]
+    lo, hi = (min(known), max(known)) if known else (0.0, 1.0)
+    for j, line in enumerate(shown):
+        for i, value in enumerate(line):
+            if math.isnan(value):
+                continue
+            r, g, b, _ = image.cmap((value - lo) / (hi - lo) if hi > lo else 0.5)
+            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+            text = f"{value:.1f}" if percent else f"{value:.3g}"
+            ax.text(i, j, text, ha="center", va="center", fontsize=8, color=ink)
+    ax.set_xticks(range(len(xs)), [_label(v) for v in xs])
+    ax.set_yticks(range(len(ys)), [_label(v) for v in ys])
+    ax.set_xlabel(x)
+    ax.set_ylabel(y)
+    unit = " (%)" if percent else " (s)" if metric == "time_to_give_up" else " per run"
+    title = f"{metric}{unit}, mean of {len(table.seeds)} seeds"
+    if fixed:
+        title += "; " + ", ".join(f"{k}={_label(v)}" for k, v in fixed.items())
+    ax.set_title(title, fontsize=10, loc="left")
+    fig.colorbar(image, ax=ax)
+    _save(fig, path, dpi)
+    return fig
+
+
+def _label(value: Any) -> str:
+    return str(getattr(value, "value", value))

@@ -10,8 +10,10 @@ Restart=always with RestartSec=30 would.
 
 It prints the comparison table and saves it as experiment.txt, and saves a
 timeline of the first minutes of the runs at OTP's default intensity as
-experiment.png, in --out (default: here). No processes are started: a day of
-virtual time per run takes a fraction of a second.
+experiment.png, in --out (default: here). Then it sweeps one_for_one's
+intensity x period over 20 seeds on every core and saves the availability as
+a heatmap, sweep.png (and the sweep's table as sweep.txt). No processes are
+started: a day of virtual time per run takes a fraction of a second.
 
     python examples/experiment.py --out /tmp/experiment
 """
@@ -21,7 +23,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from actors.plot import plot_timelines
+from actors.experiment import sweep
+from actors.plot import plot_heatmap, plot_timelines
 from supervision import Backoff, ChildSpec, Strategy, SupervisorSpec
 from supervision.simulate import Exponential, FaultModel, compare, simulate
 
@@ -30,6 +33,8 @@ INTENSITIES = ((1, 5.0), (5, 30.0))  # (restarts, within seconds)
 BACKOFFS = (None, Backoff())  # OTP's restart at once; nannytree's default backoff
 ROOT_RESTART_DELAY = 30.0
 PLOTTED_INTENSITY = 1  # the timeline shows the runs at OTP's default intensity
+SWEPT_INTENSITIES = (1, 2, 3, 5, 10, 20)
+SWEPT_PERIODS = (5.0, 10.0, 30.0, 60.0, 300.0)
 
 FAULTS: dict[str, FaultModel] = {
     # A database that crashes about every two hours and takes 2 s to start.
@@ -59,6 +64,11 @@ def spec(
     )
 
 
+def one_for_one(intensity: int, period: float) -> SupervisorSpec:
+    """A point of the sweep (module level: the sweep's worker processes pickle it)."""
+    return spec(Strategy.ONE_FOR_ONE, intensity, period, None)
+
+
 def specs() -> dict[str, SupervisorSpec]:
     return {
         f"{strategy.value} {n}/{period:g}s{' backoff' if backoff else ''}": spec(
@@ -76,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hours", type=float, default=24.0, help="virtual hours per run")
     parser.add_argument("--seeds", type=int, default=5, help="runs per spec")
     parser.add_argument("--window", type=float, default=600.0, help="seconds shown in the plot")
+    parser.add_argument("--sweep-seeds", type=int, default=20, help="runs per point of the sweep")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -96,12 +107,24 @@ def main(argv: list[str] | None = None) -> None:
         ).events
         for name, s in plotted.items()
     }
+    swept = sweep(
+        one_for_one,
+        FAULTS,
+        duration=args.hours * 3600,
+        seeds=range(args.sweep_seeds),
+        root_restart_delay=ROOT_RESTART_DELAY,
+        intensity=SWEPT_INTENSITIES,
+        period=SWEPT_PERIODS,
+    )
+    print(f"\n{swept}")
+    (args.out / "sweep.txt").write_text(f"{swept}\n")
     try:
-        path = plot_timelines(runs, args.out / "experiment.png", end=args.window)
+        plot_timelines(runs, args.out / "experiment.png", end=args.window)
+        plot_heatmap(swept, "availability", "period", "intensity", args.out / "sweep.png")
     except ModuleNotFoundError as e:
         print(f"\nno plot: {e}")
         return
-    print(f"\nsaved {args.out / 'experiment.txt'} and {path}")
+    print(f"\nsaved experiment.txt, experiment.png, sweep.txt and sweep.png in {args.out}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,11 @@ executes these decisions live; a simulator can execute them in virtual time.
 from ._actions import (
     Action,
     Exit,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     StartChild,
     TerminateChild,
@@ -21,6 +24,7 @@ from ._errors import (
     AlreadyStarted,
     ChildError,
     ChildNotFound,
+    ChildNotPaused,
     ChildNotRunning,
     ChildRestarting,
     ChildRunning,
@@ -33,9 +37,8 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
-from ._info import ChildCounts, ChildInfo, ChildState
-from ._intensity import add_restart
-from ._plan import ExitPlan, exit_plan, restart_budget
+from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
+from ._intensity import RestartWindow, add_restart
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -69,6 +72,7 @@ __all__ = [
     "ChildError",
     "ChildInfo",
     "ChildNotFound",
+    "ChildNotPaused",
     "ChildNotRunning",
     "ChildRestarting",
     "ChildRunning",
@@ -82,11 +86,15 @@ __all__ = [
     "ExitPlan",
     "ExitReason",
     "NannyError",
+    "PauseChild",
     "ReadyFile",
     "Reload",
+    "RemoveChild",
     "Reply",
     "Report",
     "Restart",
+    "RestartWindow",
+    "ResumeChild",
     "ScheduleRetry",
     "Shutdown",
     "SimpleOneForOneError",
@@ -108,10 +116,8 @@ __all__ = [
     "classify_exit",
     "event_from_dict",
     "event_to_dict",
-    "exit_plan",
     "load_tree",
     "parse_signal",
-    "restart_budget",
     "signal_name",
 ]
 

@@ -58,6 +58,27 @@ class ScheduleRetry:
 
 
 @dataclass(frozen=True)
+class PauseChild:
+    """Stop this worker's process group (SIGSTOP); no answer."""
+
+    child_id: str
+
+
+@dataclass(frozen=True)
+class ResumeChild:
+    """Continue this worker's process group (SIGCONT); no answer."""
+
+    child_id: str
+
+
+@dataclass(frozen=True)
+class RemoveChild:
+    """The child was deleted: release what the executor keeps for it (its worker); no answer."""
+
+    child_id: str
+
+
+@dataclass(frozen=True)
 class Report:
     """Record this event."""
 
@@ -84,5 +105,16 @@ class Exit:
     error: NannyError | None = None
 
 
-Action = StartChild | TerminateChild | TerminateChildren | ScheduleRetry | Report | Reply | Exit
+Action = (
+    StartChild
+    | TerminateChild
+    | TerminateChildren
+    | ScheduleRetry
+    | PauseChild
+    | ResumeChild
+    | RemoveChild
+    | Report
+    | Reply
+    | Exit
+)
 TerminationResults = Mapping[str, ExitReason]

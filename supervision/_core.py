@@ -15,8 +15,11 @@ from typing import Any, Literal
 from ._actions import (
     Action,
     Exit,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     StartChild,
     TerminateChild,
@@ -27,6 +30,8 @@ from ._errors import (
     AlreadyPresent,
     AlreadyStarted,
     ChildNotFound,
+    ChildNotPaused,
+    ChildNotRunning,
     ChildRestarting,
     ChildRunning,
     NannyError,
@@ -38,12 +43,16 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
-from ._info import ChildCounts, ChildInfo, ChildState
-from ._intensity import add_restart
+from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
+from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
 _MASK64 = (1 << 64) - 1
+# Ends that the tree caused, not the child: min_uptime does not apply to them.
+_NOT_THE_CHILDS_OWN_EXIT = frozenset(
+    {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
+)
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
 TerminateContext = Literal["restart", "api", "shutdown"]
 
@@ -66,7 +75,8 @@ class _Child:
 
     @property
     def alive(self) -> bool:
-        return self.state == "running"
+        """It has a process: running, or paused (a paused process is stopped like a running one)."""
+        return self.state in ("running", "paused")
 
     def info(self) -> ChildInfo:
         return ChildInfo(
@@ -124,9 +134,10 @@ class Supervisor:
         self._jitter_state = (seed * 0x9E3779B97F4A7C15 + 1) & _MASK64
         self.name = name or spec.id
         self.mode: Mode = "new"
-        self.restart_times: tuple[float, ...] = ()
-        self._children: list[_Child] = []  # start order
-        self._by_id: dict[str, _Child] = {}
+        self._window = RestartWindow(spec.intensity, spec.period)
+        # The children in start order, by id: a dict keeps the order and removes in O(1).
+        self._children: dict[str, _Child] = {}
+        self._by_pid: dict[int, _Child] = {}
         self._plan: deque[_Step] = deque()
         self._pending: _Start | _Terminate | _TerminateAll | None = None
         self._out: list[Action] = []
@@ -140,25 +151,67 @@ class Supervisor:
     # -- queries -------------------------------------------------------------
 
     @property
+    def restart_times(self) -> tuple[float, ...]:
+        """The restarts charged in the intensity window, newest first."""
+        return self._window.times()
+
+    def restart_budget(self, now: float) -> int:
+        """How many restarts may happen from `now` on without exceeding the intensity."""
+        return self._window.budget(now)
+
+    def exit_plan(self, child_id: str) -> ExitPlan | None:
+        """What the next exit of this child will mean, when it is decided ahead of time.
+
+        Not None only when that exit would (within `restart_budget`) restart this
+        child alone and at once: a running (or starting: the plan its process will
+        have), not paused, worker of a one_for_one or simple_one_for_one supervisor
+        that runs, with restart permanent ("any" exit) or transient ("abnormal"
+        exits only; an exit before `min_uptime` is abnormal), and no backoff. An
+        executor may restart the child before the exit reaches the core; the core
+        still accounts for the exit as usual.
+        """
+        child = self._children.get(child_id)
+        if (
+            child is None
+            or self.mode != "running"
+            or child.state not in ("running", "starting")
+            or not isinstance(child.spec, ChildSpec)
+            or child.spec.backoff is not None
+            or self.spec.strategy not in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
+        ):
+            return None
+        restart = child.spec.restart
+        if restart is Restart.TEMPORARY:
+            return None
+        return ExitPlan(
+            child_id=child.id,
+            incarnation=child.incarnation,
+            restart_on="any" if restart is Restart.PERMANENT else "abnormal",
+            min_uptime=child.spec.min_uptime,
+            normal_exit_codes=frozenset(child.spec.normal_exit_codes),
+        )
+
+    @property
     def busy(self) -> bool:
         return self._pending is not None or bool(self._plan)
 
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order (newest position first)."""
-        return [c.info() for c in reversed(self._children)]
+        return [c.info() for c in reversed(self._children.values())]
 
     def children(self) -> list[ChildInfo]:
         """Children in start order."""
-        return [c.info() for c in self._children]
+        return [c.info() for c in self._children.values()]
 
     def which_child(self, key: str | int) -> ChildInfo:
         return self._find(key).info()
 
     def count_children(self) -> ChildCounts:
-        sups = sum(1 for c in self._children if c.spec.type == "supervisor")
+        children = self._children.values()
+        sups = sum(1 for c in children if c.spec.type == "supervisor")
         return ChildCounts(
             specs=1 if self._simple else len(self._children),
-            active=sum(1 for c in self._children if c.alive),
+            active=sum(1 for c in children if c.alive),
             supervisors=sups,
             workers=len(self._children) - sups,
         )
@@ -176,7 +229,7 @@ class Supervisor:
         self._now = now
         self.mode = "running"
         self._report(EventKind.SUPERVISOR_STARTED, detail=self.spec.strategy.value)
-        self._plan.extend(_Start(c.id, "init") for c in self._children)
+        self._plan.extend(_Start(c.id, "init") for c in self._children.values())
         return self._advance()
 
     def shutdown(self, now: float, reason: ExitReason | None = None) -> list[Action]:
@@ -194,7 +247,8 @@ class Supervisor:
         step = self._answer(_Start, child_id)
         self._now = now
         child = self._get(child_id)
-        child.state, child.pid, child.incarnation = "running", pid, incarnation
+        child.state, child.incarnation = "running", incarnation
+        self._set_pid(child, pid)
         child.started_at, child.next_attempt = now, None
         if step.ctx == "restart":
             child.restarts += 1
@@ -207,7 +261,8 @@ class Supervisor:
         step = self._answer(_Start, child_id)
         self._now = now
         child = self._get(child_id)
-        child.state, child.pid, child.last_exit = "stopped", None, reason
+        child.state, child.last_exit = "stopped", reason
+        self._set_pid(child, None)
         self._report(EventKind.START_FAILED, child, reason=reason)
         if step.ctx == "init":
             # 2.4: no restart logic; stop the started ones and fail.
@@ -249,14 +304,25 @@ class Supervisor:
             raise RuntimeError(f"supervisor {self.name!r} was not terminating children")
         self._pending = None
         self._now = now
-        for child in [c for c in self._children if c.id in results]:
+        for child in [c for c in self._children.values() if c.id in results]:
             self._after_termination(child, results[child.id], step.ctx)
         return self._advance()
 
     def child_exited(
-        self, child_id: str, incarnation: int, reason: ExitReason, now: float
+        self,
+        child_id: str,
+        incarnation: int,
+        reason: ExitReason,
+        now: float,
+        *,
+        uptime: float | None = None,
     ) -> list[Action]:
-        """A child ended by itself (section 3)."""
+        """A child ended by itself (section 3).
+
+        `uptime` is how long its process ran, as the executor measured it (else
+        `now` minus the start): an exit sooner than the spec's `min_uptime` counts
+        as a failed start (ExitKind.START_FAILURE) and is restarted as an abnormal exit.
+        """
         self._expect_idle()
         self._now = now
         child = self._lookup(child_id)
@@ -273,7 +339,9 @@ class Supervisor:
                 incarnation=incarnation,
             )
             return self._flush()
-        pid, child.state, child.pid, child.last_exit = child.pid, "stopped", None, reason
+        reason = self._early_exit(child, reason, uptime)
+        pid, child.state, child.last_exit = child.pid, "stopped", reason
+        self._set_pid(child, None)
         self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at
@@ -294,6 +362,25 @@ class Supervisor:
         else:
             self._restart(child)
         return self._advance()
+
+    def _early_exit(self, child: _Child, reason: ExitReason, uptime: float | None) -> ExitReason:
+        """min_uptime: an exit too soon after the start is a failed start."""
+        min_uptime = child.spec.min_uptime if isinstance(child.spec, ChildSpec) else 0.0
+        if not min_uptime or reason.kind in _NOT_THE_CHILDS_OWN_EXIT:
+            return reason
+        if uptime is None:
+            uptime = self._now - (child.started_at if child.started_at is not None else self._now)
+        if uptime >= min_uptime:
+            return reason
+        return ExitReason(
+            ExitKind.START_FAILURE,
+            code=reason.code,
+            signal=reason.signal,
+            exc_type=reason.exc_type,
+            message=f"exited after {uptime:.3f}s, before min_uptime={min_uptime}s ({reason})",
+            traceback=reason.traceback,
+            stderr_tail=reason.stderr_tail,
+        )
 
     def retry(self, child_id: str, now: float) -> list[Action]:
         """A restart retry posted by ScheduleRetry came back (section 5.5)."""
@@ -373,14 +460,44 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
+    def pause_child(self, key: str | int, now: float) -> list[Action]:
+        """Stop a worker's process group (SIGSTOP); it shows as "paused" until resumed."""
+        self._expect_running()
+        self._now = now
+        child = self._with_process(key, "pause it")
+        if child.state == "running":
+            child.state = "paused"
+            self._report(
+                EventKind.CHILD_PAUSED, child, pid=child.pid, incarnation=child.incarnation
+            )
+            self._out.append(PauseChild(child.id))
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def resume_child(self, key: str | int, now: float) -> list[Action]:
+        """Continue a paused worker's process group (SIGCONT)."""
+        self._expect_running()
+        self._now = now
+        child = self._with_process(key, "resume it")
+        if child.state != "paused":
+            raise ChildNotPaused(self.name, child.id)
+        child.state = "running"
+        self._report(EventKind.CHILD_RESUMED, child, pid=child.pid, incarnation=child.incarnation)
+        self._out.append(ResumeChild(child.id))
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def _with_process(self, key: str | int, what: str) -> _Child:
+        child = self._find(key)
+        if child.spec.type != "worker" or not child.alive:
+            raise ChildNotRunning(self.name, child.id, what)
+        return child
+
     # -- decisions -------------------------------------------------------------
 
     def _restart(self, child: _Child) -> None:
         """Charge the intensity (section 4), then apply the strategy (section 5)."""
-        self.restart_times, exceeded = add_restart(
-            self.restart_times, self._now, self.spec.intensity, self.spec.period
-        )
-        if exceeded:
+        if self._window.add(self._now):
             child.state = "stopped"
             self._report(
                 EventKind.MAX_INTENSITY_REACHED,
@@ -421,9 +538,9 @@ class Supervisor:
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             group = [child]
         elif strategy is Strategy.ONE_FOR_ALL:
-            group = list(self._children)
+            group = list(self._children.values())
         else:
-            group = self._children[self._children.index(child) :]
+            group = self._rest_from(child)
         self._plan.extend(_Terminate(c.id, "restart") for c in reversed(group) if c.alive)
         self._plan.extend(
             _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY
@@ -435,8 +552,8 @@ class Supervisor:
         if not child.spec.significant or policy is AutoShutdown.NEVER:
             return
         if policy is AutoShutdown.ALL_SIGNIFICANT and any(
-            c.spec.significant and c.state in ("running", "restarting", "backoff")
-            for c in self._children
+            c.spec.significant and c.state in ("running", "paused", "restarting", "backoff")
+            for c in self._children.values()
         ):
             return
         self._report(EventKind.AUTO_SHUTDOWN, child, detail=policy.value)
@@ -444,18 +561,21 @@ class Supervisor:
 
     def _shutdown(self, reason: ExitReason, error: NannyError | None = None) -> None:
         self.mode = "shutting_down"
-        for c in self._children:
+        for c in self._children.values():
             if c.state in ("restarting", "backoff"):
                 c.state = "stopped"
         if self._simple:
             self._plan.append(_TerminateAll("shutdown"))
         else:
-            self._plan.extend(_Terminate(c.id, "shutdown") for c in reversed(self._children))
+            self._plan.extend(
+                _Terminate(c.id, "shutdown") for c in reversed(self._children.values())
+            )
         self._plan.append(_Exit(reason, error))
 
     def _after_termination(self, child: _Child, reason: ExitReason, ctx: TerminateContext) -> None:
         pid, incarnation = child.pid, child.incarnation
-        child.state, child.pid, child.last_exit = "stopped", None, reason
+        child.state, child.last_exit = "stopped", reason
+        self._set_pid(child, None)
         self._report(
             EventKind.CHILD_TERMINATED, child, reason=reason, pid=pid, incarnation=incarnation
         )
@@ -483,7 +603,7 @@ class Supervisor:
                 self._pending = step
                 self._out.append(TerminateChild(child.id, child.spec))
             elif isinstance(step, _TerminateAll):
-                live = [c for c in self._children if c.alive]
+                live = [c for c in self._children.values() if c.alive]
                 if not live:
                     continue
                 for c in live:
@@ -514,11 +634,10 @@ class Supervisor:
     # -- the child list ----------------------------------------------------------
 
     def _add(self, child: _Child) -> None:
-        self._children.append(child)
-        self._by_id[child.id] = child
+        self._children[child.id] = child
 
     def _lookup(self, child_id: str) -> _Child | None:
-        return self._by_id.get(child_id)
+        return self._children.get(child_id)
 
     def _get(self, child_id: str) -> _Child:
         child = self._lookup(child_id)
@@ -528,20 +647,39 @@ class Supervisor:
 
     def _find(self, key: str | int) -> _Child:
         if not isinstance(key, str):
-            for c in self._children:
-                if c.pid == key:
-                    return c
-            raise ChildNotFound(self.name, f"pid {key}")
+            found = self._by_pid.get(key)
+            if found is None:
+                raise ChildNotFound(self.name, f"pid {key}")
+            return found
         child = self._lookup(key)
         if child is None:
             raise ChildNotFound(self.name, key)
         return child
 
     def _remove(self, child: _Child) -> None:
-        if self._by_id.get(child.id) is child:
-            del self._by_id[child.id]
-            self._children.remove(child)
+        if self._children.get(child.id) is child:
+            del self._children[child.id]
+            self._set_pid(child, None)
             self._report(EventKind.CHILD_DELETED, child)
+            self._out.append(RemoveChild(child.id))
+
+    def _set_pid(self, child: _Child, pid: int | None) -> None:
+        if child.pid is not None and self._by_pid.get(child.pid) is child:
+            del self._by_pid[child.pid]
+        child.pid = pid
+        if pid is not None:
+            self._by_pid[pid] = child
+
+    def _rest_from(self, child: _Child) -> list[_Child]:
+        """rest_for_one's group: `child` and those started after it, found from the
+        newest end (the work grows with the group, not with the whole list)."""
+        group: list[_Child] = []
+        for c in reversed(self._children.values()):
+            group.append(c)
+            if c is child:
+                break
+        group.reverse()
+        return group
 
     def _from_template(self, extra: Any) -> AnySpec:
         max_children = self.spec.max_children

@@ -93,6 +93,15 @@ class ChildNotRunning(ChildError):
         super().__init__(supervisor, child, f"cannot {operation}: the child has no running process")
 
 
+class ChildNotPaused(ChildError):
+    """resume_child on a child whose process runs and was not paused."""
+
+    def __init__(self, supervisor: str, child: str) -> None:
+        super().__init__(
+            supervisor, child, "cannot resume it: it was not paused (pause_child() pauses it)"
+        )
+
+
 class StartError(ChildError):
     """A child failed to start (OTP's `{error, Reason}` / `failed_to_start_child`).
 

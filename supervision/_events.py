@@ -18,6 +18,8 @@ class EventKind(StrEnum):
     STALE_EXIT_IGNORED = "stale_exit_ignored"  # from an incarnation that is not current
     RESTART_SCHEDULED = "restart_scheduled"  # a failed restart is retried via the mailbox
     CHILD_DELETED = "child_deleted"
+    CHILD_PAUSED = "child_paused"  # its process group was stopped (SIGSTOP)
+    CHILD_RESUMED = "child_resumed"  # and continued (SIGCONT)
     MAX_INTENSITY_REACHED = "reached_max_restart_intensity"
     AUTO_SHUTDOWN = "auto_shutdown"
     SUPERVISOR_STOPPED = "supervisor_stopped"

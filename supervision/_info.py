@@ -43,3 +43,22 @@ class ChildCounts:
     active: int
     supervisors: int
     workers: int
+
+
+@dataclass(frozen=True)
+class ExitPlan:
+    """What the next exit of a running worker will mean, decided ahead of time.
+
+    From `Supervisor.exit_plan`: if the exit of incarnation `incarnation`
+    comes while the restart budget allows one more restart, the child is
+    restarted alone and at once when `restart_on` is "any" (permanent), or only
+    when the exit is abnormal for "abnormal" (transient: an exit code outside
+    `normal_exit_codes`, a signal, or any exit sooner than `min_uptime` seconds
+    after the start). An executor may act on it before the core sees the exit.
+    """
+
+    child_id: str
+    incarnation: int
+    restart_on: Literal["any", "abnormal"]
+    min_uptime: float
+    normal_exit_codes: frozenset[int]

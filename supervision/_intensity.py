@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 
 def add_restart(
     restarts: tuple[float, ...], now: float, intensity: int, period: float
@@ -14,3 +16,41 @@ def add_restart(
     kept = tuple(t for t in restarts if t >= now - period)
     window = (now, *kept)
     return window, len(window) > intensity
+
+
+class RestartWindow:
+    """`add_restart`'s semantics in amortised O(1) per restart, at any intensity.
+
+    The times are kept oldest first and trimmed from the old end; the clock
+    must not go backwards (the core's clock never does).
+    """
+
+    __slots__ = ("_times", "intensity", "period")
+
+    def __init__(self, intensity: int, period: float) -> None:
+        self.intensity = intensity
+        self.period = period
+        self._times: deque[float] = deque()
+
+    def _trim(self, now: float) -> None:
+        times, oldest = self._times, now - self.period
+        while times and times[0] < oldest:
+            times.popleft()
+
+    def add(self, now: float) -> bool:
+        """Charge one restart at `now`; True when the intensity is exceeded."""
+        self._trim(now)
+        self._times.append(now)
+        return len(self._times) > self.intensity
+
+    def budget(self, now: float) -> int:
+        """Restarts that may still happen at `now` without exceeding the intensity."""
+        self._trim(now)
+        return max(0, self.intensity - len(self._times))
+
+    def times(self) -> tuple[float, ...]:
+        """The charged restarts, newest first (as `add_restart` returns them)."""
+        return tuple(reversed(self._times))
+
+    def __len__(self) -> int:
+        return len(self._times)

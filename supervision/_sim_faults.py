@@ -196,3 +196,37 @@ class Scripted(FaultModel):
 
     def absolute_exits(self) -> Sequence[tuple[float, ExitReason]]:
         return () if self.relative else self._script()
+
+
+@dataclass(frozen=True)
+class MemoryGrowth(FaultModel):
+    """A leaking child: each process starts at `initial` bytes of RSS and grows by
+    `rate` bytes a second until its spec's `memory_limit` stops it.
+
+    The process is stopped when it reaches the limit, with reason `memory_limit`
+    (as the live memory watch does, without its sampling delay). A child whose
+    spec has no `memory_limit` grows forever and never exits by itself.
+    """
+
+    rate: float
+    initial: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        rate = self.rate
+        if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+            raise SpecError(None, "MemoryGrowth.rate", rate, "expected bytes per second > 0")
+        if isinstance(self.initial, bool) or not isinstance(self.initial, int) or self.initial < 0:
+            raise SpecError(None, "MemoryGrowth.initial", self.initial, "expected bytes >= 0")
+
+    def time_to_limit(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
+        """When a process of a child with this `memory_limit` is stopped, and why."""
+        if memory_limit is None:
+            return None
+        seconds = max(0.0, (memory_limit - self.initial) / self.rate)
+        return seconds, ExitReason(
+            ExitKind.MEMORY_LIMIT,
+            signal=15,
+            message=f"its process tree used {memory_limit} bytes of RSS, over memory_limit="
+            f"{memory_limit}; raise memory_limit or find the leak",
+        )

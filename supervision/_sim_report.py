@@ -21,6 +21,7 @@ from typing import Literal
 
 from ._events import Event, EventKind
 from ._reasons import ExitReason
+from ._sim_ops import CallResult
 from ._spec import SupervisorSpec
 
 ChildType = Literal["worker", "supervisor"]
@@ -90,6 +91,7 @@ class SimulationResult:
     events: list[Event]
     children: dict[str, ChildReport]
     tree: TreeReport
+    calls: list[CallResult] = field(default_factory=list)  # scripted API calls, in order
 
     def __str__(self) -> str:
         head = (
@@ -153,6 +155,13 @@ class Accounts:
     def for_tree(cls, paths: Mapping[str, ChildType]) -> Accounts:
         children = {p: _Account(t) for p, t in paths.items()}
         return cls(children, bad=sum(1 for t in paths.values() if t == "worker"))
+
+    def add(self, path: str, type: ChildType) -> None:
+        """A child that was not in the spec (a simple_one_for_one child): down until started."""
+        if path not in self.children:
+            self.children[path] = _Account(type)
+            if type == "worker":
+                self.bad += 1
 
     @property
     def tree_up(self) -> bool:
@@ -246,6 +255,12 @@ class Accounts:
             acc.start_failures += 1
         elif kind is EventKind.CHILD_TERMINATED:
             acc.terminations += 1
+        elif kind is EventKind.CHILD_PAUSED:
+            self.set_state(path, "down", event.time)  # stopped: it serves nothing
+        elif kind is EventKind.CHILD_RESUMED:
+            self.set_state(path, "up", event.time)
+        elif kind is EventKind.CHILD_DELETED and acc.state == "down":
+            self.set_state(path, "done", event.time)  # gone for good: not a missing child
 
 
 def _fraction(part: float, whole: float) -> float:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ._sim_report import SimulationResult, format_seconds
+from ._sweep import Estimate
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class ComparisonRow:
     gave_up_runs: int
     time_to_give_up: float | None
     intensity_reached: float
+    availability_ci: Estimate | None = None  # the mean with its 95% interval over the seeds
 
 
 def summarize(name: str, results: Sequence[SimulationResult]) -> ComparisonRow:
@@ -47,12 +50,13 @@ def summarize(name: str, results: Sequence[SimulationResult]) -> ComparisonRow:
         gave_up_runs=len(firsts),
         time_to_give_up=sum(firsts) / len(firsts) if firsts else None,
         intensity_reached=sum(t.intensity_reached for t in trees) / n,
+        availability_ci=Estimate.of([t.availability for t in trees]),
     )
 
 
 COLUMNS = (
     "spec",
-    "availability",
+    "availability %",
     "worst run",
     "downtime",
     "restarts",
@@ -82,11 +86,11 @@ class Table:
             out.append(
                 [
                     r.name,
-                    f"{r.availability:.4%}",
-                    f"{r.availability_min:.4%}",
+                    _availability(r),
+                    f"{r.availability_min * 100:.{_decimals(r)}f}",
                     format_seconds(r.downtime),
-                    f"{r.restarts:.1f}",
-                    f"{r.failures:.1f}",
+                    f"{r.restarts:.0f}",
+                    f"{r.failures:.0f}",
                     f"{r.give_ups:.1f}",
                     f"{r.gave_up_runs}/{r.runs}",
                     first,
@@ -108,4 +112,28 @@ class Table:
             f"{format_seconds(self.duration)} of virtual time, {len(self.seeds)} seeds; "
             "means per run"
         )
-        return "\n".join([title, line(cells[0]), rule, *(line(r) for r in cells[1:])])
+        return "\n".join([title, line(cells[0]), rule, *(line(r) for r in cells[1:]), LEGEND])
+
+
+LEGEND = """\
+availability %: share of the run with every worker up, mean ± 95% confidence half-width
+  over the seeds (rounded to what they support); worst run: the lowest seed's.
+downtime: mean time not available. restarts: automatic restarts of all workers per run;
+  one_for_all and rest_for_one restart the siblings of a failed child too, so restarts
+  can exceed failures. failures: abnormal exits per run. give-ups: times the root
+  supervisor gave up per run. runs gave up: runs with at least one give-up.
+first give-up: the first give-up's time, averaged over the runs that gave up only."""
+
+
+def _decimals(row: ComparisonRow) -> int:
+    est = row.availability_ci
+    if est is None or not math.isfinite(est.half_width) or est.half_width <= 0:
+        return 2
+    return max(0, 1 - math.floor(math.log10(est.half_width * 100)))
+
+
+def _availability(row: ComparisonRow) -> str:
+    est = row.availability_ci
+    if est is None:
+        return f"{row.availability * 100:.2f}"
+    return est.format(100.0)

@@ -21,9 +21,19 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
 - When the root gives up, the run ends there (the rest of `duration` counts as
   downtime), unless `root_restart_delay` is given: then the root is started
   again that many seconds later, as systemd's Restart=always would.
-- Not modelled: API calls (so simple_one_for_one supervisors have no
-  children), `ready=`/`start_timeout` (give the fault model a `start_duration`),
-  memory limits, pause/resume.
+- Scripted API calls (`calls=[call(t, "start_child", ...)]`) go through the
+  supervisor's mailbox at their time; `result.calls` holds what each returned
+  or raised. A "stop" call stops the tree and ends the run.
+- A start takes the fault model's `start_duration`, or `ready` seconds when
+  the spec's `ready` is a number; a child with a readiness check that is not
+  ready within `start_timeout` fails to start (reason start_timeout), as live.
+  `min_uptime` is the core's: an exit sooner after the start is a failed start.
+- `MemoryGrowth` models a leak: the process is stopped with reason
+  memory_limit when its RSS reaches the spec's `memory_limit`.
+- A paused child keeps its process (its scripted faults still happen) and
+  counts as down for availability until resumed.
+- A simple_one_for_one template's fault model applies to every child started
+  from it ("pool/w" for the template "w" of "pool").
 
 Faults are keyed by a worker's path below the root: "web" for a child of the
 root, "pool/w1" for a child of the nested supervisor "pool". A worker without
@@ -43,17 +53,31 @@ from typing import Any
 from ._actions import (
     Action,
     Exit,
+    PauseChild,
+    RemoveChild,
+    Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     StartChild,
     TerminateChild,
     TerminateChildren,
 )
 from ._core import Supervisor
-from ._errors import SpecError, StartError
+from ._errors import NannyError, SpecError, StartError, SupervisorNotRunning
 from ._events import Event, EventKind
 from ._reasons import ExitKind, ExitReason
-from ._sim_faults import CRASH, START_FAILURE, Exponential, FaultModel, Healthy, Scripted
+from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED, DEFAULT_SEEDS
+from ._sim_faults import (
+    CRASH,
+    START_FAILURE,
+    Exponential,
+    FaultModel,
+    Healthy,
+    MemoryGrowth,
+    Scripted,
+)
+from ._sim_ops import QUERIES, STOP, Call, CallResult, call
 from ._sim_report import (
     Accounts,
     ChildReport,
@@ -72,22 +96,35 @@ from ._spec import (
     Strategy,
     SupervisorSpec,
 )
+from ._sweep import METRICS, Estimate, SweepRow, SweepTable, grid, sweep
 
 __all__ = [
     "CRASH",
+    "DEFAULT_ROOT_RESTART_DELAY",
+    "DEFAULT_SEEDS",
+    "METRICS",
     "START_FAILURE",
+    "Call",
+    "CallResult",
     "ChildReport",
     "ComparisonRow",
+    "Estimate",
     "Exponential",
     "FaultModel",
     "Healthy",
+    "MemoryGrowth",
     "Scripted",
     "SimulationResult",
+    "SweepRow",
+    "SweepTable",
     "Table",
     "TreeReport",
+    "call",
     "compare",
     "event_sequence",
+    "grid",
     "simulate",
+    "sweep",
 ]
 
 _HEALTHY = Healthy()
@@ -118,7 +155,12 @@ class _Retry:
     child_id: str
 
 
-_Message = _Init | _Shutdown | _ChildExited | _Retry
+@dataclass(frozen=True)
+class _Call:
+    call: Call
+
+
+_Message = _Init | _Shutdown | _ChildExited | _Retry | _Call
 
 
 # -- one worker's faults, over the whole run ------------------------------------------
@@ -146,11 +188,12 @@ class _Faults:
 
 
 class _Process:
-    __slots__ = ("alive", "incarnation", "reason")
+    __slots__ = ("alive", "incarnation", "paused", "reason")
 
     def __init__(self, incarnation: int) -> None:
         self.incarnation = incarnation
         self.alive = True
+        self.paused = False
         self.reason: ExitReason | None = None
 
 
@@ -198,6 +241,8 @@ class _Node:
         if self.dead:
             if isinstance(message, _Shutdown):
                 self._reply_shutdown(ExitReason.shutdown("already stopped"))
+            elif isinstance(message, _Call):
+                self.sim.answered(message.call, None, SupervisorNotRunning(self.core.name))
             return
         self.mailbox.append(message)
         self.run()
@@ -237,7 +282,24 @@ class _Node:
             return self.core.retry(message.child_id, now)
         if isinstance(message, _Init):
             return self.core.start(now)
+        if isinstance(message, _Call):
+            return self._call(message.call)
         return self.core.shutdown(now)
+
+    def _call(self, c: Call) -> list[Action]:
+        now = self.sim.now
+        if c.method == STOP:
+            self.sim.stop_requested = True
+            return self.core.shutdown(now)
+        try:
+            if c.method in QUERIES:
+                value = getattr(self.core, c.method)(*c.args)
+                self.sim.answered(c, value)
+                return []
+            return list(getattr(self.core, c.method)(*c.args, now))
+        except NannyError as error:
+            self.sim.answered(c, None, error)
+            return []
 
     def _finished(self, message: _Message) -> None:
         """A message is fully handled and the supervisor still runs."""
@@ -259,8 +321,7 @@ class _Node:
         elif isinstance(action, TerminateChild):
             self._terminate(action.child_id, action.spec)
         elif isinstance(action, TerminateChildren):
-            # Only simple_one_for_one asks for it, and nothing starts its children here.
-            raise RuntimeError("simulate: simple_one_for_one children are not simulated")
+            self._terminate_many(action.child_ids)
         elif isinstance(action, ScheduleRetry):
             if action.delay > 0:
                 self.sim.at(self.sim.now + action.delay, self.deliver, _Retry(action.child_id))
@@ -268,40 +329,66 @@ class _Node:
                 self.mailbox.append(_Retry(action.child_id))
         elif isinstance(action, Exit):
             self._exit(action)
-        # Reply: nothing calls the API in a simulation.
+        elif isinstance(action, Reply):
+            if isinstance(self.current, _Call):
+                self.sim.answered(self.current.call, action.value, action.error)
+        elif isinstance(action, PauseChild | ResumeChild):
+            proc = self.procs.get(action.child_id)
+            if proc is not None:
+                proc.paused = isinstance(action, PauseChild)
+        elif isinstance(action, RemoveChild):
+            self.procs.pop(action.child_id, None)
 
     def _start(self, child_id: str, spec: AnySpec) -> None:
         incarnation = self.incarnations.get(child_id, 0) + 1
         self.incarnations[child_id] = incarnation
+        path = self.path(child_id)
+        if path not in self.sim.specs:  # added by start_child: account for it from now on
+            self.sim.specs[path] = spec
+            self.sim.accounts.add(path, spec.type)
         if isinstance(spec, SupervisorSpec):
             node = _Node(self.sim, spec, self.prefix + child_id + "/", self, child_id, incarnation)
             self.nested[child_id] = node
             self.waiting = True
             node.deliver(_Init())
             return
-        faults = self.sim.faults_of(self.path(child_id))
-        fails = faults.start_fails()
-        delay = faults.model.start_duration
+        if self.core.spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+            faults = self.sim.faults_of(path, self.prefix + self.core.spec.children[0].id)
+        else:
+            faults = self.sim.faults_of(path)
+        failure: ExitReason | None = START_FAILURE if faults.start_fails() else None
+        # How long until it counts as started: `ready` seconds, else the model's start.
+        ready = spec.ready
+        numeric = isinstance(ready, int | float) and not isinstance(ready, bool)
+        delay = float(ready) if numeric else faults.model.start_duration  # type: ignore[arg-type]
+        if ready != "started" and delay > spec.start_timeout:
+            delay, failure = spec.start_timeout, _start_timeout(spec)
         if delay > 0:
             self.waiting = True
             self.sim.at(
-                self.sim.now + delay, self._start_done, (child_id, incarnation, faults, fails)
+                self.sim.now + delay, self._start_done, (child_id, incarnation, faults, failure)
             )
         else:
-            self.queue.extend(self._started(child_id, incarnation, faults, fails))
+            self.queue.extend(self._started(child_id, incarnation, faults, failure))
 
-    def _start_done(self, args: tuple[str, int, _Faults, bool]) -> None:
+    def _start_done(self, args: tuple[str, int, _Faults, ExitReason | None]) -> None:
         self.answer(self._started(*args))
 
     def _started(
-        self, child_id: str, incarnation: int, faults: _Faults, fails: bool
+        self, child_id: str, incarnation: int, faults: _Faults, failure: ExitReason | None
     ) -> list[Action]:
         now = self.sim.now
-        if fails:
-            return self.core.start_failed(child_id, START_FAILURE, now)
+        if failure is not None:
+            return self.core.start_failed(child_id, failure, now)
         proc = _Process(incarnation)
         self.procs[child_id] = proc
-        life = faults.lifetime()
+        model = faults.model
+        if isinstance(model, MemoryGrowth):
+            spec = self.core.get_childspec(child_id)
+            limit = spec.memory_limit if isinstance(spec, ChildSpec) else None
+            life = model.time_to_limit(limit)
+        else:
+            life = faults.lifetime()
         if life is not None:
             self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
         return self.core.started(child_id, None, incarnation, now)
@@ -357,11 +444,34 @@ class _Node:
     def _terminate_done(self, args: tuple[str, ExitReason]) -> None:
         self.answer(self.core.terminated(args[0], args[1], self.sim.now))
 
+    def _terminate_many(self, child_ids: tuple[str, ...]) -> None:
+        """simple_one_for_one's shutdown: every child at once, one shared timer (OTP 5.4)."""
+        results: dict[str, ExitReason] = {}
+        longest = 0.0
+        for child_id in child_ids:
+            spec = self.core.get_childspec(child_id)
+            if isinstance(spec, SupervisorSpec):  # stopped at once, as a subtree
+                self.nested.pop(child_id, None)
+                results[child_id] = ExitReason.shutdown()
+                continue
+            delay, results[child_id] = self._stop_worker(child_id, spec)
+            longest = max(longest, delay)
+        if longest > 0:
+            self.waiting = True
+            self.sim.at(self.sim.now + longest, self._terminated_many, results)
+        else:
+            self.queue.extend(self.core.terminated_all(results, self.sim.now))
+
+    def _terminated_many(self, results: dict[str, ExitReason]) -> None:
+        self.answer(self.core.terminated_all(results, self.sim.now))
+
     def _exit(self, action: Exit) -> None:
         """The supervisor stopped: tell whoever waits for it, or its parent."""
         self.dead = True
         now = self.sim.now
         message, self.current = self.current, None
+        if isinstance(message, _Call) and message.call.method == STOP:
+            self.sim.answered(message.call, action.reason)
         if self.parent is None:
             self.sim.root_exited(action.reason)
         elif isinstance(message, _Shutdown):
@@ -375,6 +485,9 @@ class _Node:
         for queued in self.mailbox:  # pykka fails pending asks of a stopped actor
             if isinstance(queued, _Shutdown):
                 self._reply_shutdown(ExitReason.shutdown("already stopped"))
+        for queued in self.mailbox:
+            if isinstance(queued, _Call):  # a call on a stopped supervisor: noproc
+                self.sim.answered(queued.call, None, SupervisorNotRunning(self.core.name))
         self.mailbox.clear()
 
     def _reply_shutdown(self, reason: ExitReason) -> None:
@@ -392,8 +505,12 @@ class _Simulation:
         seed: int,
         root_restart_delay: float | None,
         keep_events: bool,
+        calls: Iterable[Call] = (),
     ) -> None:
         self.spec = spec
+        self.calls = sorted(calls, key=lambda c: c.at)  # stable: same time, given order
+        self.results: list[CallResult] = []
+        self.stop_requested = False
         self.root_name = spec.id
         self.duration = duration
         self.seed = seed
@@ -404,7 +521,7 @@ class _Simulation:
         self.seq = 0
         self.ended_at: float | None = None
         paths = _paths(spec)
-        _check_faults(faults, paths)
+        _check_faults(faults, paths, _templates(spec) | _added(self.calls))
         self.models = dict(faults)
         self.specs: dict[str, AnySpec] = {}
         _collect_specs(spec, "", self.specs)
@@ -416,10 +533,12 @@ class _Simulation:
         self.seq += 1
         heapq.heappush(self.heap, (time, self.seq, fn, arg))
 
-    def faults_of(self, path: str) -> _Faults:
+    def faults_of(self, path: str, model_path: str | None = None) -> _Faults:
+        """The faults of the worker at `path`, drawn from the model at `model_path`
+        (a simple_one_for_one template's, for its children; default: `path`)."""
         faults = self.faults.get(path)
         if faults is None:
-            model = self.models.get(path, _HEALTHY)
+            model = self.models.get(model_path or path, _HEALTHY)
             faults = self.faults[path] = _Faults(model, self.seed, path)
         return faults
 
@@ -428,6 +547,8 @@ class _Simulation:
             for when, reason in model.absolute_exits():
                 self.at(when, self._kill, (path, reason))
         self._start_root(None)
+        for c in self.calls:
+            self.at(c.at, self._call, c)
         heap, duration = self.heap, self.duration
         while heap and self.ended_at is None:
             when, _, fn, arg = heap[0]
@@ -445,7 +566,21 @@ class _Simulation:
             events=self.events if self.events is not None else [],
             children=children,
             tree=tree,
+            calls=self.results,
         )
+
+    def answered(self, c: Call, value: Any, error: NannyError | None = None) -> None:
+        self.results.append(CallResult(c, self.now, value, error))
+
+    def _call(self, c: Call) -> None:
+        node = self.root
+        for name in c.supervisor.split("/") if c.supervisor else ():
+            node = node.nested.get(name) if node is not None else None
+        if node is None or node.dead:
+            name = f"{self.root_name}/{c.supervisor}" if c.supervisor else self.root_name
+            self.answered(c, None, SupervisorNotRunning(name))
+            return
+        node.deliver(_Call(c))
 
     def _start_root(self, _: object) -> None:
         self.root = _Node(self, self.spec, "")
@@ -466,7 +601,7 @@ class _Simulation:
     def root_exited(self, reason: ExitReason) -> None:
         self.accounts.set_root_running(False, self.now)
         self.accounts.root_exits.append((self.now, reason))
-        if self.root_restart_delay is None:
+        if self.root_restart_delay is None or self.stop_requested:
             self.ended_at = self.now
         else:
             self.at(self.now + self.root_restart_delay, self._start_root, None)
@@ -512,8 +647,39 @@ def _collect_specs(spec: SupervisorSpec, prefix: str, out: dict[str, AnySpec]) -
             _collect_specs(child, prefix + child.id + "/", out)
 
 
-def _check_faults(faults: Mapping[str, FaultModel], paths: Mapping[str, ChildType]) -> None:
-    workers = sorted(p for p, t in paths.items() if t == "worker")
+def _templates(spec: SupervisorSpec, prefix: str = "") -> set[str]:
+    """Paths of the worker templates of simple_one_for_one supervisors (their faults
+    apply to every child started from them)."""
+    found: set[str] = set()
+    for child in spec.children:
+        if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE and isinstance(child, ChildSpec):
+            found.add(prefix + child.id)
+        if isinstance(child, SupervisorSpec):
+            found |= _templates(child, prefix + child.id + "/")
+    return found
+
+
+def _added(calls: Iterable[Call]) -> set[str]:
+    """Paths of the workers that scripted start_child calls add (they may have faults)."""
+    found = set()
+    for c in calls:
+        if c.method == "start_child" and c.args and isinstance(c.args[0], ChildSpec):
+            found.add(f"{c.supervisor}/{c.args[0].id}" if c.supervisor else c.args[0].id)
+    return found
+
+
+def _start_timeout(spec: ChildSpec) -> ExitReason:
+    return ExitReason(
+        ExitKind.START_TIMEOUT,
+        message=f"not ready within start_timeout={spec.start_timeout}s "
+        f"(ready={spec.ready!r}); make it ready sooner or raise start_timeout",
+    )
+
+
+def _check_faults(
+    faults: Mapping[str, FaultModel], paths: Mapping[str, ChildType], templates: set[str]
+) -> None:
+    workers = sorted({p for p, t in paths.items() if t == "worker"} | templates)
     for path, model in faults.items():
         if not isinstance(model, FaultModel):
             raise SpecError(
@@ -526,7 +692,7 @@ def _check_faults(faults: Mapping[str, FaultModel], paths: Mapping[str, ChildTyp
                 model,
                 "a nested supervisor fails through its children; give its workers fault models",
             )
-        if path not in paths:
+        if path not in paths and path not in templates:
             raise SpecError(
                 path, "faults", model, f"no worker at this path; the workers are {workers}"
             )
@@ -540,9 +706,10 @@ def simulate(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seed: int = 0,
-    root_restart_delay: float | None = None,
+    seed: int = DEFAULT_SEED,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     keep_events: bool = True,
+    calls: Iterable[Call] = (),
 ) -> SimulationResult:
     """Run `spec` for `duration` virtual seconds against `faults`; report what happened.
 
@@ -555,6 +722,8 @@ def simulate(
       up; seconds > 0 start it again after that delay.
     - `keep_events`: False drops the event list (the reports are the same),
       for long runs.
+    - `calls`: API calls at virtual times (`call(5.0, "pause_child", "web")`);
+      their outcomes, in the order they were answered, are `result.calls`.
     """
     if not isinstance(spec, SupervisorSpec):
         raise SpecError(None, "spec", spec, "simulate() takes a SupervisorSpec")
@@ -573,7 +742,13 @@ def simulate(
             root_restart_delay,
             "expected None (the run ends at a give-up) or seconds > 0",
         )
-    sim = _Simulation(spec, faults or {}, float(duration), seed, root_restart_delay, keep_events)
+    call_list = list(calls)
+    for c in call_list:
+        if not isinstance(c, Call):
+            raise SpecError(spec.id, "calls", c, 'expected Call records, e.g. call(5.0, "stop")')
+    sim = _Simulation(
+        spec, faults or {}, float(duration), seed, root_restart_delay, keep_events, call_list
+    )
     return sim.run()
 
 
@@ -582,8 +757,8 @@ def compare(
     faults: Mapping[str, FaultModel] | None = None,
     *,
     duration: float,
-    seeds: Iterable[int] = range(10),
-    root_restart_delay: float | None = None,
+    seeds: Iterable[int] = DEFAULT_SEEDS,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
 ) -> Table:
     """Run each spec on the same fault model and seeds; return a `Table` row per spec.
 

@@ -31,8 +31,11 @@ from supervision import (
     ExitKind,
     ExitReason,
     NannyError,
+    PauseChild,
+    RemoveChild,
     Reply,
     Report,
+    ResumeChild,
     ScheduleRetry,
     StartChild,
     Supervisor,
@@ -71,6 +74,7 @@ class Process:
     pid: int
     incarnation: int
     alive: bool = True
+    paused: bool = False  # SIGSTOPped by a PauseChild action
     exit_reason: ExitReason | None = None  # set when it died by itself
 
 
@@ -79,6 +83,7 @@ class ChildExit:
     child_id: str
     incarnation: int
     reason: ExitReason
+    uptime: float | None = None  # as the executor measured it; None: the core's clock
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,8 @@ class FakeExecutor:
     replies: list[Reply] = field(default_factory=list)
     exits: list[Exit] = field(default_factory=list)
     actions: list[Action] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # RemoveChild actions, in order
+    paused_log: list[tuple[str, str]] = field(default_factory=list)  # pause/resume actions
     scripted_failures: dict[str, deque[ExitReason]] = field(default_factory=dict)
     next_pid: int = 1000
     next_incarnation: int = 1
@@ -144,22 +151,26 @@ class FakeExecutor:
             raise reply.error
         return reply.value
 
-    def kill(self, child_id: str, reason: ExitReason = ABNORMAL) -> ChildExit:
+    def kill(
+        self, child_id: str, reason: ExitReason = ABNORMAL, uptime: float | None = None
+    ) -> ChildExit:
         """The child's current process dies; its exit is queued, not delivered."""
         proc = self.processes[child_id]
         if not proc.alive:
             raise ValueError(f"{child_id!r} is already dead")
-        proc.alive, proc.exit_reason = False, reason
-        message = ChildExit(child_id, proc.incarnation, reason)
+        proc.alive, proc.paused, proc.exit_reason = False, False, reason
+        message = ChildExit(child_id, proc.incarnation, reason, uptime)
         self.mailbox.append(message)
         return message
 
-    def exit(self, child_id: str, reason: ExitReason = ABNORMAL) -> list[Action]:
+    def exit(
+        self, child_id: str, reason: ExitReason = ABNORMAL, uptime: float | None = None
+    ) -> list[Action]:
         """The child dies and the supervisor handles the exit (and whatever was queued first).
 
         Retries scheduled while handling it stay queued: drain() runs them.
         """
-        message = self.kill(child_id, reason)
+        message = self.kill(child_id, reason, uptime)
         while True:
             got, actions = self.step()
             if got is message:
@@ -179,7 +190,13 @@ class FakeExecutor:
         now = self.clock.now
         if isinstance(message, ChildExit):
             return message, self.run(
-                self.sup.child_exited(message.child_id, message.incarnation, message.reason, now)
+                self.sup.child_exited(
+                    message.child_id,
+                    message.incarnation,
+                    message.reason,
+                    now,
+                    uptime=message.uptime,
+                )
             )
         if isinstance(message, Retry):
             return message, self.run(self.sup.retry(message.child_id, now))
@@ -225,6 +242,10 @@ class FakeExecutor:
                     self.exits.append(action)
                 elif isinstance(action, ScheduleRetry):
                     self.mailbox.append(Retry(action.child_id))
+                elif isinstance(action, PauseChild | ResumeChild):
+                    self._pause(action.child_id, isinstance(action, PauseChild))
+                elif isinstance(action, RemoveChild):
+                    self.removed.append(action.child_id)
                 elif isinstance(action, StartChild):
                     follow_up = self._start(action.child_id)
                 elif isinstance(action, TerminateChild):
@@ -253,6 +274,15 @@ class FakeExecutor:
         self.log.append(("start", child_id))
         return self.sup.started(child_id, pid, incarnation, self.clock.now)
 
+    def _pause(self, child_id: str, pause: bool) -> None:
+        proc = self.processes.get(child_id)
+        if proc is None or not proc.alive:
+            raise ContractViolation(f"asked to pause/resume {child_id!r}, which has no process")
+        if proc.paused == pause:
+            raise ContractViolation(f"{child_id!r} is already {'paused' if pause else 'running'}")
+        proc.paused = pause
+        self.paused_log.append(("pause" if pause else "resume", child_id))
+
     def _stop(self, child_id: str, shutdown: object) -> ExitReason:
         proc = self.processes.pop(child_id, None)
         if proc is None:
@@ -260,7 +290,7 @@ class FakeExecutor:
         if not proc.alive:  # died by itself; its queued exit will be stale
             assert proc.exit_reason is not None
             return proc.exit_reason
-        proc.alive = False
+        proc.alive, proc.paused = False, False
         if shutdown == BRUTAL_KILL:
             return ExitReason(ExitKind.KILLED, signal=9)
         return ExitReason.shutdown()

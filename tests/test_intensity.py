@@ -91,3 +91,29 @@ def test_intensity_restarts_are_allowed_and_the_next_one_is_not():
         window, exceeded = add_restart(window, t, 3, 10.0)
         results.append(exceeded)
     assert results == [False, False, False, True]
+
+
+@fast
+@given(gaps, intensities, periods)
+def test_the_restart_window_agrees_with_add_restart(gap_list, intensity, period):
+    from supervision import RestartWindow
+
+    times = list(accumulate(gap_list))
+    window = RestartWindow(intensity, period)
+    reference: tuple[float, ...] = ()
+    for t in times:
+        reference, over = add_restart(reference, t, intensity, period)
+        assert window.add(t) == over
+        assert window.times() == reference
+
+
+def test_the_restart_window_is_trimmed_from_the_old_end_at_high_intensity():
+    from supervision import RestartWindow
+
+    window = RestartWindow(10**6, 1.0)
+    for i in range(200_000):
+        assert not window.add(i * 0.001)  # 1,000 restarts per second
+    # Only the last second is kept: trimmed as it goes, never rescanned.
+    assert len(window) == 1001
+    assert window.budget(199.999) == 10**6 - 1001
+    assert window.budget(1000.0) == 10**6

@@ -18,7 +18,7 @@ from tests.support import children_by_id, event_log, wait_event
 
 pytest.importorskip("matplotlib")
 
-from actors.plot import _timeline, plot_timeline, plot_timelines
+from actors.plot import _timeline, plot_heatmap, plot_timeline, plot_timelines
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -50,8 +50,9 @@ def simulated_events() -> list[Event]:
 
 
 def test_a_simulation_timeline_is_a_png(tmp_path):
-    path = plot_timeline(simulated_events(), tmp_path / "t.png", end=600)
-    assert path == tmp_path / "t.png"
+    fig = plot_timeline(simulated_events(), tmp_path / "t.png", end=600)
+    assert fig.axes, "returns the Figure"
+    path = tmp_path / "t.png"
     width, height = png_size(path)
     assert width > 500 and height > 200
     assert path.stat().st_size > 10_000
@@ -63,7 +64,8 @@ def test_stacked_timelines_share_one_png(tmp_path):
         {"b": Scripted([5.0, 20.0])},
         duration=30,
     ).events
-    path = plot_timelines({"first": one, "second": simulated_events()}, tmp_path / "s.png")
+    path = tmp_path / "s.png"
+    plot_timelines({"first": one, "second": simulated_events()}, path)
     width, height = png_size(path)
     assert width > 500 and height > 300
 
@@ -124,5 +126,92 @@ def test_a_live_trees_events_plot_too(tree, tmp_path):
     wait_event(ref, EventKind.CHILD_STARTED, "py", where=lambda e: e.incarnation == 2)
     log = event_log(ref)
     ref.stop()
-    path = plot_timeline(log.snapshot(), tmp_path / "live.png")
+    path = tmp_path / "live.png"
+    plot_timeline(log.snapshot(), path)
     assert png_size(path)[0] > 500
+
+
+def test_the_extension_picks_the_format(tmp_path):
+    events = simulated_events()
+    plot_timeline(events, tmp_path / "t.svg")
+    plot_timeline(events, tmp_path / "t.pdf")
+    assert b"<svg" in (tmp_path / "t.svg").read_bytes()[:1000]
+    assert (tmp_path / "t.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_a_notebook_passes_its_own_axes_and_nothing_is_saved(tmp_path):
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    ax = fig.subplots()
+    got = plot_timeline(simulated_events(), ax=ax)
+    assert got is fig
+    assert ax.get_yticklabels(), "drawn into the given axes"
+    assert not list(tmp_path.iterdir())
+
+
+def _legend_labels(fig) -> list[str]:
+    return [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+
+
+def test_backoff_waits_and_supervisor_stops_differ_from_crashes():
+    from supervision import Backoff
+
+    spec = SupervisorSpec(
+        "root",
+        strategy="one_for_all",
+        intensity=10,
+        period=60,
+        children=[worker("a", backoff=Backoff(initial=2.0, jitter=0.0)), worker("b")],
+    )
+    events = simulate(spec, {"a": Scripted([5.0])}, duration=20).events
+    timeline = _timeline(events, None)
+    a, b = timeline.rows["root/a"], timeline.rows["root/b"]
+    assert a.failures == [5.0] and a.waits == [(5.0, 2.0)], "the wait is not downtime by crash"
+    assert b.stops == [7.0] and b.failures == [], "b was stopped by its supervisor"
+    labels = _legend_labels(plot_timeline(events))
+    assert {"backoff wait", "crashed", "stopped by supervisor"} <= set(labels)
+
+
+def test_the_legend_shows_only_what_appears():
+    events = simulate(SupervisorSpec("root", children=[worker("a")]), duration=5).events
+    assert _legend_labels(plot_timeline(events)) == ["up"]
+
+
+def test_a_heatmap_of_a_sweep(tmp_path):
+    from supervision.simulate import sweep
+
+    def build(intensity, period, strategy="one_for_one"):
+        return SupervisorSpec(
+            "root",
+            strategy=strategy,
+            intensity=intensity,
+            period=period,
+            children=[worker("a"), worker("b")],
+        )
+
+    table = sweep(
+        build,
+        {"a": Exponential(10.0)},
+        duration=300,
+        seeds=range(3),
+        intensity=[1, 3, 10],
+        period=[5, 60],
+        strategy=["one_for_one", "one_for_all"],
+    )
+    with pytest.raises(ValueError, match="strategy"):
+        plot_heatmap(table, "availability", "intensity", "period")
+    fig = plot_heatmap(
+        table,
+        "availability",
+        "intensity",
+        "period",
+        tmp_path / "h.png",
+        where={"strategy": "one_for_one"},
+    )
+    image = fig.axes[0].images[0].get_array()
+    expected = table.row(intensity=3, period=60, strategy="one_for_one").availability.mean
+    assert image[1][1] == pytest.approx(expected * 100)
+    assert png_size(tmp_path / "h.png")[0] > 200
+    with pytest.raises(ValueError, match="metric"):
+        plot_heatmap(table, "speed", "intensity", "period")

@@ -18,8 +18,6 @@ from supervision import (
     Strategy,
     Supervisor,
     SupervisorSpec,
-    exit_plan,
-    restart_budget,
 )
 from tests import children
 from tests.fake_launcher import FakeLauncher
@@ -42,28 +40,28 @@ def test_the_plan_covers_what_one_for_one_restarts_alone() -> None:
         ChildSpec(id="tmp", command=["x"], restart="temporary"),
         intensity=3,
     )
-    assert exit_plan(core, "p") == ExitPlan("p", 1, "any", 0.0, frozenset({0}))
-    assert exit_plan(core, "t") == ExitPlan("t", 1, "abnormal", 2.0, frozenset({0}))
-    assert exit_plan(core, "tmp") is None
-    assert restart_budget(core, 1.0) == 3
+    assert core.exit_plan("p") == ExitPlan("p", 1, "any", 0.0, frozenset({0}))
+    assert core.exit_plan("t") == ExitPlan("t", 1, "abnormal", 2.0, frozenset({0}))
+    assert core.exit_plan("tmp") is None
+    assert core.restart_budget(1.0) == 3
 
 
 @pytest.mark.parametrize("strategy", [Strategy.ONE_FOR_ALL, Strategy.REST_FOR_ONE])
 def test_no_plan_where_siblings_are_stopped_first(strategy: Strategy) -> None:
     core = _core(ChildSpec(id="a", command=["x"]), strategy=strategy, intensity=3)
-    assert exit_plan(core, "a") is None
+    assert core.exit_plan("a") is None
 
 
 def test_no_plan_with_backoff_and_the_budget_follows_the_window() -> None:
     from supervision import Backoff
 
     core = _core(ChildSpec(id="b", command=["x"], backoff=Backoff()), intensity=2, period=10.0)
-    assert exit_plan(core, "b") is None
+    assert core.exit_plan("b") is None
     core = _core(ChildSpec(id="a", command=["x"]), intensity=2, period=10.0)
     core.child_exited("a", 1, __import__("supervision").ExitReason.normal(), 1.0)
     core.started("a", 101, 2, 1.0)
-    assert restart_budget(core, 2.0) == 1
-    assert restart_budget(core, 11.5) == 2  # the restart at t=1 left the window
+    assert core.restart_budget(2.0) == 1
+    assert core.restart_budget(11.5) == 2  # the restart at t=1 left the window
 
 
 # -- the live tree ---------------------------------------------------------------------------

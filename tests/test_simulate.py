@@ -407,7 +407,8 @@ def test_compare_gives_one_row_per_spec_in_order():
         assert 0 <= row.gave_up_runs <= 3
     text = str(table)
     lines = text.splitlines()
-    assert len(lines) == 3 + len(specs)  # title, header, rule, rows
+    assert len(lines) >= 3 + len(specs)  # title, header, rule, rows, then the legend
+    assert "can exceed failures" in text and "averaged over the runs that gave up" in text
     assert "availability" in lines[1]
     assert lines[3].startswith("one_for_one 1")
     assert table.seeds == (0, 1, 2)
@@ -487,3 +488,27 @@ def test_command_children_are_simulated_too():
     # Nothing is run: a command child is a child like any other.
     spec = SupervisorSpec("root", children=[ChildSpec("x", command=["false"])])
     assert simulate(spec, {"x": Scripted([1.0])}, duration=2).children["x"].exits == 1
+
+
+@pytest.mark.parametrize("delay", [None, 30.0])
+def test_compare_is_the_mean_of_simulate_with_the_same_arguments(delay):
+    # The README's example: a 1-in-5 s spec; compare() once left out the root restart.
+    spec = flat(intensity=1, period=5.0)
+    faults = {"b": Exponential(30.0, start_duration=0.5)}
+    kw = {} if delay is None else {"root_restart_delay": delay}
+    table = compare({"x": spec}, faults, duration=3600, seeds=range(3), **kw)
+    runs = [simulate(spec, faults, duration=3600, seed=s, **kw) for s in range(3)]
+    mean = sum(r.tree.availability for r in runs) / 3
+    assert table.rows[0].availability == pytest.approx(mean)
+    if delay is not None:
+        assert mean > 0.5, "the root is restarted: most of the hour is up"
+
+
+def test_compare_and_sweep_default_to_the_same_seeds():
+    from supervision.simulate import DEFAULT_SEEDS, sweep
+
+    spec = flat(intensity=3, period=10.0)
+    table = compare({"x": spec}, {"a": Exponential(50.0)}, duration=300)
+    swept = sweep(lambda n: spec, {"a": Exponential(50.0)}, duration=300, n=[1])
+    assert table.seeds == swept.seeds == tuple(DEFAULT_SEEDS)
+    assert table.rows[0].availability == pytest.approx(swept.rows[0].availability.mean)

@@ -1,53 +1,101 @@
-"""How fast the simulator runs: virtual hours per wall-clock second.
+"""How fast the simulator runs: simulated events per second, and a sweep's wall time.
 
-Three workers that each crash every 60 s on average, over 1000 virtual hours
-(about 180,000 crashes and restarts), with and without keeping the events.
+1. Events per wall-clock second (median and p95 over samples) for a 10-child
+   and a 1,000-child one_for_one tree whose workers crash at random (24
+   virtual hours, events kept).
+2. A sweep of 100 specs (10 intensities x 10 periods) x 20 seeds x 24 virtual
+   hours on a three-worker service (one flaky worker, MTBF 5 min; two with an
+   MTBF of an hour), on every core through `actors.experiment.sweep`.
 
-    .venv/bin/python tests/benchmarks/bench_simulate.py
+    .venv/bin/python tests/benchmarks/bench_simulate.py [--samples 5] [--skip-sweep]
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import statistics
 import time
 
-from supervision import ChildSpec, Strategy, SupervisorSpec
-from supervision.simulate import Exponential, simulate
+from actors.experiment import sweep
+from supervision import ChildSpec, SupervisorSpec
+from supervision.simulate import Exponential, FaultModel, simulate
 
-HOURS = 1000.0
+DAY = 24 * 3600.0
 
 
 def noop() -> None:
     """Never run: the simulation starts no processes."""
 
 
-def spec(strategy: Strategy) -> SupervisorSpec:
-    children = [ChildSpec(name, target=noop) for name in ("a", "b", "c")]
+def tree(n: int) -> SupervisorSpec:
+    children = [ChildSpec(f"w{i}", target=noop) for i in range(n)]
     # Lax enough never to give up: every crash is a restart.
-    return SupervisorSpec("root", strategy=strategy, intensity=100, period=5.0, children=children)
+    return SupervisorSpec("root", intensity=10**6, period=5.0, children=children)
+
+
+def service(intensity: int, period: float) -> SupervisorSpec:
+    children = [ChildSpec(name, target=noop) for name in ("db", "api", "cache")]
+    return SupervisorSpec("service", intensity=intensity, period=period, children=children)
+
+
+SERVICE_FAULTS: dict[str, FaultModel] = {
+    "db": Exponential(mtbf=3600.0, start_duration=2.0),
+    "api": Exponential(mtbf=300.0, start_duration=0.5),
+    "cache": Exponential(mtbf=3600.0, start_duration=0.3),
+}
+
+
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def events_per_second(n: int, mtbf: float, samples: int) -> None:
+    faults = {f"w{i}": Exponential(mtbf=mtbf) for i in range(n)}
+    walls = []
+    events = 0
+    for seed in range(samples):
+        started = time.perf_counter()
+        result = simulate(tree(n), faults, duration=DAY, seed=seed)
+        walls.append(time.perf_counter() - started)
+        events = len(result.events)
+    print(
+        f"{n:>5} children (MTBF {mtbf:g} s each), 24 h, {events:,} events a run: "
+        f"{events / statistics.median(walls):,.0f} events/s at the median run, "
+        f"{events / p95(walls):,.0f} at the p95 run"
+    )
+
+
+def sweep_time(workers: int) -> None:
+    started = time.perf_counter()
+    table = sweep(
+        service,
+        SERVICE_FAULTS,
+        duration=DAY,
+        seeds=range(20),
+        root_restart_delay=30.0,
+        workers=workers,
+        intensity=[1, 2, 3, 4, 5, 6, 8, 10, 15, 20],
+        period=[5.0, 10.0, 20.0, 30.0, 60.0, 90.0, 120.0, 300.0, 600.0, 3600.0],
+    )
+    wall = time.perf_counter() - started
+    runs = len(table.rows) * len(table.seeds)
+    print(
+        f"sweep: {len(table.rows)} specs x {len(table.seeds)} seeds x 24 h = {runs} runs "
+        f"on {workers} processes in {wall:.1f} s ({runs / wall:.0f} runs/s)"
+    )
 
 
 def main() -> None:
-    faults = {name: Exponential(mtbf=60.0) for name in ("a", "b", "c")}
-    for strategy in (Strategy.ONE_FOR_ONE, Strategy.ONE_FOR_ALL):
-        for keep_events in (False, True):
-            walls = []
-            for seed in range(3):
-                started = time.perf_counter()
-                result = simulate(
-                    spec(strategy),
-                    faults,
-                    duration=HOURS * 3600,
-                    seed=seed,
-                    keep_events=keep_events,
-                )
-                walls.append(time.perf_counter() - started)
-            wall = statistics.median(walls)
-            print(
-                f"{strategy.value:<12} keep_events={keep_events!s:<5} "
-                f"{HOURS:.0f} h in {wall:.2f} s = {HOURS / wall:,.0f} virtual h/s "
-                f"({result.tree.failures:,} crashes, {len(result.events):,} events kept)"
-            )
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--samples", type=int, default=5)
+    parser.add_argument("--skip-sweep", action="store_true")
+    args = parser.parse_args()
+    events_per_second(10, 600.0, args.samples)
+    events_per_second(1000, 60_000.0, args.samples)
+    if not args.skip_sweep:
+        sweep_time(os.cpu_count() or 1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,262 @@
+"""Sweeps: a grid of specs over many seeds of one fault model, with confidence intervals.
+
+Pure: the runs are handed to a `map` function, `builtins.map` by default (one
+core). `actors.experiment.sweep` passes a process pool's map, so the same
+sweep runs on every core; the tasks and their results are small picklable
+records (no event lists cross the process boundary).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import statistics
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._errors import SpecError
+from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
+from ._sim_faults import FaultModel
+from ._spec import SupervisorSpec
+
+# Two-sided 95% Student t quantiles by degrees of freedom; 1.96 beyond the table.
+_T95 = (
+    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+)  # fmt: skip
+
+
+def _t95(df: int) -> float:
+    if df < 1:
+        return math.inf
+    return _T95[df - 1] if df <= len(_T95) else 1.96
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over `n` runs with its 95% confidence interval (Student's t).
+
+    With one run the interval is unbounded (`low`/`high` are -inf/+inf).
+    """
+
+    mean: float
+    low: float
+    high: float
+    n: int
+
+    @property
+    def half_width(self) -> float:
+        return (self.high - self.low) / 2
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Estimate | None:
+        """The estimate of `values`; None when there are none."""
+        n = len(values)
+        if n == 0:
+            return None
+        mean = math.fsum(values) / n
+        if n == 1:
+            return cls(mean, -math.inf, math.inf, 1)
+        half = _t95(n - 1) * statistics.stdev(values) / math.sqrt(n)
+        return cls(mean, mean - half, mean + half, n)
+
+    def format(self, scale: float = 1.0, unit: str = "") -> str:
+        """`mean ± half-width`, rounded to the half-width's first significant digits."""
+        mean, half = self.mean * scale, self.half_width * scale
+        if not math.isfinite(half):
+            return f"{mean:.3g}{unit} ± ∞"
+        if half == 0:
+            return f"{mean:.6g}{unit} ± 0"
+        decimals = max(0, 1 - math.floor(math.log10(half)))
+        return f"{mean:.{decimals}f}{unit} ± {half:.{decimals}f}"
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What one run contributes to a sweep (small: crosses process boundaries)."""
+
+    availability: float
+    restarts: int
+    give_ups: int
+    time_to_give_up: float | None
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """One run of a sweep: the point's index, its spec, one seed."""
+
+    point: int
+    spec: SupervisorSpec
+    faults: Mapping[str, FaultModel]
+    duration: float
+    seed: int
+    root_restart_delay: float | None
+
+
+def run_task(task: SweepTask) -> tuple[int, RunFigures]:
+    """Run one task (module level, so a process pool can pickle it)."""
+    from .simulate import simulate  # here: simulate imports this module
+
+    result = simulate(
+        task.spec,
+        task.faults,
+        duration=task.duration,
+        seed=task.seed,
+        root_restart_delay=task.root_restart_delay,
+        keep_events=False,
+    )
+    tree = result.tree
+    return task.point, RunFigures(
+        tree.availability, tree.restarts, tree.give_ups, tree.time_to_give_up
+    )
+
+
+@dataclass(frozen=True)
+class SweepRow:
+    """One grid point: its parameters and the estimates over its seeds.
+
+    `availability` is the fraction of the run in which every worker was up;
+    `restarts` the automatic restarts of all workers per run; `give_ups` the
+    root's give-ups per run; `time_to_give_up` the first give-up's time,
+    averaged over the `gave_up_runs` runs that gave up (None if none did).
+    """
+
+    params: Mapping[str, Any]
+    runs: int
+    availability: Estimate
+    restarts: Estimate
+    give_ups: Estimate
+    time_to_give_up: Estimate | None
+    gave_up_runs: int
+
+    def metric(self, name: str) -> float | None:
+        """The mean of a metric by name (None: time_to_give_up when no run gave up)."""
+        if name not in METRICS:
+            raise SpecError(None, "metric", name, f"expected one of {METRICS}")
+        value = getattr(self, name)
+        return None if value is None else float(value.mean)
+
+
+METRICS = ("availability", "restarts", "give_ups", "time_to_give_up")
+
+
+@dataclass(frozen=True)
+class SweepTable:
+    """A sweep's rows, in grid order; `str()` renders it with 95% intervals."""
+
+    axes: Mapping[str, tuple[Any, ...]]
+    rows: list[SweepRow]
+    duration: float
+    seeds: tuple[int, ...]
+
+    def row(self, **params: Any) -> SweepRow:
+        for r in self.rows:
+            if all(r.params.get(k) == v for k, v in params.items()):
+                return r
+        raise LookupError(f"no row with {params}")
+
+    def __str__(self) -> str:
+        names = list(self.axes)
+        head = [*names, "availability %", "restarts", "give-ups", "runs gave up", "first give-up s"]
+        cells = [head]
+        for r in self.rows:
+            first = r.time_to_give_up.format() if r.time_to_give_up is not None else "never"
+            cells.append(
+                [
+                    *(_label(r.params[n]) for n in names),
+                    r.availability.format(100.0),
+                    r.restarts.format(),
+                    r.give_ups.format(),
+                    f"{r.gave_up_runs}/{r.runs}",
+                    first,
+                ]
+            )
+        widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
+        lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        title = (
+            f"{self.duration:g} s of virtual time x {len(self.seeds)} seeds per point; "
+            "mean ± 95% confidence half-width per run"
+        )
+        return "\n".join([title, *lines])
+
+
+def _label(value: Any) -> str:
+    return str(getattr(value, "value", value))
+
+
+def grid(**axes: Iterable[Any]) -> list[dict[str, Any]]:
+    """Every combination of the axes' values, the last axis varying fastest."""
+    names = list(axes)
+    values = [tuple(v) for v in axes.values()]
+    return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+
+
+Mapper = Callable[
+    [Callable[[SweepTask], tuple[int, RunFigures]], Iterable[SweepTask]],
+    Iterable[tuple[int, RunFigures]],
+]
+
+
+def sweep(
+    build: Callable[..., SupervisorSpec],
+    faults: Mapping[str, FaultModel] | None = None,
+    *,
+    duration: float,
+    seeds: Iterable[int] = DEFAULT_SEEDS,
+    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
+    map: Mapper = map,
+    **axes: Iterable[Any],
+) -> SweepTable:
+    """Run `build(**point)` for every point of the grid of `axes`, over `seeds`.
+
+    `build` takes one keyword per axis and returns the SupervisorSpec of that
+    point, e.g. `sweep(build, faults, duration=86400, intensity=[1, 5],
+    period=[5, 30])`. The same seeds are used at every point, so points share
+    their faults as far as the runs allow. `map` runs the tasks: the builtin
+    (default, one core) or a pool's, e.g. `actors.experiment.sweep` (every core).
+    `root_restart_delay` has `simulate()`'s meaning and default.
+    """
+    if not axes:
+        raise SpecError(None, "axes", axes, "expected at least one axis, e.g. intensity=[1, 5]")
+    axis_values = {name: tuple(values) for name, values in axes.items()}
+    points = grid(**axis_values)
+    seed_list = tuple(seeds)
+    if not seed_list:
+        raise SpecError(None, "seeds", seeds, "expected at least one seed")
+    specs = []
+    for point in points:
+        spec = build(**point)
+        if not isinstance(spec, SupervisorSpec):
+            raise SpecError(None, "build", spec, f"build({point}) must return a SupervisorSpec")
+        specs.append(spec)
+    fault_map = dict(faults or {})
+    tasks: Iterator[SweepTask] = (
+        SweepTask(i, spec, fault_map, float(duration), seed, root_restart_delay)
+        for i, spec in enumerate(specs)
+        for seed in seed_list
+    )
+    figures: list[list[RunFigures]] = [[] for _ in points]
+    for index, run in map(run_task, tasks):
+        figures[index].append(run)
+    rows = [_row(point, runs) for point, runs in zip(points, figures, strict=True)]
+    return SweepTable(axis_values, rows, float(duration), seed_list)
+
+
+def _row(point: Mapping[str, Any], runs: Sequence[RunFigures]) -> SweepRow:
+    firsts = [r.time_to_give_up for r in runs if r.time_to_give_up is not None]
+    availability = Estimate.of([r.availability for r in runs])
+    restarts = Estimate.of([float(r.restarts) for r in runs])
+    give_ups = Estimate.of([float(r.give_ups) for r in runs])
+    assert availability is not None and restarts is not None and give_ups is not None
+    return SweepRow(
+        params=dict(point),
+        runs=len(runs),
+        availability=availability,
+        restarts=restarts,
+        give_ups=give_ups,
+        time_to_give_up=Estimate.of(firsts),
+        gave_up_runs=len(firsts),
+    )
