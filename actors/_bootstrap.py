@@ -155,6 +155,7 @@ def _read_all(fd: int) -> bytes:
 
 
 def _apply_settings(settings: Mapping[str, Any], control_fd: int) -> None:
+    os.set_blocking(control_fd, False)  # a heartbeat must never block the child
     _child._control_fd = control_fd
     os.environ.clear()
     os.environ.update(settings["env"])
@@ -202,6 +203,7 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
     )
     frame = _wire.encode(record)
     with contextlib.suppress(OSError):
+        os.set_blocking(control_fd, True)  # the error report is worth waiting for
         _wire.write_all(control_fd, frame)
     with contextlib.suppress(Exception):
         sys.excepthook(type(exc), exc, tb)

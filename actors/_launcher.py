@@ -25,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from ._protocol import (
     Failure,
     Forget,
     Grant,
+    Heartbeat,
     Hello,
     Output,
     Prepare,
@@ -182,6 +184,7 @@ class ChildProcess:
         self.channel_note = ""
         # The child the launcher started in this one's place (an armed exit), if any.
         self.successor: ChildProcess | None = None
+        self.last_beat = 0.0  # monotonic time of its last heartbeat (a Python child's)
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
@@ -764,6 +767,11 @@ class Launcher:
                     errno=record.errno,
                 )
                 slot.done.set()
+        elif isinstance(record, Heartbeat):
+            with self._lock:
+                child = self._children.get(record.pid)
+            if child is not None:
+                child.last_beat = time.monotonic()
         elif isinstance(record, ChannelClosed):
             with self._lock:
                 child = self._children.get(record.pid)

@@ -43,6 +43,7 @@ from ._protocol import (
     Arm,
     ChannelClosed,
     ChildFailed,
+    ChildHeartbeat,
     ChildReady,
     Define,
     Disarm,
@@ -51,6 +52,7 @@ from ._protocol import (
     Failure,
     Forget,
     Grant,
+    Heartbeat,
     Hello,
     Output,
     Prepare,
@@ -87,6 +89,7 @@ class _SpawnFailed(Exception):
 class _Child:
     __slots__ = (
         "arm",
+        "beat",
         "captures",
         "control_fd",
         "decoder",
@@ -107,6 +110,7 @@ class _Child:
         self.started = time.monotonic()
         self.arm: Arm | None = None
         self.pidfd = -1
+        self.beat = 0.0  # when its last heartbeat was reported
 
 
 def _which(command: str, path: str) -> str:
@@ -724,6 +728,11 @@ class LauncherLoop:
                         self.report(Ready(child.pid))
                 elif isinstance(record, ChildFailed):
                     child.error = _protocol.child_failure(record)
+                elif isinstance(record, ChildHeartbeat):
+                    now = time.monotonic()
+                    if child.pid in self.children and now - child.beat >= _protocol.HEARTBEAT_EVERY:
+                        child.beat = now
+                        self.report(Heartbeat(child.pid))
         except _wire.WireError as e:
             self._close_control(child)
             self.report(ChannelClosed(child.pid, f"its control pipe carried {e}"))

@@ -47,6 +47,18 @@ class Signal:
 
 
 @dataclass(frozen=True)
+class ReloadChild:
+    """Run the spec's reload check, then send its reload signal (asked); the signal sent."""
+
+
+@dataclass(frozen=True)
+class WatchdogTick:
+    """From the tree's timer: is the child with this incarnation still beating?"""
+
+    incarnation: int
+
+
+@dataclass(frozen=True)
 class Pause:
     """SIGSTOP the child's process group (asked)."""
 

@@ -54,6 +54,7 @@ from supervision import (
     TerminateChild,
     TerminateChildren,
     parse_signal,
+    signal_name,
 )
 
 from ._events import EventLog
@@ -65,6 +66,7 @@ from ._messages import (
     LauncherLost,
     Pause,
     ReadOutput,
+    ReloadChild,
     Resume,
     RetryRestart,
     ShutdownTree,
@@ -300,7 +302,19 @@ class NannyActor(pykka.ThreadingActor):
     def signal_child(self, key: str, sig: int | str) -> None:
         """Send `sig` (a number, or a name such as "HUP") to the child's process group."""
         info = self._core.which_child(key)
-        self._ask_worker(info, Signal(signal_number(sig, info.id)), "send a signal to it")
+        number = signal_number(sig, info.id)
+        self._ask_worker(info, Signal(number), "send a signal to it")
+        self._note_event(EventKind.CHILD_SIGNALLED, info, signal_name(number))
+
+    def reload_child(self, key: str) -> None:
+        """Reload a child in place as its spec's `reload` says: the check, then the signal.
+
+        Raises ReloadRefused (no reload in the spec, or the check failed: why),
+        ChildNotRunning.
+        """
+        info = self._core.which_child(key)
+        sig = self._ask_worker(info, ReloadChild(), "reload it")
+        self._note_event(EventKind.CHILD_RELOADED, info, signal_name(sig))
 
     def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
         """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
@@ -686,6 +700,20 @@ class NannyActor(pykka.ThreadingActor):
     def _record(self, event: Event) -> None:
         self._log.append(event)
         self._to_log.append(event)
+
+    def _note_event(self, kind: EventKind, info: ChildInfo, detail: str) -> None:
+        self._record(
+            Event(
+                time=time.monotonic(),
+                supervisor=self._core.name,
+                context=kind,
+                offender=info.id,
+                pid=info.pid,
+                incarnation=info.incarnation,
+                detail=detail,
+            )
+        )
+        self._log_events()
 
     def _note(self, message: ChildNote, now: float) -> None:
         self._record(

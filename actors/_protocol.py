@@ -35,6 +35,7 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 - `StandbyDied(standby)`: a standby ended before it was used.
 - `Ready(pid)`: a Python child called `actors.child.ready()`.
 - `Output(pid, stream, data)`: what a child wrote to a captured stream.
+- `Heartbeat(pid)`: a Python child's heartbeat; at most one per HEARTBEAT_EVERY s.
 - `ChannelClosed(pid, why)`: a child wrote something that is not the protocol
   on its control pipe; the launcher stopped listening to it.
 - `Exited(pid, status, uptime, error, respawned)`: a child was reaped. `status`
@@ -48,6 +49,7 @@ anything; frames up to CHILD_FRAME bytes, every string bounded):
 
 - `ChildReady()`: `actors.child.ready()` was called.
 - `ChildFailed(type, message, traceback)`: the target raised.
+- `ChildHeartbeat()`: `actors.child.heartbeat()` was called (a watchdog's beat).
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ HOST_FRAME = 1 << 30  # a cloudpickled target can be large; the host is trusted
 REPORT_FRAME = 1 << 20  # the launcher's reports: output chunks and bounded texts
 CHILD_FRAME = 64 * 1024  # what a child may send in one frame
 OUTPUT_CHUNK = 64 * 1024  # bytes of captured output per report
+HEARTBEAT_EVERY = 0.02  # seconds: a child that beats faster is reported this often
 # Bounds of what a child's error report may carry, in characters.
 MAX_TYPE = 256
 MAX_MESSAGE = 8 * 1024
@@ -278,6 +281,12 @@ class Output(Record):
     data: bytes
 
 
+@_record("heartbeat", int)
+@dataclass(frozen=True)
+class Heartbeat(Record):
+    pid: int
+
+
 @_record("channel_closed", int, str)
 @dataclass(frozen=True)
 class ChannelClosed(Record):
@@ -316,6 +325,7 @@ REPORT_RECORDS = frozenset(
         "output",
         "channel_closed",
         "exited",
+        "heartbeat",
     }
 )
 
@@ -336,7 +346,13 @@ class ChildFailed(Record):
     traceback: str
 
 
-CHILD_RECORDS = frozenset({"child_ready", "child_failed"})
+@_record("child_heartbeat")
+@dataclass(frozen=True)
+class ChildHeartbeat(Record):
+    pass
+
+
+CHILD_RECORDS = frozenset({"child_ready", "child_failed", "child_heartbeat"})
 
 
 def child_failure(record: ChildFailed) -> Failure:

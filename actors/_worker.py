@@ -14,7 +14,9 @@ import contextlib
 import logging
 import os
 import select
+import shlex
 import signal
+import subprocess
 import sys
 import time
 from types import TracebackType
@@ -30,9 +32,11 @@ from supervision import (
     ExitKind,
     ExitReason,
     ReadyFile,
+    ReloadRefused,
     classify_exit,
     signal_name,
 )
+from supervision import Reload as ReloadSpec
 
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
@@ -44,12 +48,14 @@ from ._messages import (
     Pause,
     ProcessNote,
     ReadOutput,
+    ReloadChild,
     Resume,
     Signal,
     Start,
     StartDone,
     StartFailed,
     Stop,
+    WatchdogTick,
 )
 from ._notify import NotifyEndpoint
 from ._tree import TreeContext
@@ -63,6 +69,7 @@ READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wa
 KILL_REPORT_GRACE = 2.0
 GONE_POLL = 0.05
 NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
+CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
 class _Failed(Exception):
@@ -110,6 +117,7 @@ class WorkerActor(pykka.ThreadingActor):
         # that its path, and the child's environment, stay the same across restarts.
         self._notify: NotifyEndpoint | None = None
         self.status = ""  # the child's last sd_notify STATUS= line
+        self._beat = 0.0  # when the child last said it was alive (watchdog)
 
     # -- messages -------------------------------------------------------------
 
@@ -124,6 +132,10 @@ class WorkerActor(pykka.ThreadingActor):
             return self._on_memory_exceeded(message)
         if isinstance(message, ArmExit):
             return self._arm(message)
+        if isinstance(message, WatchdogTick):
+            return self._on_watchdog(message)
+        if isinstance(message, ReloadChild):
+            return self._reload()
         if isinstance(message, Signal):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
@@ -247,6 +259,9 @@ class WorkerActor(pykka.ThreadingActor):
             # cannot become a spawn storm.
             with contextlib.suppress(LaunchError, OSError):
                 self._standby = (launcher, template, launcher.prepare(template).id)
+        if self.spec.watchdog is not None:
+            self._beat = time.monotonic()  # the deadline counts from the start
+            self._schedule_watchdog(incarnation, self.spec.watchdog)
         if self.spec.memory_limit is not None:
             self._context.memory.watch(
                 proc.pid,
@@ -432,6 +447,90 @@ class WorkerActor(pykka.ThreadingActor):
             exit = self._kill_now(proc)
         self._forget(proc)
         return exit, note
+
+    # -- watchdog and reload ------------------------------------------------------------
+
+    def _schedule_watchdog(self, incarnation: int, delay: float) -> None:
+        ref = self.actor_ref
+
+        def tick() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(WatchdogTick(incarnation))
+
+        self._context.scheduler.call_later(max(delay, 0.001), tick)
+
+    def _on_watchdog(self, message: WatchdogTick) -> None:
+        proc, seconds = self._proc, self.spec.watchdog
+        if proc is None or seconds is None or message.incarnation != self._incarnation:
+            return  # that process is gone: its ticks end with it
+        triggered = False
+        if self._notify is not None:  # a command beats with WATCHDOG=1 on its socket
+            for note in self._notify.read():
+                if note.watchdog:
+                    self._beat = time.monotonic()
+                triggered = triggered or note.watchdog_trigger
+                if note.status is not None:
+                    self.status = note.status
+        beat = max(self._beat, getattr(proc, "last_beat", 0.0))
+        late = time.monotonic() - beat
+        if not triggered and late < seconds:
+            self._schedule_watchdog(message.incarnation, seconds - late)
+            return
+        log.warning("child %r (pid %d) missed its watchdog of %ss", self.spec.id, proc.pid, seconds)
+        exit, _ = self._terminate(proc)
+        reason = ExitReason.watchdog(seconds)
+        self._last_exit = reason
+        self._parent.tell(
+            ChildExited(self.spec.id, self._incarnation, proc.pid, reason, exit.uptime)
+        )
+
+    def _reload(self) -> int:
+        """The spec's reload: its check (refused if it fails), then its signal."""
+        reload, proc = self.spec.reload, self._proc
+        if not isinstance(reload, ReloadSpec):  # the spec stores a Reload, or None
+            raise ReloadRefused(
+                self._supervisor,
+                self.spec.id,
+                'its spec has no reload; set reload="HUP" or a check',
+            )
+        if proc is None or proc.exit is not None:
+            raise ChildNotRunning(self._supervisor, self.spec.id, "reload it")
+        if reload.check is not None:
+            self._run_check(list(reload.check), reload.check_timeout)
+        if not proc.send_signal(int(reload.signal), group=False):
+            raise ChildNotRunning(self._supervisor, self.spec.id, "reload it")
+        return int(reload.signal)
+
+    def _run_check(self, argv: list[str], timeout: float) -> None:
+        env = dict(os.environ) if self.spec.inherit_env else {}
+        env.update(self.spec.env or {})
+        cwd = os.fspath(self.spec.cwd) if self.spec.cwd is not None else None
+        command = shlex.join(argv)
+        try:
+            done = subprocess.run(
+                argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise ReloadRefused(
+                self._supervisor, self.spec.id, f"its check {command!r} ran over {timeout}s"
+            ) from None
+        except OSError as e:
+            raise ReloadRefused(
+                self._supervisor, self.spec.id, f"its check {command!r} could not run: {e}"
+            ) from None
+        if done.returncode != 0:
+            said = done.stdout[-CHECK_OUTPUT:].decode(errors="replace").strip()
+            raise ReloadRefused(
+                self._supervisor,
+                self.spec.id,
+                f"its check {command!r} exited {done.returncode}" + (f": {said}" if said else ""),
+            )
 
     def _drop_successor(self) -> None:
         """A process started ahead of a decision that did not come: kill it."""

@@ -24,7 +24,7 @@ import os
 
 from . import _wire
 
-__all__ = ["ready", "stop_requested"]
+__all__ = ["heartbeat", "ready", "stop_requested"]
 
 # Set by actors._bootstrap in a child started by nannytree; None elsewhere.
 _control_fd: int | None = None
@@ -32,6 +32,7 @@ _stop_requested: bool = False
 _ready_sent: bool = False
 
 _READY_FRAME = _wire.encode(("child_ready",))  # actors._protocol.ChildReady
+_HEARTBEAT_FRAME = _wire.encode(("child_heartbeat",))  # actors._protocol.ChildHeartbeat
 
 
 def ready() -> None:
@@ -50,6 +51,21 @@ def ready() -> None:
     # the launcher is gone, which the supervisor learns another way.
     with contextlib.suppress(OSError):
         os.write(fd, _READY_FRAME)
+
+
+def heartbeat() -> None:
+    """Tell the supervisor this child is alive and working (its spec's `watchdog`).
+
+    A child with `watchdog=SECONDS` that goes that long without calling it is
+    stopped and restarted, with the reason `watchdog`. Cheap: call it from the
+    child's main loop. Outside nannytree it does nothing.
+    """
+    fd = _control_fd
+    if fd is None:
+        return
+    # Never blocks: a beat that does not fit in the pipe right now is not needed.
+    with contextlib.suppress(OSError):
+        os.write(fd, _HEARTBEAT_FRAME)
 
 
 def stop_requested() -> bool:

@@ -93,6 +93,14 @@ class ChildNotRunning(ChildError):
         super().__init__(supervisor, child, f"cannot {operation}: the child has no running process")
 
 
+class ReloadRefused(ChildError):
+    """reload_child on a child without `reload` in its spec, or whose check failed."""
+
+    def __init__(self, supervisor: str, child: str, why: str) -> None:
+        self.why = why
+        super().__init__(supervisor, child, f"not reloaded: {why}")
+
+
 class ChildNotPaused(ChildError):
     """resume_child on a child whose process runs and was not paused."""
 

@@ -24,6 +24,8 @@ class EventKind(StrEnum):
     AUTO_SHUTDOWN = "auto_shutdown"
     SUPERVISOR_STOPPED = "supervisor_stopped"
     CHILD_NOTE = "child_note"  # a child misbehaved, without a decision (a closed channel)
+    CHILD_SIGNALLED = "child_signalled"  # signal_child: which signal went to the child
+    CHILD_RELOADED = "child_reloaded"  # reload_child: the check passed, the signal went
 
 
 @dataclass(frozen=True)

@@ -159,3 +159,15 @@ def fork_escapee(path: str) -> None:
         while True:
             signal.pause()
     sleep_forever()
+
+
+def beat_then_hang(beats: int) -> None:
+    """Send `beats` heartbeats 50 ms apart (beats < 0: forever), then hang."""
+    from actors import child
+
+    n = 0
+    while beats < 0 or n < beats:
+        child.heartbeat()
+        n += 1
+        time.sleep(0.05)
+    sleep_forever()

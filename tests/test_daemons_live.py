@@ -164,3 +164,122 @@ def test_a_command_that_never_says_ready_fails_to_start(tmp_path: Path) -> None:
     with pytest.raises(StartError) as info:
         Tree.start(spec)
     assert info.value.reason.kind is ExitKind.START_TIMEOUT
+
+
+# -- the watchdog ---------------------------------------------------------------------------
+
+
+def _watched(**fields: object) -> Tree:
+    return Tree.start(
+        SupervisorSpec(
+            id="root",
+            intensity=5,
+            period=60.0,
+            children=[ChildSpec(id="w", shutdown=0.5, watchdog=0.4, **fields)],  # type: ignore[arg-type]
+        )
+    )
+
+
+def test_a_python_child_that_stops_beating_is_restarted_by_its_watchdog() -> None:
+    from tests import children
+
+    tree = _watched(target=children.beat_then_hang, args=(6,))
+    try:
+        exited = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_EXITED, 20)
+        assert exited.reason is not None and exited.reason.kind is ExitKind.WATCHDOG
+        assert "0.4" in str(exited.reason)
+        tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED and e.incarnation == 2, 10)
+    finally:
+        tree.stop()
+
+
+def test_a_child_that_keeps_beating_is_left_alone() -> None:
+    from tests import children
+
+    tree = _watched(target=children.beat_then_hang, args=(-1,))
+    try:
+        with pytest.raises(TimeoutError):
+            tree.log.wait_for(lambda e: e.context is EventKind.CHILD_EXITED, 1.5)
+    finally:
+        tree.stop()
+
+
+BEATING_COMMAND = textwrap.dedent(
+    """
+    import os, socket, sys, time
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    for _ in range(int(sys.argv[1])):
+        s.sendto(b"WATCHDOG=1", os.environ["NOTIFY_SOCKET"])
+        time.sleep(0.05)
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def test_a_command_beats_with_watchdog_1_on_its_notify_socket(tmp_path: Path) -> None:
+    script = tmp_path / "beat.py"
+    script.write_text(BEATING_COMMAND)
+    tree = _watched(command=[sys.executable, str(script), "8"])
+    try:
+        exited = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_EXITED, 20)
+        assert exited.reason is not None and exited.reason.kind is ExitKind.WATCHDOG
+    finally:
+        tree.stop()
+
+
+# -- reload and signals ---------------------------------------------------------------------
+
+
+def _reloadable(tmp_path: Path, reload: object) -> tuple[Tree, Path]:
+    out = tmp_path / "reloaded"
+    ready = tmp_path / "trapped"
+    line = f"trap 'echo reloaded >> {out}' HUP; touch {ready}; while :; do sleep 0.05; done"
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root",
+            children=[ChildSpec(id="web", command=["sh", "-c", line], reload=reload)],  # type: ignore[arg-type]
+        )
+    )
+    wait_until(ready.exists, 10, "the shell to trap HUP")
+    return tree, out
+
+
+def test_reload_runs_the_check_then_signals_the_main_process(tmp_path: Path) -> None:
+    tree, out = _reloadable(tmp_path, (["true"], "HUP"))
+    try:
+        tree.nanny.reload_child("web").get()
+        wait_until(out.exists, 10, "the child to see SIGHUP")
+        event = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_RELOADED, 5)
+        assert event.detail == "SIGHUP" and event.offender == "web"
+    finally:
+        tree.stop()
+
+
+def test_a_failed_check_refuses_the_reload_and_says_why(tmp_path: Path) -> None:
+    from supervision import ReloadRefused
+
+    tree, out = _reloadable(tmp_path, (["sh", "-c", "echo bad config >&2; exit 3"], "HUP"))
+    try:
+        with pytest.raises(ReloadRefused) as info:
+            tree.nanny.reload_child("web").get()
+        assert "exited 3: bad config" in str(info.value)
+        assert not out.exists()
+        assert not [e for e in tree.events() if e.context is EventKind.CHILD_RELOADED]
+    finally:
+        tree.stop()
+
+
+def test_reload_needs_a_reload_in_the_spec_and_signals_are_events(tmp_path: Path) -> None:
+    from supervision import ReloadRefused
+
+    tree, out = _reloadable(tmp_path, None)
+    try:
+        with pytest.raises(ReloadRefused, match="no reload"):
+            tree.nanny.reload_child("web").get()
+        tree.nanny.signal_child("web", "HUP").get()
+        event = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_SIGNALLED, 5)
+        assert event.detail == "SIGHUP"
+        wait_until(out.exists, 10, "the child to see SIGHUP")
+    finally:
+        tree.stop()
