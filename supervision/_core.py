@@ -68,6 +68,12 @@ class _Child:
     failures: int = 0  # consecutive failed runs, for backoff
     started_at: float | None = None
     next_attempt: float | None = None
+    _info: ChildInfo | None = None  # which_children at 10,000 children: built once per change
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name != "_info":
+            object.__setattr__(self, "_info", None)
 
     @property
     def id(self) -> str:
@@ -79,6 +85,12 @@ class _Child:
         return self.state in ("running", "paused")
 
     def info(self) -> ChildInfo:
+        info = self._info
+        if info is None:
+            info = self._info = self._build_info()
+        return info
+
+    def _build_info(self) -> ChildInfo:
         return ChildInfo(
             id=self.spec.id,
             pid=self.pid,
