@@ -68,12 +68,10 @@ class _Child:
     failures: int = 0  # consecutive failed runs, for backoff
     started_at: float | None = None
     next_attempt: float | None = None
-    _info: ChildInfo | None = None  # which_children at 10,000 children: built once per change
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        object.__setattr__(self, name, value)
-        if name != "_info":
-            object.__setattr__(self, "_info", None)
+    # which_children at 10,000 children: a record is rebuilt only when its fields
+    # changed (compared, so that the restart path pays nothing for it).
+    _info: ChildInfo | None = None
+    _info_key: tuple[Any, ...] = ()
 
     @property
     def id(self) -> str:
@@ -85,9 +83,19 @@ class _Child:
         return self.state in ("running", "paused")
 
     def info(self) -> ChildInfo:
+        key = (
+            self.state,
+            self.pid,
+            self.incarnation,
+            self.restarts,
+            self.last_exit,
+            self.next_attempt,
+            self.spec,
+        )
         info = self._info
-        if info is None:
+        if info is None or key != self._info_key:
             info = self._info = self._build_info()
+            self._info_key = key
         return info
 
     def _build_info(self) -> ChildInfo:
