@@ -244,7 +244,7 @@ class NannyActor(pykka.ThreadingActor):
 
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
-        return [info for info in self._core.which_children()]
+        return self._core.which_children()
 
     def which_tree(self) -> list[TreeNode]:
         """The whole subtree, in start order: each child with its own children, if any."""

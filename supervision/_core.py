@@ -68,6 +68,10 @@ class _Child:
     failures: int = 0  # consecutive failed runs, for backoff
     started_at: float | None = None
     next_attempt: float | None = None
+    # which_children at 10,000 children: a record is rebuilt only when its fields
+    # changed (compared, so that the restart path pays nothing for it).
+    _info: ChildInfo | None = None
+    _info_key: tuple[Any, ...] = ()
 
     @property
     def id(self) -> str:
@@ -79,6 +83,22 @@ class _Child:
         return self.state in ("running", "paused")
 
     def info(self) -> ChildInfo:
+        key = (
+            self.state,
+            self.pid,
+            self.incarnation,
+            self.restarts,
+            self.last_exit,
+            self.next_attempt,
+            self.spec,
+        )
+        info = self._info
+        if info is None or key != self._info_key:
+            info = self._info = self._build_info()
+            self._info_key = key
+        return info
+
+    def _build_info(self) -> ChildInfo:
         return ChildInfo(
             id=self.spec.id,
             pid=self.pid,

@@ -3,7 +3,10 @@
 `simulate(spec, faults, duration=...)` runs a `SupervisorSpec` against a fault
 model per worker and returns the events a live tree would report, with a report
 per child and for the tree. `compare(specs, faults, ...)` runs several specs on
-the same fault model and seeds and returns a `Table`.
+the same fault model and seeds and returns a `Table`; `sweep(build, faults,
+..., **axes)` runs a grid of specs over seeds and returns a `SweepTable` with
+95% confidence intervals (`actors.experiment.sweep` runs it on every core).
+All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
 
 How it models a tree (the same as `actors.NannyActor`, in virtual time):
 - Each supervisor is an actor with a FIFO mailbox: child exits and restart

@@ -159,3 +159,17 @@ def test_a_thousand_children_keep_their_order_through_exits():
         ex.exit(f"w{i}")
     assert [c.id for c in ex.sup.children()] == [f"w{i}" for i in range(1000)]
     assert ex.sup.count_children().active == 1000
+
+
+def test_child_info_is_built_once_per_change():
+    # which_children at 10,000 children must not rebuild every record on every call.
+    ex = sup_of(worker("a"), worker("b"))
+    first = ex.sup.which_child("a")
+    assert ex.sup.which_child("a") is first
+    assert ex.sup.which_children()[1] is first
+    ex.ok("pause_child", "a")
+    paused = ex.sup.which_child("a")
+    assert paused is not first and paused.state == "paused"
+    ex.exit("a")
+    after = ex.sup.which_child("a")
+    assert after.state == "running" and after.restarts == 1 and after.pid != first.pid

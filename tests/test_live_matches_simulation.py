@@ -292,3 +292,37 @@ def test_failed_restarts_retry_through_the_mailbox_until_the_intensity_alike(nan
     tree.kill("f")
     tree.log.wait_for(lambda e: e.context.value == "supervisor_stopped", 30)
     assert event_sequence(tree.log.snapshot()) == expected
+
+
+def test_static_api_calls_alike(nanny_tree):
+    # terminate, restart, delete, start_child and the errors they give, in order.
+    spec = SupervisorSpec(
+        id="root",
+        children=[
+            ChildSpec(id="a", target=children.sleep_forever),
+            ChildSpec(id="b", target=children.sleep_forever),
+        ],
+    )
+    c = ChildSpec(id="c", target=children.sleep_forever)
+    script = [
+        ("restart_child", "a"),
+        ("delete_child", "b"),
+        ("terminate_child", "b"),
+        ("restart_child", "b"),
+        ("terminate_child", "b"),
+        ("delete_child", "b"),
+        ("start_child", c),
+        ("start_child", c),
+        ("which_child", "ghost"),
+        ("count_children",),
+    ]
+    simulated = simulate(
+        spec, duration=20.0, calls=[call(1.0 + i, *step) for i, step in enumerate(script)]
+    )
+    tree = nanny_tree(spec)
+    nanny = tree.nanny
+    live = [_live_call(getattr(nanny, step[0]), *step[1:]) for step in script]
+    assert [error for _, error in live] == _outcome(simulated.calls)
+    assert _outcome(simulated.calls)[:2] == ["ChildRunning", "ChildRunning"]
+    assert live[-1][0] == simulated.calls[-1].value
+    assert event_sequence(tree.log.snapshot()) == event_sequence(simulated.events)

@@ -3,7 +3,10 @@
 1. Events per wall-clock second (median and p95 over samples) for a 10-child
    and a 1,000-child one_for_one tree whose workers crash at random (24
    virtual hours, events kept).
-2. A sweep of 100 specs (10 intensities x 10 periods) x 20 seeds x 24 virtual
+2. The decision core's cost per exit and restart (one_for_one and rest_for_one
+   with the last child failing; intensity 10^6) at 1 and at 10,000 children:
+   it must not grow with N or with the restart window.
+3. A sweep of 100 specs (10 intensities x 10 periods) x 20 seeds x 24 virtual
    hours on a three-worker service (one flaky worker, MTBF 5 min; two with an
    MTBF of an hour), on every core through `actors.experiment.sweep`.
 
@@ -17,9 +20,8 @@ import os
 import statistics
 import time
 
-from actors.experiment import sweep
 from supervision import ChildSpec, SupervisorSpec
-from supervision.simulate import Exponential, FaultModel, simulate
+from supervision.simulate import CRASH, Exponential, FaultModel, simulate
 
 DAY = 24 * 3600.0
 
@@ -67,7 +69,44 @@ def events_per_second(n: int, mtbf: float, samples: int) -> None:
     )
 
 
+def core_exit_cost(n: int, strategy: str, samples: int) -> float:
+    """Median microseconds for one exit + restart of the last child, driven directly."""
+    from supervision import StartChild, Supervisor
+
+    spec = SupervisorSpec(
+        "root",
+        strategy=strategy,
+        intensity=10**6,
+        period=3600.0,
+        children=[ChildSpec(f"w{i}", target=noop) for i in range(n)],
+    )
+    sup = Supervisor(spec)
+    pid = 1
+
+    def answer(actions: list) -> None:  # type: ignore[type-arg]
+        nonlocal pid
+        while actions and isinstance(actions[-1], StartChild):
+            pid += 1
+            actions = sup.started(actions[-1].child_id, pid, pid, 0.0)
+
+    answer(sup.start(0.0))
+    last = f"w{n - 1}"
+    rounds = 2000
+    times = []
+    now = 0.0
+    for _ in range(samples):
+        started = time.perf_counter()
+        for _ in range(rounds):
+            now += 0.001
+            incarnation = sup.which_child(last).incarnation
+            answer(sup.child_exited(last, incarnation, CRASH, now))
+        times.append((time.perf_counter() - started) / rounds * 1e6)
+    return statistics.median(times)
+
+
 def sweep_time(workers: int) -> None:
+    from actors.experiment import sweep
+
     started = time.perf_counter()
     table = sweep(
         service,
@@ -94,6 +133,12 @@ def main() -> None:
     args = parser.parse_args()
     events_per_second(10, 600.0, args.samples)
     events_per_second(1000, 60_000.0, args.samples)
+    for strategy in ("one_for_one", "rest_for_one"):
+        one, many = (core_exit_cost(n, strategy, args.samples) for n in (1, 10_000))
+        print(
+            f"core, {strategy}: an exit and restart of the last child costs {one:.1f} us "
+            f"at 1 child, {many:.1f} us at 10,000 (intensity 10^6, window growing)"
+        )
     if not args.skip_sweep:
         sweep_time(os.cpu_count() or 1)
 
