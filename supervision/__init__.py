@@ -35,6 +35,7 @@ from ._errors import (
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._info import ChildCounts, ChildInfo, ChildState
 from ._intensity import add_restart
+from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -78,6 +79,9 @@ __all__ = [
     "ExitKind",
     "ExitReason",
     "NannyError",
+    "NodeInfo",
+    "Placement",
+    "PlacementPolicy",
     "ReadyFile",
     "Reply",
     "Report",
@@ -100,6 +104,7 @@ __all__ = [
     "UnresolvedTarget",
     "add_restart",
     "check_childspecs",
+    "choose_node",
     "classify_exit",
     "event_from_dict",
     "event_to_dict",

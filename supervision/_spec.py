@@ -14,6 +14,7 @@ Every default, in one sentence each:
 - `normal_exit_codes` defaults to {0}.
 - `backoff` defaults to None: a child is restarted at once, as in OTP.
 - `warm_start` defaults to False.
+- `placement` defaults to None: a subtree runs in its parent's process.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from ._errors import SpecError
+from ._placement import Placement
 
 
 class Restart(StrEnum):
@@ -372,6 +374,8 @@ class SupervisorSpec:
     - `max_children`: simple_one_for_one only: at most this many children (default None).
     - As a child of another supervisor: `restart` (default PERMANENT), `shutdown`
       (default "infinity"), `significant` (default False) and `backoff` (default None).
+    - `placement` (default None): a Placement runs this subtree on another node,
+      through the tree's engine (see actors.ray.RayEngine); only subtrees cross hosts.
     """
 
     id: str
@@ -385,11 +389,16 @@ class SupervisorSpec:
     shutdown: Shutdown = "infinity"
     significant: bool = False
     backoff: Backoff | None = None
+    placement: Placement | None = None  # multi-host: run this subtree on another node
 
     def __post_init__(self) -> None:
         sid = _check_id(self.id)
         put = object.__setattr__
         put(self, "strategy", _enum(Strategy, self.strategy, sid, "strategy"))
+        if self.placement is not None and not isinstance(self.placement, Placement):
+            raise SpecError(
+                sid, "placement", self.placement, "expected a supervision.Placement(...) or None"
+            )
         if (
             isinstance(self.intensity, bool)
             or not isinstance(self.intensity, int)
