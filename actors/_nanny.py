@@ -139,6 +139,7 @@ class NannyActor(pykka.ThreadingActor):
         self._plugins = list(plugins)
         self._to_log: list[Event] = []
         self._deadline: float | None = None  # set by a parent's ShutdownTree
+        self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
 
     @classmethod
     def start(
@@ -147,15 +148,17 @@ class NannyActor(pykka.ThreadingActor):
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        engine: Any = None,
     ) -> pykka.ActorRef[NannyActor]:
         """Start a tree and all its children, in order; return its root's ActorRef.
 
         The OTP-style entry point; `actors.Tree.start(spec)` returns a handle that
-        also keeps the event log and the tree's exit reason.
+        also keeps the event log and the tree's exit reason. `engine` (e.g.
+        `actors.ray.RayEngine()`) runs the subtrees that have a placement on other nodes.
         """
         from ._tree import Tree
 
-        return Tree.start(spec, plugins=plugins, log=log).ref
+        return Tree.start(spec, plugins=plugins, log=log, engine=engine).ref
 
     @classmethod
     def _start_root(
@@ -385,7 +388,14 @@ class NannyActor(pykka.ThreadingActor):
         self._nested_incarnations[child_id] = incarnation
         try:
             link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
-            nested = NannyActor.start_nested(spec, self._context, link)
+            nested: Any
+            if spec.placement is not None and self._context.engine is not None:
+                # multi-host: a RemoteChild plays the nested nanny for a remote subtree
+                from ._remote import start_remote
+
+                nested, self._remote[child_id] = start_remote(spec, self._context, link)
+            else:
+                nested = NannyActor.start_nested(spec, self._context, link)
         except StartError as e:
             return self._core.start_failed(child_id, e.reason, time.monotonic())
         except Exception as e:
@@ -474,6 +484,10 @@ class NannyActor(pykka.ThreadingActor):
     def _overlay(self, info: ChildInfo) -> ChildInfo:
         if info.state == "running" and (info.id, info.incarnation) in self._paused:
             return dataclasses.replace(info, state="paused")
+        remote = self._remote.get(info.id) if info.type == "supervisor" else None
+        if remote is not None and info.state in ("running", "stopping"):
+            state = "unreachable" if remote.unreachable else info.state
+            return dataclasses.replace(info, state=state, node=remote.node, pid=remote.pid)
         return info
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:

@@ -29,8 +29,11 @@ if TYPE_CHECKING:
 class TreeContext:
     """The resources of one tree, shared by all its nannies; closed once, by the root."""
 
-    def __init__(self, spec: SupervisorSpec, log: EventLog | None = None) -> None:
+    def __init__(
+        self, spec: SupervisorSpec, log: EventLog | None = None, engine: Any = None
+    ) -> None:
         self.spec = spec
+        self.engine = engine  # multi-host: runs the subtrees that have a placement
         self.log = EventLog() if log is None else log
         self.launcher: Launcher | None = None
         self.memory = MemoryWatch()
@@ -82,12 +85,13 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        engine: Any = None,
     ) -> None:
         if not isinstance(spec, SupervisorSpec):
             raise TypeError(f"a Tree takes a SupervisorSpec, not {type(spec).__name__}")
         self.spec = spec
         self._plugins = list(plugins)
-        self.context = TreeContext(spec, log)
+        self.context = TreeContext(spec, log, engine)
         self._ref: pykka.ActorRef[NannyActor] | None = None
 
     @classmethod
@@ -97,9 +101,13 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        engine: Any = None,
     ) -> Tree:
-        """Start every child in spec order; return once all have started (or raise)."""
-        return cls(spec, plugins=plugins, log=log)._start()
+        """Start every child in spec order; return once all have started (or raise).
+
+        `engine` (e.g. `actors.ray.RayEngine()`) runs the subtrees with a placement.
+        """
+        return cls(spec, plugins=plugins, log=log, engine=engine)._start()
 
     def _start(self) -> Tree:
         from ._nanny import NannyActor  # the nanny imports this module
