@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from actors import _wire
+from actors import _detach, _wire
 
 __all__ = [
     "ChildError",
@@ -266,7 +266,7 @@ class Launcher:
         self._hello = threading.Event()
         self._hello_error: str | None = None
         self._pid = 0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Any = None  # a subprocess.Popen, or a _detach.DetachedProcess
         self._sock, launcher_sock = socket.socketpair()
         self._lifeline_r, self._lifeline_w = os.pipe()
         self._launcher_sock: socket.socket | None = launcher_sock
@@ -308,14 +308,19 @@ class Launcher:
         argv = [sys.executable, "-P", "-m", "actors._launcher_main"]
         argv += [str(self._launcher_sock.fileno()), str(self._lifeline_r), *self._preload]
         try:
-            proc = subprocess.Popen(
-                argv,
-                pass_fds=(self._launcher_sock.fileno(), self._lifeline_r),
-                stdin=subprocess.DEVNULL,
-                env=env,
-                # Its own group: a terminal's Ctrl-C goes to the host, which stops the tree.
-                process_group=0,
-            )
+            proc: Any
+            if _detach.wanted():  # inside a Ray actor: out of Ray's reach (see _detach)
+                fds = (self._launcher_sock.fileno(), self._lifeline_r)
+                proc = _detach.DetachedProcess(argv, fds, env)
+            else:
+                proc = subprocess.Popen(
+                    argv,
+                    pass_fds=(self._launcher_sock.fileno(), self._lifeline_r),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    # Its own group: a terminal's Ctrl-C goes to the host, which stops the tree.
+                    process_group=0,
+                )
         except Exception as exc:
             self._start_error = f"{type(exc).__name__}: {exc}"
             self._dead = True

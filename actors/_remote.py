@@ -399,6 +399,10 @@ class RemoteChild(pykka.ThreadingActor):
     def node(self) -> str:
         return self.status.node
 
+    def handle(self) -> Any:
+        """The engine's handle of this incarnation (for fault injection in tests)."""
+        return self._handle
+
     def _relocate(self, tree_node: Any) -> Any:
         path = self._name + tree_node.path[len(self._spec.id) :]
         info = dataclasses.replace(tree_node.info, node=self.status.node)
