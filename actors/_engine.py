@@ -158,7 +158,16 @@ class FakeEngine:
                 raise RemoteStartError(f"node {node!r} is not alive; cannot place {name!r} there")
         from ._remote import RemoteHost  # it imports this module
 
-        host = RemoteHost(spec, incarnation, lease_timeout=lease_timeout, watch_parent=False)
+        box: list[FakeHandle] = []
+
+        def fenced() -> None:  # as a Ray worker exits once fenced: a process death
+            if box:
+                box[0].crashed = True
+            self._notify()
+
+        host = RemoteHost(
+            spec, incarnation, lease_timeout=lease_timeout, watch_parent=False, on_fenced=fenced
+        )
         try:
             host.start()
         except Exception as e:
@@ -166,6 +175,7 @@ class FakeEngine:
             reason = getattr(e, "reason", None)
             raise RemoteStartError(f"{name!r} failed to start on {node!r}: {e}", reason) from e
         handle = FakeHandle(node, incarnation, host, name)
+        box.append(handle)
         host.on_end(self._notify)
         with self._lock:
             self._handles.append(handle)
@@ -271,7 +281,7 @@ class FakeEngine:
                     pass  # a parked call on a silent node just waits
                 elif node.unreachable:
                     outcome = Outcome("unreachable", message=f"node {handle.node!r} reset")
-                elif handle.host.ended:
+                elif handle.host.ended and not handle.host.fenced:
                     outcome = Outcome("exited", handle.host.exit_reason)
                 if outcome is None:
                     self._lock.wait()

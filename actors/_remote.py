@@ -114,6 +114,7 @@ class RemoteHost:
         lease_timeout: float | None = None,
         watch_parent: bool = True,
         clock: Callable[[], float] = time.monotonic,
+        on_fenced: Callable[[], None] | None = None,
     ) -> None:
         # The remote tree is a root here: its own launcher, its own event log.
         self.spec = dataclasses.replace(spec, placement=None)
@@ -128,6 +129,7 @@ class RemoteHost:
         self._listeners: list[Callable[[], None]] = []
         self.killed = False
         self.fenced = ""
+        self._on_fenced = on_fenced  # Ray: the process exits, and its death is the report
         self._watchdog: threading.Thread | None = None
 
     def start(self) -> int:
@@ -166,8 +168,14 @@ class RemoteHost:
     # -- calls --------------------------------------------------------------------
 
     def wait_exit(self, timeout: float | None = None) -> ExitReason | None:
-        """Parked: the tree's exit reason once it ended by itself (or was fenced)."""
+        """Parked: the tree's exit reason once it ended by itself.
+
+        A fenced incarnation never answers: it is not a give-up, and the parent learns
+        of it from the engine (its node's death, or its process's).
+        """
         self._ended.wait(timeout)
+        if self.fenced and timeout is None:
+            threading.Event().wait()  # never returns: the process exits (see on_fenced)
         return self.exit_reason
 
     def api(self, method: str, *args: Any) -> Any:
@@ -221,6 +229,8 @@ class RemoteHost:
                 self.fenced = why
                 log.warning("remote subtree %r fences itself: %s", self.spec.id, why)
                 self.shutdown()
+                if self._on_fenced is not None:
+                    self._on_fenced()
                 return
 
 

@@ -18,6 +18,7 @@ any client; keep it on a trusted network.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +44,12 @@ __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 DEFAULT_LEASE = 30.0
 
 
+def _exit_fenced() -> None:
+    # Its children are stopped; a fenced incarnation is over. Its process's (or its
+    # node's) death is what the parent hears: never a give-up.
+    os._exit(70)
+
+
 @ray.remote(  # type: ignore[call-overload]
     max_restarts=0,
     max_task_retries=0,
@@ -56,7 +63,13 @@ class NannyHost:
         self, spec: SupervisorSpec, incarnation: int, lease_timeout: float | None, detach: bool
     ) -> None:
         _detach.enable(detach)
-        self.host = RemoteHost(spec, incarnation, lease_timeout=lease_timeout, watch_parent=True)
+        self.host = RemoteHost(
+            spec,
+            incarnation,
+            lease_timeout=lease_timeout,
+            watch_parent=True,
+            on_fenced=_exit_fenced,
+        )
 
     @ray.method(concurrency_group="control")
     def start(self) -> int:
@@ -111,6 +124,9 @@ class RayEngine:
         self._lease_timeout = lease_timeout
         self._init_kwargs = dict(init_kwargs or {})
         self._detach = detach
+        # Nodes it saw declared dead: Ray's node list can lag behind the death report,
+        # and a Ray node id is never reused.
+        self._dead: set[str] = set()
 
     @property
     def lease_timeout(self) -> float | None:
@@ -126,7 +142,7 @@ class RayEngine:
         self._ensure()
         out = []
         for node in ray.nodes():  # type: ignore[no-untyped-call]
-            if not node.get("Alive"):
+            if not node.get("Alive") or node["NodeID"] in self._dead:
                 continue
             out.append(
                 NodeInfo(
@@ -161,6 +177,8 @@ class RayEngine:
             cause = e.cause if e.cause is not None else e
             raise RemoteStartError(f"{name}: {cause}", getattr(cause, "reason", None)) from e
         except RayActorError as e:
+            if "node has died" in str(e) or "terminated unexpectedly" in str(e):
+                self._dead.add(node)
             raise RemoteStartError(f"{name} died while starting on node {node}: {e}") from e
         return RayHandle(actor, node, incarnation, name)
 
@@ -212,6 +230,7 @@ class RayEngine:
             and "node" in lowered
             and ("terminated unexpectedly" in lowered or "node died" in lowered)
         ):
+            self._dead.add(handle.node)
             return ExitReason(ExitKind.NODE_DOWN, message=f"node {handle.node} is dead")
         tail = " ".join(line.strip() for line in text.splitlines()[-2:])
         return ExitReason(ExitKind.REMOTE_CRASH, message=tail[:500])
