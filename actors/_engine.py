@@ -94,6 +94,21 @@ class Engine(Protocol):
     def lease_timeout(self) -> float | None: ...
 
 
+def engine_from_address(address: str) -> Engine:
+    """The engine `nannytree run --engine ADDRESS` names: "auto" (the Ray cluster of
+    this host), "ray://HOST:PORT" (a Ray client address), "HOST:PORT" (a GCS address)
+    or "local" (a Ray started for this run). Needs the ray extra."""
+    if not address:
+        raise ValueError('an engine address is "auto", "local", "ray://HOST:PORT" or HOST:PORT')
+    try:
+        from .ray import RayEngine
+    except ImportError as e:
+        raise ValueError(
+            f'--engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
+        ) from e
+    return RayEngine(None if address == "local" else address)
+
+
 # -- FakeEngine ----------------------------------------------------------------------
 
 

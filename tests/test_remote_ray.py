@@ -236,3 +236,31 @@ def test_the_remote_launcher_is_detached(engine: RayEngine, trees: list[Tree]) -
     worker_tree = {p.pid for p in psutil.Process(host).children(recursive=True)}
     assert launcher not in worker_tree  # not a descendant of the Ray worker: out of its reach
     assert os.getsid(launcher) != os.getsid(host)  # and in a session of its own
+
+
+TREE_FILE = """
+[supervisor]
+id = "clitree"
+[[supervisor.children]]
+id = "ingest"
+type = "supervisor"
+placement = { policy = "spread" }
+[[supervisor.children.children]]
+id = "reader"
+command = ["sh", "-c", "cut -d' ' -f6 /proc/$$/stat > SIDFILE; exec sleep 300"]
+"""
+
+
+def test_nannytree_run_takes_an_engine_address(ray_session: str, tmp_path: Any) -> None:
+    sidfile = tmp_path / "sid"
+    (tmp_path / "tree.toml").write_text(TREE_FILE.replace("SIDFILE", str(sidfile)))
+    address = ray.get_runtime_context().gcs_address
+    cli = os.path.join(os.path.dirname(sys.executable), "nannytree")
+    argv = [cli, "run", str(tmp_path / "tree.toml"), "--engine", address, "--plain"]
+    argv += ["--duration", "3", "--socket", str(tmp_path / "s.sock"), "--child-output", "inherit"]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    started = [line for line in done.stdout.splitlines() if "clitree/ingest" in line]
+    assert any("child_started" in line for line in started), done.stdout
+    # It ran under a Ray worker's detached launcher: a session that is not ours.
+    assert int(sidfile.read_text()) != os.getsid(0)
