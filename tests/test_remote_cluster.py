@@ -169,6 +169,21 @@ def test_a_removed_node_is_node_down_and_prefer_moves_the_subtree(
     assert wait_gone(old, timeout=30) == []
 
 
+def test_a_remote_crash_restarts_on_the_same_node(nodes: Nodes, trees: list[Tree]) -> None:
+    b, c = nodes.add(), nodes.add()
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=RayEngine(lease_timeout=None))
+    trees.append(tree)
+    old = remote_processes(tree)
+    os.kill(old[0], signal.SIGKILL)  # the remote host process, its node alive
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running", 60)
+    child = info(tree)
+    assert (child.node, child.last_exit.kind) == (b.node_id, ExitKind.REMOTE_CRASH)
+    assert wait_gone(old, timeout=30) == []
+
+
 def test_pinned_to_a_removed_node_retries_until_the_parent_gives_up(nodes: Nodes) -> None:
     b = nodes.add()
     spec = SupervisorSpec(

@@ -26,7 +26,7 @@ ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.i
 
 from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
-from actors.testing import exit_with, wait_gone  # noqa: E402
+from actors.testing import exit_with, ignore_sigterm, wait_gone  # noqa: E402
 from supervision import (  # noqa: E402
     ChildSpec,
     ExitKind,
@@ -138,6 +138,23 @@ def test_stop_leaves_no_remote_process(engine: RayEngine) -> None:
     tree = Tree.start(root(remote()), engine=engine)
     pids = remote_processes(tree)
     tree.stop(timeout=60)
+    assert wait_gone(pids, timeout=30) == []
+
+
+def test_a_remote_shutdown_timeout_kills_and_the_lifeline_sweeps(engine: RayEngine) -> None:
+    # The remote child waits forever for a SIGTERM it ignores; the subtree's own
+    # shutdown (1 s) bounds it: the parent kills the Ray actor, the launcher sweeps.
+    stubborn = remote(
+        shutdown=1.0,
+        children=[
+            ChildSpec(id="first", command=SLEEP),
+            ChildSpec(id="stubborn", target=ignore_sigterm, ready="notify", shutdown="infinity"),
+        ],
+    )
+    tree = Tree.start(root(stubborn), engine=engine)
+    pids = remote_processes(tree)
+    reason = tree.stop(timeout=60)
+    assert reason is not None
     assert wait_gone(pids, timeout=30) == []
 
 
