@@ -29,11 +29,11 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from supervision import CAPTURE, ExitPlan
 
-from . import _protocol, _wire
+from . import _detach, _protocol, _wire
 from ._protocol import (
     Arm,
     ChannelClosed,
@@ -327,7 +327,7 @@ class Launcher:
         self._hello_error: str | None = None
         self._pid = 0
         self.returncode: int | None = None
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Any = None  # a subprocess.Popen, or a _detach.DetachedProcess
         self._sock, launcher_sock = socket.socketpair()
         # Sends only (the reader blocks on recv): a stopped launcher must not hang a caller.
         seconds = int(SEND_TIMEOUT)
@@ -374,14 +374,19 @@ class Launcher:
         argv = [sys.executable, "-P", "-m", "actors._launcher_main"]
         argv += [str(self._launcher_sock.fileno()), str(self._lifeline_r), *self._preload]
         try:
-            proc = subprocess.Popen(
-                argv,
-                pass_fds=(self._launcher_sock.fileno(), self._lifeline_r),
-                stdin=subprocess.DEVNULL,
-                env=env,
-                # Its own group: a terminal's Ctrl-C goes to the host, which stops the tree.
-                process_group=0,
-            )
+            proc: Any
+            if _detach.wanted():  # inside a Ray actor: out of Ray's reach (see _detach)
+                fds = (self._launcher_sock.fileno(), self._lifeline_r)
+                proc = _detach.DetachedProcess(argv, fds, env)
+            else:
+                proc = subprocess.Popen(
+                    argv,
+                    pass_fds=(self._launcher_sock.fileno(), self._lifeline_r),
+                    stdin=subprocess.DEVNULL,
+                    env=env,
+                    # Its own group: a terminal's Ctrl-C goes to the host, which stops the tree.
+                    process_group=0,
+                )
         except Exception as exc:
             self._start_error = f"{type(exc).__name__}: {exc}"
             self._dead = True

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import logging
 import sys
 import time
@@ -49,6 +50,7 @@ from supervision import (
     Shutdown,
     SpecError,
     StartChild,
+    StartError,
     Supervisor,
     SupervisorSpec,
     TerminateChild,
@@ -184,7 +186,7 @@ class NannyActor(pykka.ThreadingActor):
         self._is_root = parent is None
         self._log = context.log
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
-        self._nested: dict[str, pykka.ActorRef[NannyActor]] = {}
+        self._nested: dict[str, pykka.ActorRef[Any]] = {}  # a NannyActor or a RemoteChild
         self._nested_incarnations: dict[str, int] = {}
         self._exit_requested = False
         self._exit_reason: ExitReason | None = None
@@ -202,6 +204,7 @@ class NannyActor(pykka.ThreadingActor):
         self._grant_to: object | None = None  # the executor our grants went to
         self._used_seen = 0  # its restarts ahead of a decision that we accounted for
         self._granted = -1
+        self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
 
     @classmethod
     def start(
@@ -210,15 +213,17 @@ class NannyActor(pykka.ThreadingActor):
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
+        engine: Any = None,
     ) -> pykka.ActorRef[NannyActor]:
         """Start a tree and all its children, in order; return its root's ActorRef.
 
         The OTP-style entry point; `actors.Tree.start(spec)` returns a handle that
-        also keeps the event log and the tree's exit reason.
+        also keeps the event log and the tree's exit reason. `engine` (e.g.
+        `actors.ray.RayEngine()`) runs the subtrees that have a placement on other nodes.
         """
         from ._tree import Tree
 
-        return Tree.start(spec, plugins=plugins, log=log).ref
+        return Tree.start(spec, plugins=plugins, log=log, engine=engine).ref
 
     @classmethod
     def _start_root(
@@ -244,7 +249,8 @@ class NannyActor(pykka.ThreadingActor):
 
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
-        return self._core.which_children()
+        infos = self._core.which_children()
+        return [self._remote_view(i) for i in infos] if self._remote else infos
 
     def which_tree(self) -> list[TreeNode]:
         """The whole subtree, in start order: each child with its own children, if any."""
@@ -256,10 +262,10 @@ class NannyActor(pykka.ThreadingActor):
             if nested is not None and info.state == "running":
                 with contextlib.suppress(pykka.ActorDeadError):
                     below = cast(list[TreeNode], nested.proxy().which_tree().get())
-            nodes.append(TreeNode(info, path, tuple(below)))
+            nodes.append(TreeNode(self._remote_view(info), path, tuple(below)))
         return nodes
 
-    def child_nanny(self, key: str) -> pykka.ActorRef[NannyActor]:
+    def child_nanny(self, key: str) -> pykka.ActorRef[Any]:
         """The ActorRef of a running nested supervisor, to call its API directly."""
         info = self._core.which_child(key)
         nested = self._nested.get(info.id)
@@ -268,7 +274,7 @@ class NannyActor(pykka.ThreadingActor):
         return nested
 
     def which_child(self, key: str | int) -> ChildInfo:
-        return self._core.which_child(key)
+        return self._remote_view(self._core.which_child(key))
 
     def count_children(self) -> ChildCounts:
         return self._core.count_children()
@@ -569,6 +575,9 @@ class NannyActor(pykka.ThreadingActor):
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation
         link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
+        if spec.placement is not None and self._context.engine is not None:
+            self._start_remote(child_id, spec, link, incarnation)
+            return
         try:
             nested = NannyActor.start_nested(spec, self._context, link)
         except Exception as e:
@@ -577,6 +586,26 @@ class NannyActor(pykka.ThreadingActor):
             return
         self._starting.nested = nested
         nested.tell(InitTree(token))
+
+    def _start_remote(
+        self, child_id: str, spec: SupervisorSpec, link: ParentLink, incarnation: int
+    ) -> None:
+        """Multi-host: a RemoteChild plays the nested nanny for a subtree on another node."""
+        from ._remote import start_remote
+
+        try:
+            remote, self._remote[child_id] = start_remote(spec, self._context, link)
+        except StartError as e:
+            reason = e.reason
+        except Exception as e:
+            reason = _crash_reason(e)
+        else:
+            self._starting = None
+            self._nested[child_id] = remote
+            self._run(self._core.started(child_id, None, incarnation, time.monotonic()))
+            return
+        self._starting = None
+        self._run(self._core.start_failed(child_id, reason, time.monotonic()))
 
     @classmethod
     def start_nested(
@@ -753,6 +782,15 @@ class NannyActor(pykka.ThreadingActor):
         # SIGSTOP/SIGCONT; a process that just died has its exit on the way: nothing to do.
         with contextlib.suppress(ChildNotRunning, pykka.ActorDeadError):
             self._workers[child_id].ask(message)
+
+    def _remote_view(self, info: ChildInfo) -> ChildInfo:
+        """A remote subtree as its RemoteChild knows it: node, remote pid, unreachable."""
+        remote = self._remote.get(info.id) if info.type == "supervisor" else None
+        if remote is None or info.state not in ("running", "stopping"):
+            return info
+        state = "unreachable" if remote.unreachable else info.state
+        view: ChildInfo = dataclasses.replace(info, state=state, node=remote.node, pid=remote.pid)
+        return view
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:
         worker = self._workers.get(info.id)

@@ -37,6 +37,7 @@ class RunOptions:
     duration: float | None = None
     child_output: str = "auto"  # "auto", "inherit" or a file path
     refresh: float = 0.25
+    engine: str | None = None  # multi-host: "auto", "local", "ray://HOST:PORT" (see _engine)
 
 
 class _Interrupted(Exception):
@@ -196,12 +197,21 @@ class Runner:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
         output = self._child_output(control)
         spec = with_output(self.spec, output) if output else self.spec
+        engine = None
+        if self.opts.engine is not None:
+            from ._engine import engine_from_address
+
+            try:
+                engine = engine_from_address(self.opts.engine)
+            except ValueError as e:
+                self.notice(f"{e}")
+                return 2
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
             try:
-                ref = NannyActor.start(spec)
+                ref = NannyActor.start(spec, engine=engine)
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0

@@ -46,8 +46,10 @@ class TreeContext:
         spec: SupervisorSpec,
         log: EventLog | None = None,
         executor: Callable[[], Executor] = Launcher.start,
+        engine: Any = None,
     ) -> None:
         self.spec = spec
+        self.engine = engine  # multi-host: runs the subtrees that have a placement
         self.log = EventLog() if log is None else log
         self._new_executor = executor
         self.launcher: Executor | None = None
@@ -150,12 +152,13 @@ class Tree:
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
         executor: Callable[[], Executor] = Launcher.start,
+        engine: Any = None,
     ) -> None:
         if not isinstance(spec, SupervisorSpec):
             raise TypeError(f"a Tree takes a SupervisorSpec, not {type(spec).__name__}")
         self.spec = spec
         self._plugins = list(plugins)
-        self.context = TreeContext(spec, log, executor)
+        self.context = TreeContext(spec, log, executor, engine)
         self._ref: pykka.ActorRef[NannyActor] | None = None
 
     @classmethod
@@ -166,9 +169,13 @@ class Tree:
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
         executor: Callable[[], Executor] = Launcher.start,
+        engine: Any = None,
     ) -> Tree:
-        """Start every child in spec order; return once all have started (or raise)."""
-        return cls(spec, plugins=plugins, log=log, executor=executor)._start()
+        """Start every child in spec order; return once all have started (or raise).
+
+        `engine` (e.g. `actors.ray.RayEngine()`) runs the subtrees with a placement.
+        """
+        return cls(spec, plugins=plugins, log=log, executor=executor, engine=engine)._start()
 
     def _start(self) -> Tree:
         from ._nanny import NannyActor  # the nanny imports this module

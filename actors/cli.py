@@ -65,6 +65,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         live=args.live,
         duration=args.duration,
         child_output=args.child_output,
+        engine=args.engine,
     )
 
 
@@ -234,6 +235,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="auto|inherit|PATH",
         help="where children without their own stdout/stderr write (auto: a log file "
         "beside the socket under the live view, else this terminal)",
+    )
+
+    hosting.add_argument(
+        "--engine",
+        metavar="auto|local|ray://HOST:PORT",
+        help="run the subtrees that have a placement on this Ray cluster (nannytree[ray])",
     )
 
     p = sub.add_parser("run", parents=[hosting], help="run a tree file in the foreground")

@@ -40,6 +40,7 @@ from ._errors import (
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow, add_restart
+from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -87,7 +88,10 @@ __all__ = [
     "ExitPlan",
     "ExitReason",
     "NannyError",
+    "NodeInfo",
     "PauseChild",
+    "Placement",
+    "PlacementPolicy",
     "ReadyFile",
     "Reload",
     "ReloadRefused",
@@ -115,6 +119,7 @@ __all__ = [
     "UnresolvedTarget",
     "add_restart",
     "check_childspecs",
+    "choose_node",
     "classify_exit",
     "event_from_dict",
     "event_to_dict",

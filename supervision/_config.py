@@ -44,6 +44,7 @@ from pathlib import PurePath
 from typing import Any
 
 from ._errors import NannyError, SpecError
+from ._placement import Placement
 from ._spec import (
     CAPTURE,
     AnySpec,
@@ -78,10 +79,12 @@ WORKER_KEYS = (
 SUPERVISOR_KEYS = (
     *("id", "type", *_AS_CHILD),
     *("strategy", "intensity", "period", "auto_shutdown", "max_children", "children"),
+    "placement",
 )
-ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", *_AS_CHILD))
+ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
 RELOAD_KEYS = ("signal", "check", "check_timeout")
+PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback")
 
 
 class ConfigError(NannyError, ValueError):
@@ -212,6 +215,8 @@ class _Loader:
         if "period" in table:
             kw["period"] = self.seconds(table, path, "period")
         self.child_fields(table, path, kw)
+        if "placement" in table:
+            kw["placement"] = self.placement(table["placement"], f"{path}.placement")
         raw = table.get("children", [])
         if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
             raise self.error(
@@ -470,6 +475,17 @@ class _Loader:
             return Backoff(**value)
         except SpecError as e:
             field = e.field.removeprefix("backoff.")
+            raise self.error(f"{path}.{field}", e.value, e.expected) from None
+
+    def placement(self, value: Any, path: str) -> Placement:
+        """A table of Placement's fields, e.g. { node = "node-b", policy = "prefer" }."""
+        if not isinstance(value, dict):
+            raise self.error(path, value, 'expected a table, e.g. placement = { node = "node-b" }')
+        self.check_keys(value, path, PLACEMENT_KEYS)
+        try:
+            return Placement(**value)
+        except SpecError as e:
+            field = e.field.removeprefix("placement.")
             raise self.error(f"{path}.{field}", e.value, e.expected) from None
 
     def ident(self, table: Mapping[str, Any], path: str) -> str:

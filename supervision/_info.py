@@ -9,7 +9,14 @@ from ._reasons import ExitReason
 from ._spec import Restart
 
 ChildState: TypeAlias = Literal[
-    "starting", "running", "paused", "stopping", "stopped", "restarting", "backoff"
+    "starting",
+    "running",
+    "paused",
+    "stopping",
+    "stopped",
+    "restarting",
+    "backoff",
+    "unreachable",  # a remote subtree its engine cannot reach now: not an exit
 ]
 
 
@@ -20,7 +27,9 @@ class ChildInfo:
     `pid` is None when no process runs (and for a nested supervisor, which runs
     in the tree's own process); `incarnation` counts the processes started for
     this child; `restarts` counts the automatic restarts; `next_attempt` is when a
-    child in state "backoff" will be restarted (on the clock the supervisor is given).
+    child in state "backoff" will be restarted (on the clock the supervisor is given);
+    `node` is where a remote subtree (a SupervisorSpec with a placement) runs, and
+    its state is "unreachable" while its engine cannot reach it (nothing is charged).
     """
 
     id: str
@@ -33,6 +42,7 @@ class ChildInfo:
     restart: Restart
     significant: bool = False
     next_attempt: float | None = None  # state "backoff": when the restart is due
+    node: str | None = None  # a remote subtree: the id of the node it runs on
 
 
 @dataclass(frozen=True)

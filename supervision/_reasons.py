@@ -20,6 +20,10 @@ class ExitKind(StrEnum):
     LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
     ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
     WATCHDOG = "watchdog"  # alive but silent: no heartbeat within the spec's watchdog
+    # Multi-host (a remote subtree): all abnormal; a remote give-up crosses as SHUTDOWN.
+    REMOTE_CRASH = "remote_crash"  # the remote supervisor's process died (cause kept)
+    NODE_DOWN = "node_down"  # its node was declared dead (Erlang's noconnection)
+    REMOTE_UNRESPONSIVE = "remote_unresponsive"  # the opt-in liveness ping timed out
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ Every default, in one sentence each:
 - `watchdog` defaults to None: no liveness deadline.
 - `pid_file` defaults to None: the first process is the main process.
 - `reload` defaults to None: the child has no reload action.
+- `placement` defaults to None: a subtree runs in its parent's process.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
 from ._errors import SpecError
+from ._placement import Placement
 
 
 class Restart(StrEnum):
@@ -389,6 +391,8 @@ class SupervisorSpec:
     - `max_children`: simple_one_for_one only: at most this many children (default None).
     - As a child of another supervisor: `restart` (default PERMANENT), `shutdown`
       (default "infinity"), `significant` (default False) and `backoff` (default None).
+    - `placement` (default None): a Placement runs this subtree on another node,
+      through the tree's engine (see actors.ray.RayEngine); only subtrees cross hosts.
     """
 
     id: str
@@ -402,6 +406,7 @@ class SupervisorSpec:
     shutdown: Shutdown = "infinity"
     significant: bool = False
     backoff: Backoff | None = None
+    placement: Placement | None = None  # multi-host: run this subtree on another node
 
     def __post_init__(self) -> None:
         sid = _check_id(self.id)
@@ -841,8 +846,16 @@ def _sup_max_children(spec: SupervisorSpec, sid: str) -> None:
         raise SpecError(sid, "max_children", value, "expected an integer >= 0")
 
 
+def _sup_placement(spec: SupervisorSpec, sid: str) -> None:
+    if spec.placement is not None and not isinstance(spec.placement, Placement):
+        raise SpecError(
+            sid, "placement", spec.placement, "expected a supervision.Placement(...) or None"
+        )
+
+
 _SUPERVISOR_CHECKS: tuple[Callable[[SupervisorSpec, str], None], ...] = (
     _sup_strategy,
+    _sup_placement,
     _sup_intensity,
     _sup_period,
     _sup_auto_shutdown,

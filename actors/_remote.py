@@ -1,0 +1,552 @@
+"""A subtree on another node: RemoteChild on the parent's side, RemoteHost on the far side.
+
+RemoteChild is a pykka actor in the parent's process that plays, for a remote
+subtree, the role a nested NannyActor plays for a local one: the parent asks it
+ShutdownTree(deadline); it tells the parent ChildExited once; its proxy forwards
+the OTP API. Every engine call happens in its thread, with a timeout, never in
+the parent nanny's. One RemoteChild per incarnation: a late message of an old
+incarnation reaches a stopped actor (or a stale incarnation) and restarts nothing.
+
+State machine (design §3.2): running -> unreachable (a failed call, nothing
+charged) -> running again when a probe answers; -> exited when the engine says
+dead (REMOTE_CRASH, NODE_DOWN) or the remote tree ended by itself (crosses as
+`shutdown`). With a lease on, a NODE_DOWN is told to the parent only once the
+lease has run out since its last renewal: by then the old incarnation has fenced
+itself (stopped its children), so a restart elsewhere does not run beside it.
+
+RemoteHost runs a complete local tree (actors.Tree) in the remote process, and
+a watchdog that fences it: it stops its tree when its lease is not renewed in
+time, or when its parent process changes (a Ray worker whose raylet died).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from supervision import (
+    ChildNotRunning,
+    ExitKind,
+    ExitReason,
+    StartError,
+    SupervisorSpec,
+    choose_node,
+)
+
+from ._engine import Engine, Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from ._messages import ChildExited, ShutdownTree
+
+log = logging.getLogger("nannytree")
+
+CALL_TIMEOUT = 10.0  # seconds for a pass-through API call
+START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
+PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
+PROBE_MAX = 2.0
+
+# The OTP API calls a RemoteChild forwards to its remote tree.
+API = (
+    "which_children",
+    "which_child",
+    "count_children",
+    "get_childspec",
+    "start_child",
+    "terminate_child",
+    "restart_child",
+    "delete_child",
+    "pause_child",
+    "resume_child",
+    "signal_child",
+    "read_output",
+    "events",
+    "which_tree",
+)
+
+
+def fence_delay(now: float, last_renewal: float | None, lease_timeout: float | None) -> float:
+    """Seconds the parent must still wait before acting on a NODE_DOWN (0: at once).
+
+    The old incarnation stops its children once its lease has run out; acting
+    sooner could run the restarted subtree beside the old one.
+    """
+    if lease_timeout is None or last_renewal is None:
+        return 0.0
+    return max(0.0, last_renewal + lease_timeout - now)
+
+
+FENCE_AT = 0.75  # of the lease: the remote side fences this early, so it is done in time
+
+
+def lease_expired(now: float, last_renewal: float, lease_timeout: float | None) -> bool:
+    """The remote side's test: fence once no renewal came for FENCE_AT of the lease.
+
+    Renewals come every third of the lease, so two may be lost; the parent waits
+    the whole lease, which leaves the fence a quarter of it to stop the children.
+    """
+    return lease_timeout is not None and now - last_renewal >= lease_timeout * FENCE_AT
+
+
+# -- the remote side --------------------------------------------------------------------
+
+
+class RemoteHost:
+    """A complete local tree for one remote subtree incarnation, and its fence.
+
+    Runs in the remote process (a Ray actor, or a thread of FakeEngine). The
+    engine calls `start`, then parks `wait_exit`; `api`, `shutdown`, `renew_lease`
+    and `ping` are control calls.
+    """
+
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        incarnation: int,
+        *,
+        lease_timeout: float | None = None,
+        watch_parent: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
+        # The remote tree is a root here: its own launcher, its own event log.
+        self.spec = dataclasses.replace(spec, placement=None)
+        self.incarnation = incarnation
+        self.lease_timeout = lease_timeout
+        self._clock = clock
+        self._last_renewal = clock()
+        self._ppid = os.getppid() if watch_parent else None
+        self._tree: Any = None
+        self._ended = threading.Event()
+        self._stop_watch = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
+        self.killed = False
+        self.fenced = ""
+        self._on_fenced = on_fenced  # Ray: the process exits, and its death is the report
+        self._watchdog: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Start the tree, every child in order; raises as a local start does. Our pid."""
+        from ._tree import Tree
+
+        self._tree = Tree.start(self.spec)
+        self._watchdog = threading.Thread(
+            target=self._watch, name=f"nannytree-fence-{self.spec.id}", daemon=True
+        )
+        self._watchdog.start()
+        return os.getpid()
+
+    # -- looking ----------------------------------------------------------------
+
+    @property
+    def alive(self) -> bool:
+        return self._tree is not None and not self._ended.is_set()
+
+    @property
+    def ended(self) -> bool:
+        return self._ended.is_set()
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        if self._tree is None:
+            return None
+        reason = self._tree.finished()
+        return reason if isinstance(reason, ExitReason) else None
+
+    def on_end(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+        if self._ended.is_set():
+            listener()
+
+    # -- calls --------------------------------------------------------------------
+
+    def wait_exit(self, timeout: float | None = None) -> ExitReason | None:
+        """Parked: the tree's exit reason once it ended by itself.
+
+        A fenced incarnation never answers: it is not a give-up, and the parent learns
+        of it from the engine (its node's death, or its process's).
+        """
+        self._ended.wait(timeout)
+        if self.fenced and timeout is None:
+            threading.Event().wait()  # never returns: the process exits (see on_fenced)
+        return self.exit_reason
+
+    def api(self, method: str, *args: Any) -> Any:
+        if method not in API:
+            raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
+        if self._tree is None or self._ended.is_set():
+            raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")
+        return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+
+    def shutdown(self) -> ExitReason | None:
+        """The orderly stop: children in reverse order, each by its own spec."""
+        if self._tree is not None:
+            self._tree.stop()
+        self._finish()
+        return self.exit_reason
+
+    def renew_lease(self) -> None:
+        self._last_renewal = self._clock()
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def kill(self) -> None:
+        """The fake's "process death": the tree stops; nobody is told politely."""
+        self.killed = True
+        self.shutdown()
+
+    # -- the fence ------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self._ended.is_set():
+            return
+        self._ended.set()
+        self._stop_watch.set()
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):
+                listener()
+
+    def _watch(self) -> None:
+        period = 0.2 if self.lease_timeout is None else min(0.2, self.lease_timeout / 5)
+        while not self._stop_watch.is_set():
+            if self._tree.context.wait(period):
+                self._finish()  # ended by itself: the parked wait_exit returns
+                return
+            why = ""
+            if self._ppid is not None and os.getppid() != self._ppid:
+                why = "its parent process (the raylet) is gone"
+            elif lease_expired(self._clock(), self._last_renewal, self.lease_timeout):
+                why = f"its lease was not renewed within {self.lease_timeout}s"
+            if why:
+                self.fenced = why
+                log.warning("remote subtree %r fences itself: %s", self.spec.id, why)
+                self.shutdown()
+                if self._on_fenced is not None:
+                    self._on_fenced()
+                return
+
+
+# -- the parent side --------------------------------------------------------------------
+
+
+class RemoteStatus:
+    """What the parent nanny shows of a remote child: its node, pid, reachability."""
+
+    def __init__(self, node: str, pid: int | None) -> None:
+        self.node = node
+        self.pid = pid
+        self.unreachable = False
+
+
+@dataclass(frozen=True)
+class _Outcome:
+    incarnation: int
+    outcome: Outcome
+
+
+@dataclass(frozen=True)
+class _Probe:
+    delay: float
+
+
+@dataclass(frozen=True)
+class _Renew:
+    pass
+
+
+@dataclass(frozen=True)
+class _Declare:
+    reason: ExitReason
+
+
+_previous: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+
+
+def start_remote(
+    spec: SupervisorSpec, context: Any, link: Any
+) -> tuple[pykka.ActorRef[RemoteChild], RemoteStatus]:
+    """Place `spec` on a node of the tree's engine and start it there; raises StartError."""
+    engine: Engine = context.engine
+    supervisor = link.name.rsplit("/", 1)[0]
+    assert spec.placement is not None
+    nodes = _previous.setdefault(context, {})
+    try:
+        live = engine.nodes()
+    except Exception as e:
+        raise StartError(supervisor, spec.id, ExitReason.start_failure(f"{e}")) from e
+    node = choose_node(spec.placement, live, nodes.get(link.name))
+    if node is None:
+        names = ", ".join(n.name or n.id for n in live) or "none"
+        raise StartError(
+            supervisor,
+            spec.id,
+            ExitReason.start_failure(
+                f"no live node fits placement {spec.placement} (live nodes: {names})"
+            ),
+        )
+    name = f"nannytree:{link.name}#{link.incarnation}"
+    try:
+        handle = engine.spawn(
+            spec, node, link.incarnation, name, engine.lease_timeout, START_TIMEOUT
+        )
+    except RemoteStartError as e:
+        raise StartError(supervisor, spec.id, e.reason) from e
+    nodes[link.name] = node
+    try:
+        pid = engine.call(handle, "ping", timeout=CALL_TIMEOUT)
+    except Exception:
+        pid = None
+    status = RemoteStatus(node, pid)
+    ref = RemoteChild.start(spec, engine, handle, link, status)
+    return ref, status
+
+
+class RemoteChild(pykka.ThreadingActor):
+    """The parent's stand-in for one incarnation of a remote subtree."""
+
+    use_daemon_thread = True
+
+    def __init__(
+        self, spec: SupervisorSpec, engine: Engine, handle: Any, link: Any, status: RemoteStatus
+    ) -> None:
+        super().__init__()
+        self._spec = spec
+        self._engine = engine
+        self._handle = handle
+        self._parent = link.ref
+        self._name = link.name
+        self._supervisor = link.name.rsplit("/", 1)[0]
+        self._incarnation = link.incarnation
+        self.status = status
+        self._state = "running"  # running, unreachable, exiting, stopped
+        self._lease = engine.lease_timeout
+        self._last_renewal: float | None = time.monotonic() if self._lease else None
+        self._timers: list[threading.Timer] = []
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._park()
+        if self._lease:
+            self._later(self._lease / 3, _Renew())
+
+    def on_stop(self) -> None:
+        for timer in self._timers:
+            timer.cancel()
+        if self._state in ("running", "unreachable"):
+            self._state = "stopped"
+            self._kill()
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, _Outcome):
+            self._on_outcome(message)
+        elif isinstance(message, ShutdownTree):
+            return self._stop_remote(message.deadline)
+        elif isinstance(message, _Probe):
+            self._probe(message.delay)
+        elif isinstance(message, _Renew):
+            self._renew()
+        elif isinstance(message, _Declare):
+            self._tell_exit(message.reason)
+        else:
+            raise TypeError(f"remote child {self._name!r} got an unknown message {message!r}")
+        return None
+
+    # -- the OTP API, forwarded --------------------------------------------------
+
+    def which_children(self) -> Any:
+        return self._api("which_children")
+
+    def which_child(self, key: Any) -> Any:
+        return self._api("which_child", key)
+
+    def count_children(self) -> Any:
+        return self._api("count_children")
+
+    def get_childspec(self, key: Any) -> Any:
+        return self._api("get_childspec", key)
+
+    def start_child(self, spec_or_args: Any = None) -> Any:
+        return self._api("start_child", spec_or_args)
+
+    def terminate_child(self, key: Any) -> Any:
+        return self._api("terminate_child", key)
+
+    def restart_child(self, key: Any) -> Any:
+        return self._api("restart_child", key)
+
+    def delete_child(self, key: Any) -> Any:
+        return self._api("delete_child", key)
+
+    def pause_child(self, key: Any) -> Any:
+        return self._api("pause_child", key)
+
+    def resume_child(self, key: Any) -> Any:
+        return self._api("resume_child", key)
+
+    def signal_child(self, key: Any, sig: int) -> Any:
+        return self._api("signal_child", key, int(sig))
+
+    def read_output(self, key: Any, stream: str = "stderr") -> Any:
+        return self._api("read_output", key, stream)
+
+    def events(self) -> Any:
+        """The remote tree's own events (its children's exits and restarts)."""
+        return self._api("events")
+
+    def which_tree(self) -> Any:
+        """The remote subtree, with paths under this child's path and each node named."""
+        return [self._relocate(n) for n in self._api("which_tree")]
+
+    def node(self) -> str:
+        return self.status.node
+
+    def handle(self) -> Any:
+        """The engine's handle of this incarnation (for fault injection in tests)."""
+        return self._handle
+
+    def _relocate(self, tree_node: Any) -> Any:
+        path = self._name + tree_node.path[len(self._spec.id) :]
+        info = dataclasses.replace(tree_node.info, node=self.status.node)
+        children = tuple(self._relocate(c) for c in tree_node.children)
+        return dataclasses.replace(tree_node, info=info, path=path, children=children)
+
+    def _api(self, method: str, *args: Any) -> Any:
+        if self._state != "running":
+            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {self._state}")
+        try:
+            return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
+        except (RemoteUnreachable, RemoteDead) as e:
+            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
+
+    # -- the state machine -------------------------------------------------------------
+
+    def _park(self) -> None:
+        ref, incarnation = self.actor_ref, self._incarnation
+
+        def deliver(outcome: Outcome) -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(_Outcome(incarnation, outcome))
+
+        self._engine.wait_exit(self._handle, deliver)
+
+    def _on_outcome(self, message: _Outcome) -> None:
+        if message.incarnation != self._incarnation or self._state not in (
+            "running",
+            "unreachable",
+        ):
+            log.debug("remote child %r: late %s ignored", self._name, message.outcome)
+            return
+        outcome = message.outcome
+        if outcome.kind == "unreachable":
+            self._unreachable(outcome.message)
+            return
+        if outcome.kind == "exited":
+            reason = ExitReason.shutdown(f"the remote supervisor ended: {outcome.reason}")
+        else:
+            assert outcome.reason is not None
+            reason = outcome.reason
+        self._exit(reason)
+
+    def _unreachable(self, why: str) -> None:
+        if self._state == "running":
+            log.info("remote child %r unreachable: %s", self._name, why)
+            self._state = "unreachable"
+            self.status.unreachable = True
+            self._later(PROBE_FIRST, _Probe(PROBE_FIRST))
+
+    def _probe(self, delay: float) -> None:
+        if self._state != "unreachable":
+            return
+        try:
+            if all(n.id != self.status.node for n in self._engine.nodes()):
+                reason = f"node {self.status.node!r} was declared dead"
+                self._exit(ExitReason(ExitKind.NODE_DOWN, message=reason))
+                return
+            self._engine.call(self._handle, "ping", timeout=min(PROBE_MAX, 1.0))
+        except RemoteDead as e:
+            self._exit(e.reason)
+            return
+        except Exception:
+            next_delay = min(PROBE_MAX, delay * 2)
+            self._later(next_delay, _Probe(next_delay))
+            return
+        # A false alarm: nothing was charged; park a new wait.
+        self._state = "running"
+        self.status.unreachable = False
+        self._park()
+
+    def _renew(self) -> None:
+        if self._state not in ("running", "unreachable") or not self._lease:
+            return
+        try:
+            self._engine.call(self._handle, "renew_lease", timeout=self._lease / 3)
+            self._last_renewal = time.monotonic()
+        except RemoteDead as e:
+            self._exit(e.reason)
+            return
+        except Exception as e:
+            self._unreachable(f"lease renewal failed: {e}")
+        self._later(self._lease / 3, _Renew())
+
+    def _exit(self, reason: ExitReason) -> None:
+        self._state = "exiting"
+        wait = 0.0
+        if reason.kind is ExitKind.NODE_DOWN:
+            wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
+        if wait > 0:
+            log.info("remote child %r: %s; waiting %.1fs for its fence", self._name, reason, wait)
+            self._later(wait, _Declare(reason))
+        else:
+            self._tell_exit(reason)
+
+    def _tell_exit(self, reason: ExitReason) -> None:
+        if self._state != "exiting":
+            return
+        self._state = "stopped"
+        self._kill()  # best effort: Akka's quarantine, this incarnation is over
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._parent.tell(ChildExited(self._spec.id, self._incarnation, None, reason))
+        self.actor_ref.stop(block=False)
+
+    def _stop_remote(self, deadline: float | None) -> ExitReason:
+        """ShutdownTree from the parent: an orderly remote stop, bounded by `deadline`."""
+        if self._state == "stopped":
+            return ExitReason.shutdown("already stopped")
+        self._state = "stopped"
+        timeout = None if deadline is None else deadline - time.monotonic()
+        if timeout is None or timeout > 0:
+            try:
+                self._engine.call(self._handle, "shutdown", timeout=timeout)
+            except Exception as e:
+                log.info("remote child %r: orderly stop failed (%s); killing it", self._name, e)
+        self._kill()
+        self.actor_ref.stop(block=False)
+        return ExitReason.shutdown()
+
+    def _kill(self) -> None:
+        try:
+            self._engine.kill(self._handle)
+        except Exception:
+            log.exception("remote child %r: kill failed", self._name)
+
+    def _later(self, delay: float, message: Any) -> None:
+        ref = self.actor_ref
+
+        def post() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(message)
+
+        timer = threading.Timer(delay, post)
+        timer.daemon = True
+        self._timers = [t for t in self._timers if t.is_alive()]
+        self._timers.append(timer)
+        timer.start()

@@ -1,0 +1,228 @@
+"""Tier 0: remote subtrees through FakeEngine (real local trees, fake nodes), and the
+fencing rules in virtual time. No Ray."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pytest
+
+from actors import Tree
+from actors._engine import FakeEngine, Outcome
+from actors._remote import fence_delay, lease_expired
+from actors.testing import exit_with, wait_gone
+from supervision import (
+    ChildSpec,
+    ExitKind,
+    ExitReason,
+    Placement,
+    Restart,
+    Strategy,
+    SupervisorSpec,
+)
+from tests.support import wait_until
+
+SLEEP = ["sleep", "60"]
+
+
+def remote(placement: Placement, **kw: Any) -> SupervisorSpec:
+    return SupervisorSpec(
+        id="ingest",
+        placement=placement,
+        children=[ChildSpec(id="reader", command=SLEEP), ChildSpec(id="parser", command=SLEEP)],
+        **kw,
+    )
+
+
+def root(*children: Any, **kw: Any) -> SupervisorSpec:
+    return SupervisorSpec(id="root", intensity=kw.pop("intensity", 5), children=children, **kw)
+
+
+@pytest.fixture
+def trees() -> Iterator[list[Tree]]:
+    started: list[Tree] = []
+    yield started
+    for tree in started:
+        tree.stop(timeout=30)
+
+
+def start(trees: list[Tree], spec: SupervisorSpec, engine: FakeEngine) -> Tree:
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    return tree
+
+
+def info(tree: Tree, child: str = "ingest") -> Any:
+    return tree.nanny.which_child(child).get()
+
+
+def remote_pids(tree: Tree) -> list[int]:
+    return [
+        c.pid for c in tree.ref.proxy().child_nanny("ingest").get().proxy().which_children().get()
+    ]
+
+
+def test_a_remote_subtree_shows_its_node_and_forwards_the_api(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"])
+    tree = start(
+        trees, root(ChildSpec(id="web", command=SLEEP), remote(Placement(node="b"))), engine
+    )
+    child = info(tree)
+    assert (child.type, child.state, child.node) == ("supervisor", "running", "b")
+    assert engine.spawned == [("b", 1)]
+    proxy = tree.nanny.child_nanny("ingest").get().proxy()
+    assert [c.id for c in proxy.which_children().get()] == ["parser", "reader"]
+    proxy.terminate_child("parser").get()
+    assert proxy.which_child("parser").get().state == "stopped"
+    paths = {n.path: n for n in tree.nanny.which_tree().get()[1].children}
+    assert set(paths) == {"root/ingest/reader", "root/ingest/parser"}
+    assert paths["root/ingest/reader"].info.node == "b"
+
+
+def test_unreachable_then_heal_charges_nothing(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"])
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    engine.unreachable("b")
+    wait_until(lambda: info(tree).state == "unreachable", what="unreachable")
+    assert info(tree).restarts == 0
+    engine.heal("b")
+    wait_until(lambda: info(tree).state == "running", what="running again")
+    assert (info(tree).restarts, engine.spawned) == (0, [("b", 1)])
+    # and the subtree is watched again: a crash now is seen
+    engine.crash(engine.handles()[0])
+    wait_until(lambda: info(tree).restarts == 1, what="the crash after the heal")
+
+
+def test_unreachable_then_node_down_is_charged_once_and_moves(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b", "c"])
+    spec = root(remote(Placement(node="b", fallback=["c"])))
+    tree = start(trees, spec, engine)
+    old = remote_pids(tree)
+    engine.unreachable("b")
+    wait_until(lambda: info(tree).state == "unreachable", what="unreachable")
+    engine.node_down("b")
+    wait_until(lambda: info(tree).node == "c" and info(tree).state == "running", what="moved")
+    child = info(tree)
+    assert child.restarts == 1
+    assert child.last_exit.kind is ExitKind.NODE_DOWN
+    assert engine.spawned == [("b", 1), ("c", 2)]
+    assert wait_gone(old) == []
+
+
+def test_remote_crash_restarts_on_the_same_node(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"])
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    engine.crash(engine.handles()[0])
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running")
+    assert info(tree).last_exit.kind is ExitKind.REMOTE_CRASH
+    assert engine.spawned == [("b", 1), ("b", 2)]
+
+
+def test_late_results_of_an_old_incarnation_restart_nothing(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"])
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    first = engine.handles()[0]
+    engine.crash(first)
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running")
+    before = info(tree)
+    engine.replay(first, Outcome("dead", ExitReason(ExitKind.NODE_DOWN)))
+    engine.replay(first, Outcome("exited", ExitReason.shutdown()))
+    engine.replay(first, Outcome("unreachable"))
+    # A probe: a fresh crash of the current incarnation is handled after the replays.
+    engine.crash(engine.handles()[1])
+    wait_until(lambda: info(tree).restarts == 2 and info(tree).state == "running")
+    assert info(tree).incarnation == before.incarnation + 1
+    assert len(engine.spawned) == 3
+
+
+@pytest.mark.parametrize(("restart", "restarted"), [("permanent", True), ("transient", False)])
+def test_a_remote_give_up_crosses_as_shutdown(
+    trees: list[Tree], restart: str, restarted: bool
+) -> None:
+    engine = FakeEngine(["b"])
+    flaky = SupervisorSpec(
+        id="ingest",
+        placement=Placement(node="b"),
+        intensity=0,
+        restart=Restart(restart),
+        children=[ChildSpec(id="crash", target=exit_with, args=(3, 0.2))],
+    )
+    tree = start(trees, root(ChildSpec(id="web", command=SLEEP), flaky), engine)
+    wait_until(lambda: info(tree).last_exit is not None, what="the remote give-up")
+    assert info(tree).last_exit.kind is ExitKind.SHUTDOWN
+    if restarted:
+        wait_until(lambda: len(engine.spawned) >= 2, what="a restart")
+    else:
+        wait_until(lambda: info(tree).state == "stopped", what="left stopped")
+        assert engine.spawned == [("b", 1)]
+
+
+def test_pinned_to_a_dead_node_retries_then_gives_up(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"])
+    tree = start(trees, root(remote(Placement(node="b", policy="pinned")), intensity=2), engine)
+    engine.node_down("b")
+    reason = tree.wait(timeout=30)
+    assert reason is not None and reason.kind is ExitKind.SHUTDOWN
+    failed = [e for e in tree.events() if e.context.value == "start_failed"]
+    assert len(failed) >= 1
+    assert engine.spawned == [("b", 1)]
+
+
+def test_a_start_failure_at_init_fails_the_tree() -> None:
+    engine = FakeEngine(["a"])
+    with pytest.raises(Exception, match="no live node fits"):
+        Tree.start(root(remote(Placement(node="b", policy="pinned"))), engine=engine)
+
+
+def test_one_for_all_across_a_local_and_a_remote_child_is_charged_once(
+    trees: list[Tree],
+) -> None:
+    engine = FakeEngine(["a", "b"])
+    spec = root(
+        ChildSpec(id="web", command=SLEEP),
+        remote(Placement(node="b")),
+        strategy=Strategy.ONE_FOR_ALL,
+        intensity=1,
+    )
+    tree = start(trees, spec, engine)
+    web = info(tree, "web").pid
+    engine.crash(engine.handles()[0])
+    wait_until(lambda: info(tree, "web").pid not in (None, web), what="web restarted too")
+    wait_until(lambda: info(tree).state == "running", what="remote restarted")
+    assert tree.finished() is None  # one charge within intensity 1: still alive
+
+
+def test_the_parent_waits_for_the_old_incarnations_fence(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b", "c"], lease_timeout=1.0)
+    tree = start(trees, root(remote(Placement(node="b", fallback=["c"]))), engine)
+    old = engine.handles()[0]
+    pids = remote_pids(tree)
+    engine.node_down("b", kill=False)  # frozen, not dead: a zombie that may thaw
+    wait_until(lambda: len(engine.spawned) == 2, what="the restart on c")
+    # By the time the parent restarted elsewhere, the zombie had fenced itself.
+    assert old.host.fenced and old.host.ended
+    assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == "zombie" for p in pids)
+    assert engine.spawned[1] == ("c", 2)
+
+
+def test_fencing_rules_in_virtual_time() -> None:
+    # The parent waits out the lease since its last renewal; without a lease, at once.
+    assert fence_delay(now=10.0, last_renewal=9.0, lease_timeout=3.0) == 2.0
+    assert fence_delay(now=13.5, last_renewal=9.0, lease_timeout=3.0) == 0.0
+    assert fence_delay(now=10.0, last_renewal=None, lease_timeout=3.0) == 0.0
+    assert fence_delay(now=10.0, last_renewal=9.0, lease_timeout=None) == 0.0
+    # The remote side fences before the parent may act: strictly inside the lease.
+    assert not lease_expired(now=9.5, last_renewal=9.0, lease_timeout=3.0)
+    assert lease_expired(now=11.5, last_renewal=9.0, lease_timeout=3.0)
+    assert not lease_expired(now=1e9, last_renewal=9.0, lease_timeout=None)
+
+
+def test_stop_takes_the_remote_subtree_down(trees: list[Tree]) -> None:
+    engine = FakeEngine(["b"])
+    tree = Tree.start(root(remote(Placement(node="b"))), engine=engine)
+    pids = remote_pids(tree)
+    tree.stop(timeout=30)
+    assert engine.handles()[0].host.ended
+    assert wait_gone(pids) == []
