@@ -31,10 +31,10 @@ import psutil
 import pytest
 from rich.console import Console
 
-from actors._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
-from actors._status import EventRecord, Node
-from actors._view import Header, LiveView, screen
-from actors.cli import parse_signal
+from actors.cli._command import parse_signal
+from actors.cli._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
+from actors.cli._status import EventRecord, Node
+from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -447,7 +447,7 @@ def test_check_prints_the_tree_it_would_start(env):
     assert re.match(r"shop\s+one_for_all\s+-\s+-\s+max 3 restarts in 10s$", lines[3])
     assert re.match(r"├─ web\s+worker\s+permanent\s+2.0\s+python3 -m http.server 8765", lines[4])
     assert re.match(r"├─ worker\s+worker\s+permanent\s+2.0\s+sh -c 'while :;", lines[5])
-    assert re.match(r"└─ mailer\s+worker\s+permanent\s+2.0\s+actors._demo:steady$", lines[6])
+    assert re.match(r"└─ mailer\s+worker\s+permanent\s+2.0\s+actors.cli._demo:steady$", lines[6])
 
 
 def test_check_reports_what_is_wrong(tmp_path, env):

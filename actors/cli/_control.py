@@ -32,7 +32,7 @@ import pykka
 
 from supervision import ChildNotFound, NannyError
 
-from ._events import EventLog
+from .._events import EventLog
 from ._status import EventFeed, EventRecord, Target, TreeInspector
 
 MAX_LINE = 64 * 1024

@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def demo_text() -> str:
-    return resources.files("actors").joinpath("demo.toml").read_text()
+    return resources.files("actors.cli").joinpath("demo.toml").read_text()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -311,7 +311,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ControlError as e:
         print(f"nannytree: {e}", file=sys.stderr)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -21,9 +21,9 @@ from rich.console import Console
 
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
+from .._events import EventLog
+from .._nanny import NannyActor
 from ._control import ControlError, Controller, ControlSocket, socket_for
-from ._events import EventLog
-from ._nanny import NannyActor
 from ._status import EventFeed, EventRecord, Node, TreeInspector
 from ._view import Header, LiveView, plain_line
 

@@ -21,8 +21,8 @@ from supervision import (
     SupervisorSpec,
 )
 
-from ._events import EventLog
-from ._nanny import TreeNode
+from .._events import EventLog
+from .._nanny import TreeNode
 
 # -- the snapshot ------------------------------------------------------------------
 
