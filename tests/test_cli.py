@@ -691,6 +691,18 @@ def test_signals_by_name_or_number(text, number):
     assert parse_signal(text) == number
 
 
+def _until(check: Any, timeout: float = DEADLINE) -> Any:
+    """Call check() until it returns something true; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: last {result!r}")
+        time.sleep(0.05)
+
+
 def test_logs_shows_what_a_child_wrote(tmp_path, env):
     tree = tmp_path / "talk.toml"
     tree.write_text(
@@ -698,15 +710,64 @@ def test_logs_shows_what_a_child_wrote(tmp_path, env):
         '[[supervisor.children]]\nid = "talker"\n'
         'command = ["sh", "-c", "echo hello; echo oops >&2; exec sleep 600"]\n'
         'stdout = "capture"\nstderr = "capture"\nready = 0.2\n'
-        '[[supervisor.children]]\nid = "quiet"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "quiet"\n'
+        'command = ["sh", "-c", "echo one; echo two >&2; echo three; exec sleep 600"]\n'
     )
     sock = str(tmp_path / "t.sock")
     with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"children's output: .*t\.logs/talk/<child>\.log")
         run.expect(r"talk/quiet child_started")
         seen = set(pids(status(Path(sock), env)).values())
         assert cli("logs", "talker", "--socket", sock, env=env).stdout == "oops\n"
         assert cli("logs", "talker", "--stdout", "--socket", sock, env=env).stdout == "hello\n"
-        refused = cli("logs", "quiet", "--socket", sock, env=env)
+        # A child without capture writes to its own file (supervisord style), and
+        # `logs` reads it there: stdout and stderr in the order written.
+        assert (tmp_path / "t.logs" / "talk" / "quiet.log").is_file()
+        _until(lambda: cli("logs", "quiet", "--socket", sock, env=env).stdout.count("\n") == 3)
+        assert cli("logs", "quiet", "--socket", sock, env=env).stdout == "one\ntwo\nthree\n"
+        assert cli("logs", "quiet", "-n", "2", "--socket", sock, env=env).stdout == "two\nthree\n"
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert not re.search(r"^(one|two|three)$", output, re.M)  # not on the run's terminal
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_logs_follow_prints_new_lines_and_ends_with_the_tree(tmp_path, env):
+    tree = tmp_path / "tick.toml"
+    tree.write_text(
+        '[supervisor]\nid = "tick"\n'
+        '[[supervisor.children]]\nid = "ticker"\n'
+        'command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"]\n'
+        '[[supervisor.children]]\nid = "capturer"\nstdout = "capture"\n'
+        'command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo cap $i; sleep 0.1; done"]\n'
+    )
+    sock = str(tmp_path / "t.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"tick/capturer child_started")
+        seen = set(pids(status(Path(sock), env)).values())
+        with (
+            Proc("logs", "-f", "-n", "1", "ticker", "--socket", sock, env=env) as follow,
+            Proc("logs", "-f", "--stdout", "capturer", "--socket", sock, env=env) as cap,
+        ):
+            first = int(follow.expect(r"^tick (\d+)$").group(1))
+            later = int(follow.expect(r"^tick (\d+)$").group(1))
+            assert later == first + 1  # each new line once, in order
+            assert int(follow.expect(r"^tick (\d+)$").group(1)) == later + 1
+            n = int(cap.expect(r"^cap (\d+)$").group(1))
+            cap.expect(rf"^cap {n + 5}$")  # new lines keep coming from the capture
+            rc, _ = run.finish(signal.SIGINT)
+            assert rc == 0
+            assert follow.finish()[0] == 0  # -f ends when the tree does
+            assert cap.finish()[0] == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_logs_of_a_child_writing_to_the_terminal_says_how_to_keep_it(tmp_path, env, three):
+    sock = str(tmp_path / "t.sock")
+    with Proc("run", str(three), "--child-output", "inherit", "--socket", sock, env=env) as run:
+        run.expect(r"three/mailer child_started")
+        seen = set(pids(status(Path(sock), env)).values())
+        refused = cli("logs", "web", "--socket", sock, env=env)
         assert refused.returncode == 1 and 'stderr = "capture"' in refused.stderr
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0

@@ -365,6 +365,11 @@ class Controller:
             return dict(self.info)
         if op == "status":
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "logs":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return self._logs(self.inspector.find(key), request)
         if op == "shutdown":
             self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}
@@ -375,7 +380,6 @@ class Controller:
             "pause": self._pause,
             "resume": self._resume,
             "signal": self._signal,
-            "logs": self._logs,
         }
         if op not in actions:
             raise ValueError(f"unknown op {op!r}; expected one of {', '.join(actions)}")
@@ -431,18 +435,22 @@ class Controller:
         self._call(t, "signal_child", t.child_id, sig)
         return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
 
-    def _logs(self, t: Target, request: dict[str, Any]) -> str:
+    def _logs(self, t: Target, request: dict[str, Any]) -> dict[str, Any]:
+        """The tail of a child's output: its capture buffer, or the file it writes to."""
         self._worker_only(t, "read the output of")
         stream = request.get("stream", "stderr")
-        text = self._call(t, "read_output", t.child_id, stream)
-        if not text:
-            spec = self._call(t, "get_childspec", t.child_id)
-            if getattr(spec, stream, None) != "capture":
-                raise ValueError(
-                    f'{t.path} does not capture its {stream}: set {stream} = "capture" '
-                    "in its table to keep the last 64 KiB"
-                )
-        return str(text).rstrip("\n")
+        if stream not in ("stdout", "stderr"):
+            raise ValueError("stream must be stdout or stderr")
+        where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
+        if where == "capture":
+            text = self._call(t, "read_output", t.child_id, stream)
+            return {"message": str(text).rstrip("\n"), "capture": True}
+        if isinstance(where, str):
+            return {"message": tail_file(where).rstrip("\n"), "path": where}
+        raise ValueError(
+            f"{t.path} writes its {stream} to the terminal of `nannytree run "
+            f'--child-output inherit`; set {stream} = "capture" or a file in its table'
+        )
 
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)
@@ -467,6 +475,37 @@ class Controller:
             send({"end": "the tree stopped"})
         finally:
             feed.close()
+
+
+MAX_TAIL = 64 * 1024
+
+
+def open_log(path: str) -> int:
+    """A child's log file for reading: never through a symlink, never a FIFO's block."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    return fd
+
+
+def tail_file(path: str, limit: int = MAX_TAIL) -> str:
+    """The last `limit` bytes of a log file, from a line start; "" if there is none yet."""
+    try:
+        fd = open_log(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - limit)
+        data = os.pread(fd, limit, start)
+    finally:
+        os.close(fd)
+    if start > 0 and b"\n" in data:
+        data = data[data.index(b"\n") + 1 :]
+    return data.decode(errors="replace")
 
 
 def _peer_gone(conn: socket.socket) -> bool:
