@@ -303,6 +303,9 @@ def cmd_events(args: argparse.Namespace) -> int:
                 else:
                     print(plain_line(EventRecord.from_dict(message["event"])), flush=True)
             elif "end" in message:
+                if message.get("ok") is False:
+                    _error(message["end"])
+                    return 1
                 return 0
             elif not message.get("ok", True):
                 _error(message.get("error"))

@@ -24,7 +24,7 @@ from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
 from .._events import EventLog
 from .._nanny import NannyActor
-from ._control import ControlError, Controller, ControlSocket, socket_for
+from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
 from ._status import EventFeed, EventRecord, Node, TreeInspector
 from ._text import printable
 from ._view import Header, LiveView, plain_line
@@ -221,7 +221,7 @@ class Runner:
             # their escape sequences would reach the operator's terminal raw.
             folder = control.path.with_name(control.path.name.removesuffix(".sock") + ".logs")
             root = folder / log_name(self.spec.id)
-            folder.mkdir(mode=0o700, exist_ok=True)
+            _secure_dir(folder, create=True)  # ours, never a symlink planted for us
             return f"{root}/<child>.log", with_log_files(self.spec, root)
         path = os.path.abspath(choice)
         return path, with_output(self.spec, path)
@@ -231,7 +231,7 @@ class Runner:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
         try:
             output, spec = self._child_output(control)
-        except OSError as e:
+        except (OSError, ControlError) as e:
             self.notice(f"cannot make the children's log folder: {e}; pass --child-output")
             return 1
         previous = {
@@ -306,6 +306,7 @@ class Runner:
                 view.__exit__(None, None, None)
             feed.close()
             inspector.close()
+            controller.close()
         if stopped_by_us:
             self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
             return 0
