@@ -9,7 +9,9 @@ from __future__ import annotations
 import io
 import json
 import signal
+import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -64,6 +66,14 @@ stdout = "capture"
 __all__ = ["env"]  # the fixture, shared with test_cli
 
 
+def _until(run: Any, text: str, timeout: float = 20.0) -> Any:
+    """run() until its stdout holds `text` (a child writes a moment after it starts)."""
+    deadline = time.monotonic() + timeout
+    while text not in (result := run()).stdout and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return result
+
+
 def _no_raw_escape(text: str) -> None:
     assert ESC not in text and "\x07" not in text and "\x9b" not in text, repr(text)
 
@@ -97,11 +107,11 @@ def test_escape_sequences_from_real_children_reach_no_output_raw(tmp_path, env):
         _no_raw_escape(shown.stdout)
         assert "\\x1b" in shown.stdout  # the crasher's last exit, escaped
 
-        logs = cli("logs", "talker", "--socket", sock, env=env)
+        logs = _until(lambda: cli("logs", "talker", "--socket", sock, env=env), "err")
         assert logs.returncode == 0
         _no_raw_escape(logs.stdout)
         assert logs.stdout == "err \\x1b]0;pwned\\x07\\x1b[2J\\x9b\n"
-        out = cli("logs", "printer", "--stdout", "--socket", sock, env=env)
+        out = _until(lambda: cli("logs", "printer", "--stdout", "--socket", sock, env=env), "out")
         _no_raw_escape(out.stdout)
         assert out.stdout == "out \\x1b[31mred\\x1b[0m\n"
 
