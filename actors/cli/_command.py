@@ -11,7 +11,8 @@
     nannytree shutdown                 stop the running tree, as Ctrl-C does
 
 Exit status: 0 done; 1 failed (invalid file, refused request, a tree that gave
-up); 2 bad usage; 3 no running tree found.
+up); 2 bad usage (also: several trees run and none was named); 3 not running
+(no tree found, or `status` shows a child that is not running, as systemctl).
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ from typing import Any
 
 from supervision import ConfigError
 
-from ._control import ControlError, NoTree, call, find_socket, stream
+from ._control import Ambiguous, ControlError, NoTree, call, find_socket, running_sockets, stream
 from ._run import RunOptions, run_tree
 from ._status import EventRecord, Node
 from ._text import printable
 from ._treefile import load_tree_file, load_tree_text
 from ._view import plain_line, print_to, spec_table, status_view
 
-NO_TREE = 3
+NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
+USAGE = 2
 
 
 def _error(message: object) -> None:
@@ -169,7 +171,21 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps({**answer, "tree": root.to_dict()}, indent=2))
     else:
         print_to(sys.stdout, status_view(answer, root))
-    return 0
+    down = [n for _, n in root.walk() if n.state not in ("running",)]
+    return NOT_RUNNING if down else 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """The running trees: id, pid and socket, one per line."""
+    found = running_sockets()
+    for sock in found:
+        try:
+            hello = call(sock, {"op": "hello"}, timeout=5.0)
+        except ControlError:
+            continue
+        fields = (hello.get("tree", sock.stem), f"pid {hello.get('pid')}", sock)
+        print("\t".join(printable(f) for f in fields))
+    return 0 if found else NOT_RUNNING
 
 
 def _action(op: str) -> Callable[[argparse.Namespace], int]:
@@ -322,8 +338,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nannytree",
         description="Run Erlang/OTP-style supervision trees of OS processes from TOML files.",
-        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 no running tree found.",
+        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
+        "found, or `status` shows a child that is not running).",
     )
+    parser.add_argument("--version", action="version", version=f"nannytree {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     hosting = argparse.ArgumentParser(add_help=False)
@@ -366,6 +384,8 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--socket", type=Path, help="the run's control socket")
     where.add_argument("--tree", help="the tree's id (its socket in the runtime dir)")
 
+    p = sub.add_parser("ls", help="list the running trees")
+    p.set_defaults(func=cmd_ls)
     p = sub.add_parser("status", parents=[client], help="show the running tree")
     p.add_argument("id", nargs="?", help="only this child (id or path)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -402,6 +422,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nannytree")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def _quiet_logging() -> None:
     """The nannies log abnormal exits as warnings; the CLI shows them as events already."""
     logger = logging.getLogger("nannytree")
@@ -420,7 +449,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args))
     except NoTree as e:
         _error(e)
-        return NO_TREE
+        return NOT_RUNNING
+    except Ambiguous as e:
+        _error(e)
+        return USAGE
     except ControlError as e:
         _error(e)
         return 1

@@ -60,6 +60,10 @@ class NoTree(ControlError):
     """No running tree answers at the socket."""
 
 
+class Ambiguous(ControlError):
+    """Several trees run and the command did not say which (a usage error)."""
+
+
 # -- where sockets live ------------------------------------------------------------------
 
 
@@ -105,15 +109,21 @@ def find_socket(tree: str | None = None) -> Path:
         if base is None:
             raise NoTree(f"no tree {tree!r} is running (no runtime directory yet)")
         return base / f"{tree}.sock"
-    sockets = sorted(base.glob("*.sock")) if base is not None else []
-    live = [s for s in sockets if _answers(s)]
+    live = running_sockets()
     if len(live) == 1:
         return live[0]
     if not live:
         where = base if base is not None else "the runtime directory"
         raise NoTree(f"no running tree found in {where}; start one with `nannytree run FILE`")
     names = ", ".join(s.stem for s in live)
-    raise ControlError(f"several trees are running ({names}); pick one with --tree ID")
+    raise Ambiguous(f"several trees are running ({names}); pick one with --tree ID")
+
+
+def running_sockets() -> list[Path]:
+    """The sockets in the runtime dir that a live run answers on."""
+    base = runtime_dir(create=False)
+    sockets = sorted(base.glob("*.sock")) if base is not None else []
+    return [s for s in sockets if _answers(s)]
 
 
 def _answers(path: Path) -> bool:
@@ -501,6 +511,8 @@ class Controller:
 
     def _resume(self, t: Target, request: dict[str, Any]) -> str:
         self._worker_only(t, "resume")
+        if t.info.state != "paused":
+            raise ValueError(f"{t.path} is not paused (it is {t.info.state}); nothing to resume")
         self._call(t, "resume_child", t.child_id)
         return f"resumed {t.path} (pid {t.info.pid})"
 
