@@ -1,20 +1,25 @@
 """asyncio for nannytree: await a tree's calls without blocking the event loop.
 
-pykka's futures block the thread that awaits them; here each call waits in a
-small thread pool of the tree's own, so the loop keeps running:
-
     async with AsyncNanny(spec) as nanny:
         children = await nanny.which_children()
         await nanny.restart_child("job")
+        async for event in nanny.watch():      # the tree's events as they happen
+            ...
     # stopped here; or wait for the tree to end by itself:
     reason = await nanny.finished()
+
+A call to a nanny is short and waits in a small thread pool of the tree's own.
+Waits for events (`wait_for`, `finished`, `watch`) take no thread at all: a
+subscription to the tree's EventLog feeds the loop with `call_soon_threadsafe`,
+so they can be cancelled (`asyncio.wait_for(..., 0.2)`) and never hold the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
@@ -33,8 +38,10 @@ from supervision import (
 
 from ._events import EventLog
 from ._nanny import NannyActor, TreeNode
+from ._tree import Tree
 
 T = TypeVar("T")
+WATCH_QUEUE = 10_000  # events a slow `async for` may fall behind before losing some
 
 
 class AsyncNanny:
@@ -42,30 +49,38 @@ class AsyncNanny:
 
     def __init__(self, spec: SupervisorSpec, *, max_workers: int = 4) -> None:
         self.spec = spec
-        self.ref: pykka.ActorRef[NannyActor] | None = None
-        self._log: EventLog | None = None
+        self.tree: Tree | None = None
         self._pool = ThreadPoolExecutor(max_workers, thread_name_prefix=f"nannytree-{spec.id}")
+
+    @property
+    def ref(self) -> pykka.ActorRef[NannyActor] | None:
+        return self.tree.ref if self.tree is not None else None
+
+    @property
+    def _log(self) -> EventLog:
+        if self.tree is None:
+            raise RuntimeError("the tree is not started; await start() first")
+        return self.tree.log
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
 
     async def _call(self, method: str, *args: Any) -> Any:
-        if self.ref is None:
+        if self.tree is None:
             raise RuntimeError("the tree is not started; await start() first")
-        future = getattr(self.ref.proxy(), method)(*args)
+        future = getattr(self.tree.nanny, method)(*args)
         return await self._run(future.get)
 
     # -- life cycle --
 
     async def start(self) -> AsyncNanny:
-        self.ref = await self._run(NannyActor.start, self.spec)
-        self._log = await self._call("event_log")
+        self.tree = await self._run(Tree.start, self.spec)
         return self
 
     async def stop(self) -> None:
-        if self.ref is not None:
-            await self._run(self.ref.stop)
+        if self.tree is not None:
+            await self._run(self.tree.stop)
         self._pool.shutdown(wait=False)
 
     async def __aenter__(self) -> AsyncNanny:
@@ -79,22 +94,89 @@ class AsyncNanny:
     ) -> None:
         await self.stop()
 
+    # -- waiting, on the loop --
+
+    def _subscribe(self, log: EventLog) -> tuple[asyncio.Queue[Event], Callable[[], None]]:
+        """New events of `log`, delivered to this loop; returns (queue, unsubscribe)."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[Event] = asyncio.Queue(WATCH_QUEUE)
+
+        def put(event: Event) -> None:
+            if not queue.full():
+                queue.put_nowait(event)
+
+        def deliver(event: Event) -> None:  # on the log's listener thread
+            with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+                loop.call_soon_threadsafe(put, event)
+
+        return queue, log.subscribe(deliver)
+
+    async def wait_for(
+        self, predicate: Callable[[Event], bool], timeout: float | None = None
+    ) -> Event:
+        """The first event of the tree that matches `predicate`, within `timeout` s
+        (TimeoutError after). Cancellable; takes no thread while it waits."""
+        log = self._log
+        queue, unsubscribe = self._subscribe(log)
+        try:
+            for event in log.snapshot():  # after subscribing: nothing falls between
+                if predicate(event):
+                    return event
+
+            async def first() -> Event:
+                while True:
+                    event = await queue.get()
+                    if predicate(event):
+                        return event
+
+            try:
+                return await asyncio.wait_for(first(), timeout)
+            except TimeoutError:
+                raise TimeoutError(f"no matching event within {timeout}s") from None
+        finally:
+            unsubscribe()
+
+    async def watch(self, *, backlog: bool = False) -> AsyncIterator[Event]:
+        """The tree's events as they happen (after the past ones, with `backlog`),
+        until the tree has stopped: `async for event in nanny.watch(): ...`"""
+        log = self._log
+        queue, unsubscribe = self._subscribe(log)
+        try:
+            seen = log.snapshot()
+            if backlog:
+                for event in seen:
+                    yield event
+            known = {id(e) for e in seen[-1000:]}
+            while True:
+                event = await queue.get()
+                if id(event) in known:
+                    continue
+                yield event
+                if self._is_tree_end(event):
+                    return
+        finally:
+            unsubscribe()
+
+    def _is_tree_end(self, event: Event) -> bool:
+        return event.context is EventKind.SUPERVISOR_STOPPED and event.supervisor == self.spec.id
+
     async def finished(self) -> ExitReason | None:
         """Wait until the tree has ended (given up, or stopped); its exit reason."""
-        if self.ref is None or self._log is None:
+        if self.tree is None:
             raise RuntimeError("the tree is not started; await start() first")
-        if not self.ref.actor_stopped.is_set():
-            await self._run(self.ref.actor_stopped.wait)
-        for event in reversed(self._log.snapshot()):
-            if event.context is EventKind.SUPERVISOR_STOPPED and event.supervisor == self.spec.id:
-                return event.reason
-        return None
-
-    async def wait_for(self, predicate: Callable[[Event], bool], timeout: float) -> Event:
-        """The first event of the tree that matches `predicate`, within `timeout` s."""
-        if self._log is None:
-            raise RuntimeError("the tree is not started; await start() first")
-        return await self._run(self._log.wait_for, predicate, timeout)
+        tree = self.tree
+        if not tree.alive:
+            return tree.finished()
+        queue, unsubscribe = self._subscribe(tree.log)
+        try:
+            while tree.alive:
+                # Woken by the root's last event; the tree's end follows it closely,
+                # so a short timeout covers the gap without a thread.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(queue.get(), 0.05)
+            return tree.finished()
+        finally:
+            unsubscribe()
 
     # -- the API --
 
@@ -138,4 +220,5 @@ class AsyncNanny:
         return await self._call("read_output", key, stream)  # type: ignore[no-any-return]
 
     async def events(self) -> list[Event]:
-        return await self._call("events")  # type: ignore[no-any-return]
+        """The tree's events so far (also after it ended)."""
+        return self._log.snapshot()

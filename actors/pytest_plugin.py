@@ -21,9 +21,7 @@ from supervision import SupervisorSpec
 from .testing import TreeHarness
 
 
-@pytest.fixture
-def nanny_tree() -> Iterator[Callable[..., TreeHarness]]:
-    """Start trees with nanny_tree(spec); each is stopped and checked for leftovers."""
+def _trees() -> Iterator[Callable[..., TreeHarness]]:
     started: list[TreeHarness] = []
 
     def start(spec: SupervisorSpec, **start_kwargs: Any) -> TreeHarness:
@@ -35,3 +33,22 @@ def nanny_tree() -> Iterator[Callable[..., TreeHarness]]:
     leaks = {h.spec.id: left for h in started if (left := h.stop())}
     if leaks:
         pytest.fail(f"trees left processes behind: {leaks}")
+
+
+@pytest.fixture
+def nanny_tree() -> Iterator[Callable[..., TreeHarness]]:
+    """Start trees with nanny_tree(spec); each is stopped and checked for leftovers."""
+    yield from _trees()
+
+
+@pytest.fixture(scope="module")
+def nanny_tree_module() -> Iterator[Callable[..., TreeHarness]]:
+    """As nanny_tree, but the trees live until the module's last test (a tree
+    that is slow to start, shared by several tests)."""
+    yield from _trees()
+
+
+@pytest.fixture(scope="session")
+def nanny_tree_session() -> Iterator[Callable[..., TreeHarness]]:
+    """As nanny_tree, for the whole session."""
+    yield from _trees()

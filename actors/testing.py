@@ -11,6 +11,7 @@ without pytest too:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import sys
@@ -81,12 +82,22 @@ def ready_after(seconds: float) -> None:
 # -- a tree under test ----------------------------------------------------------
 
 
+_EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
+
+
 def _wanted(
     context: EventKind | None,
     child: str | None,
     where: Callable[[Event], bool] | None,
     **fields: Any,
 ) -> Callable[[Event], bool]:
+    unknown = sorted(set(fields) - set(_EVENT_FIELDS))
+    if unknown:
+        # Caught here, not as an AttributeError inside the wait's predicate.
+        raise TypeError(
+            f"unknown event field {unknown[0]!r}; an Event has: {', '.join(_EVENT_FIELDS)}"
+        )
+
     def match(e: Event) -> bool:
         return (
             (context is None or e.context is context)
@@ -140,12 +151,24 @@ class TreeHarness:
         self._start_kwargs = start_kwargs
         self.ref: pykka.ActorRef[NannyActor] | None = None
         self.log = EventLog()
+        # Where wait_for looks from: the tree's start, then the last fault injected
+        # (kill, crash, signal, pause, resume), so that "wait for the restart" after
+        # a kill never returns the first start.
+        self._cursor = 0
+
+    @classmethod
+    def from_toml(cls, path: str | os.PathLike[str], **start_kwargs: Any) -> TreeHarness:
+        """A harness for the tree in a TOML file (as `nannytree run` reads it)."""
+        from .cli._treefile import load_tree_file
+
+        return cls(load_tree_file(os.fspath(path)), **start_kwargs)
 
     # -- life cycle --
 
     def start(self) -> TreeHarness:
         self.ref = NannyActor.start(self.spec, **self._start_kwargs)
         self.log = self.nanny.event_log().get()
+        self._cursor = 0
         return self
 
     def stop(self) -> list[int]:
@@ -194,6 +217,10 @@ class TreeHarness:
         """Record events from now on."""
         return EventProbe(self.log)
 
+    def mark(self) -> int:
+        """The log's position now: pass it as `since=` to look only at what follows."""
+        return len(self.log)
+
     def wait_for(
         self,
         context: EventKind | None = None,
@@ -201,32 +228,80 @@ class TreeHarness:
         *,
         timeout: float = 10.0,
         where: Callable[[Event], bool] | None = None,
+        since: int | None = None,
         **fields: Any,
     ) -> Event:
-        """The first event (from the tree's start) that matches; waits up to `timeout` s."""
-        return self.log.wait_for(_wanted(context, child, where, **fields), timeout)
+        """The first matching event since the last fault this harness injected (the
+        tree's start if none), or since `since` (a `mark()`, or 0 for the start).
+
+        Waits up to `timeout` s; raises TimeoutError naming the last events.
+        `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
+        """
+        start = self._cursor if since is None else since
+        return self.log.wait_for(_wanted(context, child, where, **fields), timeout, start=start)
+
+    def expect_no_event(
+        self,
+        context: EventKind | None = None,
+        child: str | None = None,
+        *,
+        within: float = 0.5,
+        where: Callable[[Event], bool] | None = None,
+        since: int | None = None,
+        **fields: Any,
+    ) -> None:
+        """Assert that no matching event happens within `within` s (ExUnit's
+        refute_receive, Akka's expectNoMessage); counted as wait_for counts."""
+        start = self._cursor if since is None else since
+        try:
+            event = self.log.wait_for(_wanted(context, child, where, **fields), within, start=start)
+        except TimeoutError:
+            return
+        raise AssertionError(f"expected no such event within {within}s, got: {event}")
+
+    def wait_restarted(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+        """Wait for `child_id` to start again after the last fault; its info then."""
+        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout)
+        return self.child(child_id)
+
+    def _fault(self) -> None:
+        self._cursor = len(self.log)
 
     # -- faults --
 
     def kill(self, child_id: str, sig: int = signal.SIGKILL) -> int:
         """Signal the child's process alone (not its group); returns its pid."""
         pid = self.pid(child_id)
+        self._fault()
         os.kill(pid, sig)
         return pid
 
     def signal(self, child_id: str, sig: int) -> None:
         """Signal the child's process group, through its supervisor."""
-        self._owner(child_id).signal_child(child_id, sig).get()
+        owner = self._owner(child_id)
+        self._fault()
+        owner.signal_child(child_id, sig).get()
 
     def pause(self, child_id: str) -> None:
-        self._owner(child_id).pause_child(child_id).get()
+        owner = self._owner(child_id)
+        self._fault()
+        owner.pause_child(child_id).get()
 
     def resume(self, child_id: str) -> None:
-        self._owner(child_id).resume_child(child_id).get()
+        owner = self._owner(child_id)
+        self._fault()
+        owner.resume_child(child_id).get()
 
     def crash(self, child_id: str, exception: BaseException) -> int:
         """Make a Python child raise `exception` inside its target; returns its pid."""
+        spec = self._owner(child_id).get_childspec(child_id).get()
+        if getattr(spec, "command", None) is not None:
+            raise TypeError(
+                f"crash() raises inside a Python target; child {child_id!r} runs a command "
+                "(it has no Python to raise in): use kill() or signal() instead"
+            )
         pid = self.pid(child_id)
+        self._fault()
         inject_crash(pid, exception)
         return pid
 

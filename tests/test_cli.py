@@ -31,10 +31,10 @@ import psutil
 import pytest
 from rich.console import Console
 
-from actors._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
-from actors._status import EventRecord, Node
-from actors._view import Header, LiveView, screen
-from actors.cli import signal_arg
+from actors.cli._command import signal_arg
+from actors.cli._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
+from actors.cli._status import EventRecord, Node
+from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -158,7 +158,7 @@ def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
 
 def status(sock: Path, env: dict[str, str]) -> dict[str, Any]:
     out = cli("status", "--json", "--socket", str(sock), env=env)
-    assert out.returncode == 0, out.stderr
+    assert out.returncode in (0, 3), out.stderr  # 3: some child is not running
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
@@ -436,6 +436,44 @@ def test_clients_without_a_tree_say_so(tmp_path, env):
     assert out.returncode == 3 and "no running tree found" in out.stderr
 
 
+def test_exit_codes_listing_version_and_resume_of_a_running_child(tmp_path, three):
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = _env(tmp_path, XDG_RUNTIME_DIR=str(xdg))
+    other = tmp_path / "other.toml"
+    other.write_text(THREE.replace('id = "three"', 'id = "other"'))
+    with (
+        Proc("run", str(three), "--plain", env=env) as run,
+        Proc("run", str(other), "--plain", env=env) as run2,
+    ):
+        run.expect(r"three/mailer child_started")
+        run2.expect(r"other/mailer child_started")
+        seen = set(pids(status(xdg / "nannytree" / "three.sock", env)).values())
+        seen |= set(pids(status(xdg / "nannytree" / "other.sock", env)).values())
+        listed = cli("ls", env=env)
+        assert listed.returncode == 0
+        assert [line.split("\t")[0] for line in listed.stdout.splitlines()] == ["other", "three"]
+        assert f"pid {run.p.pid}\t{xdg / 'nannytree' / 'three.sock'}" in listed.stdout
+        ambiguous = cli("status", env=env)  # two trees, none named: a usage error
+        assert ambiguous.returncode == 2 and "pick one with --tree ID" in ambiguous.stderr
+        assert cli("status", "--tree", "three", env=env).returncode == 0  # all running
+        assert cli("stop", "web", "--tree", "three", env=env).returncode == 0
+        down = cli("status", "--tree", "three", env=env)
+        assert down.returncode == 3 and re.search(r"web\s+stopped", down.stdout)
+        assert cli("status", "mailer", "--tree", "three", env=env).returncode == 0
+        resumed = cli("resume", "mailer", "--tree", "three", env=env)
+        assert resumed.returncode == 1
+        assert "three/mailer is not paused (it is running)" in resumed.stderr
+        rc, _ = run.finish(signal.SIGINT)
+        rc2, _ = run2.finish(signal.SIGINT)
+    assert rc == rc2 == 0
+    assert wait_gone(sorted(seen)) == []
+    assert cli("ls", env=env).returncode == 3
+    version = cli("--version", env=env)
+    assert version.returncode == 0 and re.match(r"nannytree \d+\.\d+", version.stdout)
+    assert cli("status", "--bogus", env=env).returncode == 2
+
+
 # -- check and demo ---------------------------------------------------------------------------
 
 
@@ -447,7 +485,7 @@ def test_check_prints_the_tree_it_would_start(env):
     assert re.match(r"shop\s+one_for_all\s+-\s+-\s+max 3 restarts in 10s$", lines[3])
     assert re.match(r"├─ web\s+worker\s+permanent\s+2.0\s+python3 -m http.server 8765", lines[4])
     assert re.match(r"├─ worker\s+worker\s+permanent\s+2.0\s+sh -c 'while :;", lines[5])
-    assert re.match(r"└─ mailer\s+worker\s+permanent\s+2.0\s+actors._demo:steady$", lines[6])
+    assert re.match(r"└─ mailer\s+worker\s+permanent\s+2.0\s+actors.cli._demo:steady$", lines[6])
 
 
 def test_check_reports_what_is_wrong(tmp_path, env):
@@ -691,6 +729,18 @@ def test_signals_by_name_or_number(text, number):
     assert signal_arg(text) == number
 
 
+def _until(check: Any, timeout: float = DEADLINE) -> Any:
+    """Call check() until it returns something true; fail after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true within {timeout}s: last {result!r}")
+        time.sleep(0.05)
+
+
 def test_logs_shows_what_a_child_wrote(tmp_path, env):
     tree = tmp_path / "talk.toml"
     tree.write_text(
@@ -698,15 +748,64 @@ def test_logs_shows_what_a_child_wrote(tmp_path, env):
         '[[supervisor.children]]\nid = "talker"\n'
         'command = ["sh", "-c", "echo hello; echo oops >&2; exec sleep 600"]\n'
         'stdout = "capture"\nstderr = "capture"\nready = 0.2\n'
-        '[[supervisor.children]]\nid = "quiet"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "quiet"\n'
+        'command = ["sh", "-c", "echo one; echo two >&2; echo three; exec sleep 600"]\n'
     )
     sock = str(tmp_path / "t.sock")
     with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"children's output: .*t\.logs/talk/<child>\.log")
         run.expect(r"talk/quiet child_started")
         seen = set(pids(status(Path(sock), env)).values())
         assert cli("logs", "talker", "--socket", sock, env=env).stdout == "oops\n"
         assert cli("logs", "talker", "--stdout", "--socket", sock, env=env).stdout == "hello\n"
-        refused = cli("logs", "quiet", "--socket", sock, env=env)
+        # A child without capture writes to its own file (supervisord style), and
+        # `logs` reads it there: stdout and stderr in the order written.
+        assert (tmp_path / "t.logs" / "talk" / "quiet.log").is_file()
+        _until(lambda: cli("logs", "quiet", "--socket", sock, env=env).stdout.count("\n") == 3)
+        assert cli("logs", "quiet", "--socket", sock, env=env).stdout == "one\ntwo\nthree\n"
+        assert cli("logs", "quiet", "-n", "2", "--socket", sock, env=env).stdout == "two\nthree\n"
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert not re.search(r"^(one|two|three)$", output, re.M)  # not on the run's terminal
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_logs_follow_prints_new_lines_and_ends_with_the_tree(tmp_path, env):
+    tree = tmp_path / "tick.toml"
+    tree.write_text(
+        '[supervisor]\nid = "tick"\n'
+        '[[supervisor.children]]\nid = "ticker"\n'
+        'command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo tick $i; sleep 0.1; done"]\n'
+        '[[supervisor.children]]\nid = "capturer"\nstdout = "capture"\n'
+        'command = ["sh", "-c", "i=0; while :; do i=$((i+1)); echo cap $i; sleep 0.1; done"]\n'
+    )
+    sock = str(tmp_path / "t.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"tick/capturer child_started")
+        seen = set(pids(status(Path(sock), env)).values())
+        with (
+            Proc("logs", "-f", "-n", "1", "ticker", "--socket", sock, env=env) as follow,
+            Proc("logs", "-f", "--stdout", "capturer", "--socket", sock, env=env) as cap,
+        ):
+            first = int(follow.expect(r"^tick (\d+)$").group(1))
+            later = int(follow.expect(r"^tick (\d+)$").group(1))
+            assert later == first + 1  # each new line once, in order
+            assert int(follow.expect(r"^tick (\d+)$").group(1)) == later + 1
+            n = int(cap.expect(r"^cap (\d+)$").group(1))
+            cap.expect(rf"^cap {n + 5}$")  # new lines keep coming from the capture
+            rc, _ = run.finish(signal.SIGINT)
+            assert rc == 0
+            assert follow.finish()[0] == 0  # -f ends when the tree does
+            assert cap.finish()[0] == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_logs_of_a_child_writing_to_the_terminal_says_how_to_keep_it(tmp_path, env, three):
+    sock = str(tmp_path / "t.sock")
+    with Proc("run", str(three), "--child-output", "inherit", "--socket", sock, env=env) as run:
+        run.expect(r"three/mailer child_started")
+        seen = set(pids(status(Path(sock), env)).values())
+        refused = cli("logs", "web", "--socket", sock, env=env)
         assert refused.returncode == 1 and 'stderr = "capture"' in refused.stderr
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors._treefile import import_target, load_tree_file
+from actors.cli._treefile import import_target, load_tree_file
 from supervision import (
     AutoShutdown,
     Backoff,
@@ -155,7 +155,7 @@ def test_without_a_resolver_targets_stay_unresolved_and_say_so_when_called():
 def test_the_shipped_files_load(tmp_path):
     shop = load_tree_file(ROOT / "examples" / "tree.toml")
     assert shop.strategy is Strategy.ONE_FOR_ALL and len(shop.children) == 3
-    demo = load_tree_file(ROOT / "actors" / "demo.toml")
+    demo = load_tree_file(ROOT / "actors" / "cli" / "demo.toml")
     ids = [c.id for c in demo.children]
     assert ids == ["clock", "flaky", "pipeline", "fragile"]
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import signal
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -146,3 +150,96 @@ def test_async_finished_reports_a_give_up():
 
     reason = asyncio.run(main())
     assert reason.kind is ExitKind.SHUTDOWN and "max_restart_intensity" in reason.message
+
+
+# -- waits look forward, and the helpers ExUnit and Akka TestKit users expect (issue 15) ---
+
+
+def test_wait_for_after_a_kill_returns_the_restart_not_the_first_start(nanny_tree):
+    tree = nanny_tree(_spec())
+    first = tree.wait_for(EventKind.CHILD_STARTED, "a")  # no fault yet: from the start
+    pid = tree.kill("a")
+    assert first.pid == pid
+    again = tree.wait_for(EventKind.CHILD_STARTED, "a")  # the obvious test is the right one
+    assert again.pid != pid and again.time > first.time
+    assert tree.wait_for(EventKind.CHILD_STARTED, "a", since=0).pid == pid  # asked for
+
+
+def test_wait_restarted_returns_the_new_incarnation(nanny_tree):
+    tree = nanny_tree(_spec())
+    before = tree.child("a")
+    tree.kill("a")
+    after = tree.wait_restarted("a")
+    assert after.pid not in (None, before.pid)
+    assert after.incarnation == before.incarnation + 1
+
+
+def test_expect_no_event_passes_in_quiet_and_fails_on_a_match(nanny_tree):
+    tree = nanny_tree(_spec())
+    tree.expect_no_event(EventKind.CHILD_EXITED, within=0.3)
+    mark = tree.mark()
+    tree.kill("a")
+    with pytest.raises(AssertionError, match=r"expected no such event within 5\.0s, got: .*a"):
+        tree.expect_no_event(EventKind.CHILD_EXITED, "a", within=5.0, since=mark)
+
+
+def test_a_misspelt_field_names_the_valid_ones(nanny_tree):
+    tree = nanny_tree(_spec())
+    with pytest.raises(TypeError, match=r"unknown event field 'incarnaton'; an Event has: .*pid"):
+        tree.wait_for(EventKind.CHILD_STARTED, "a", incarnaton=1)
+
+
+def test_crash_refuses_a_command_child(nanny_tree, tmp_path):
+    spec = SupervisorSpec(id="cmd", children=[ChildSpec(id="c", command=["sleep", "600"])])
+    tree = nanny_tree(spec)
+    pid = tree.pid("c")
+    with pytest.raises(TypeError, match=r"child 'c' runs a command.*use kill"):
+        tree.crash("c", Boom("x"))
+    assert tree.pid("c") == pid  # untouched
+    assert not list(tmp_path.glob("crash-*")) and not list(Path.cwd().glob(f"crash-{pid}*"))
+
+
+def test_a_tree_from_a_toml_file(tmp_path):
+    path = tmp_path / "t.toml"
+    path.write_text(
+        '[supervisor]\nid = "file"\n[[supervisor.children]]\nid = "s"\ncommand = ["sleep", "600"]\n'
+    )
+    with testing.TreeHarness.from_toml(path) as tree:
+        assert tree.child("s").state == "running"
+        pid = tree.kill("s")
+        assert tree.wait_restarted("s").pid != pid
+
+
+MODULE_FIXTURE = """
+from supervision import ChildSpec, SupervisorSpec
+
+SPEC = SupervisorSpec(id="shared", children=[ChildSpec(id="s", command=["sleep", "600"])])
+PIDS = []
+
+def test_one(nanny_tree_module):
+    PIDS.append(nanny_tree_module(SPEC).pid("s"))
+
+def test_two(nanny_tree_module):
+    PIDS.append(nanny_tree_module(SPEC).pid("s"))
+    import os
+    os.kill(PIDS[0], 0)  # the first test's tree is still running
+    open(os.environ["PIDS_OUT"], "w").write(" ".join(map(str, PIDS)))
+"""
+
+
+def test_a_module_scoped_fixture_keeps_its_trees_for_the_module(tmp_path):
+    (tmp_path / "test_inner.py").write_text(MODULE_FIXTURE)
+    out = tmp_path / "pids"
+    env = {**os.environ, "PIDS_OUT": str(out)}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=50,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    pids = [int(p) for p in out.read_text().split()]
+    assert len(pids) == 2
+    assert testing.wait_gone(pids) == []  # stopped at the module's end

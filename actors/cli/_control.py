@@ -14,6 +14,7 @@ lock released by the kernel) is detected as stale and replaced.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -24,19 +25,24 @@ import socket
 import stat
 import struct
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pykka
 
-from supervision import ChildNotFound, NannyError
+from supervision import ChildNotFound, Event, NannyError
 
-from ._events import EventLog
-from ._status import EventFeed, EventRecord, Target, TreeInspector
+from .._events import EventLog
+from ._status import EventRecord, Target, TreeInspector
 
-MAX_LINE = 64 * 1024
+MAX_LINE = 64 * 1024  # one request, in bytes
 MAX_PATH = 107  # sun_path holds 108 bytes, NUL included
+MAX_CLIENTS = 64  # connections served at once; one more is refused with a message
+MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
+SEND_TIMEOUT = 10.0  # a client that reads nothing for this long is dropped
+ACCEPT_BACKOFF = 0.1  # seconds to wait when accept() finds no free descriptor
 OP_TIMEOUT = 600.0
 
 Send = Callable[[dict[str, Any]], bool]
@@ -52,6 +58,10 @@ class AlreadyRunning(ControlError):
 
 class NoTree(ControlError):
     """No running tree answers at the socket."""
+
+
+class Ambiguous(ControlError):
+    """Several trees run and the command did not say which (a usage error)."""
 
 
 # -- where sockets live ------------------------------------------------------------------
@@ -99,15 +109,21 @@ def find_socket(tree: str | None = None) -> Path:
         if base is None:
             raise NoTree(f"no tree {tree!r} is running (no runtime directory yet)")
         return base / f"{tree}.sock"
-    sockets = sorted(base.glob("*.sock")) if base is not None else []
-    live = [s for s in sockets if _answers(s)]
+    live = running_sockets()
     if len(live) == 1:
         return live[0]
     if not live:
         where = base if base is not None else "the runtime directory"
         raise NoTree(f"no running tree found in {where}; start one with `nannytree run FILE`")
     names = ", ".join(s.stem for s in live)
-    raise ControlError(f"several trees are running ({names}); pick one with --tree ID")
+    raise Ambiguous(f"several trees are running ({names}); pick one with --tree ID")
+
+
+def running_sockets() -> list[Path]:
+    """The sockets in the runtime dir that a live run answers on."""
+    base = runtime_dir(create=False)
+    sockets = sorted(base.glob("*.sock")) if base is not None else []
+    return [s for s in sockets if _answers(s)]
 
 
 def _answers(path: Path) -> bool:
@@ -152,7 +168,13 @@ class ControlSocket:
         path = Path(os.path.abspath(path))
         check_path(path)
         if not path.parent.is_dir():
-            _secure_dir(path.parent, create=True)
+            try:  # one missing level is made, private; a missing tree is a mistake
+                _secure_dir(path.parent, create=True)
+            except (FileNotFoundError, NotADirectoryError):
+                raise ControlError(
+                    f"the folder {path.parent.parent} does not exist; "
+                    "create it or pass another --socket"
+                ) from None
         lock_fd = _take_lock(path)
         try:
             stale = _clear_stale(path)
@@ -160,9 +182,12 @@ class ControlSocket:
             old = os.umask(0o177)  # no window where the socket is open to others
             try:
                 sock.bind(str(path))
+            except OSError as e:
+                sock.close()
+                raise ControlError(f"cannot make the socket {path}: {e.strerror or e}") from None
             finally:
                 os.umask(old)
-            os.chmod(path, 0o600)
+            os.chmod(path, 0o600, follow_symlinks=False)
             sock.listen(16)
             sock.setblocking(False)
         except BaseException:
@@ -172,8 +197,13 @@ class ControlSocket:
 
     def serve(self, handler: Callable[[dict[str, Any], Send], None]) -> None:
         """Answer each connection on its own thread with handler(request, send)."""
+        # The selector's descriptor is taken here, not on the thread, so that a
+        # process short of descriptors fails now, loudly, rather than later, silently.
+        sel = selectors.DefaultSelector()
+        sel.register(self._sock, selectors.EVENT_READ)
+        sel.register(self._wake_r, selectors.EVENT_READ)
         self._thread = threading.Thread(
-            target=self._accept_loop, args=(handler,), name="nannytree-control", daemon=True
+            target=self._accept_loop, args=(sel, handler), name="nannytree-control", daemon=True
         )
         self._thread.start()
 
@@ -201,10 +231,10 @@ class ControlSocket:
         os.close(self._wake_r)
         os.close(self._wake_w)
 
-    def _accept_loop(self, handler: Callable[[dict[str, Any], Send], None]) -> None:
-        with selectors.DefaultSelector() as sel:
-            sel.register(self._sock, selectors.EVENT_READ)
-            sel.register(self._wake_r, selectors.EVENT_READ)
+    def _accept_loop(
+        self, sel: selectors.BaseSelector, handler: Callable[[dict[str, Any], Send], None]
+    ) -> None:
+        with sel:
             while not self._closing.is_set():
                 for key, _ in sel.select():
                     if key.fileobj is not self._sock or self._closing.is_set():
@@ -212,6 +242,20 @@ class ControlSocket:
                     try:
                         conn, _ = self._sock.accept()
                     except BlockingIOError:
+                        continue
+                    except OSError as e:
+                        if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                            # Out of descriptors: the connection waits in the backlog;
+                            # try again shortly rather than spin or give up for good.
+                            self._closing.wait(ACCEPT_BACKOFF)
+                            continue
+                        if e.errno == errno.ECONNABORTED:
+                            continue
+                        raise
+                    with self._guard:
+                        full = len(self._connections) >= MAX_CLIENTS
+                    if full:
+                        _refuse(conn)
                         continue
                     t = threading.Thread(
                         target=self._serve_one,
@@ -248,15 +292,17 @@ class ControlSocket:
                 if uid not in (os.getuid(), 0):
                     send({"ok": False, "error": "not your tree", "kind": "PermissionError"})
                     return
-                line = conn.makefile("rb").readline(MAX_LINE)
+                line = conn.makefile("rb").readline(MAX_LINE + 1)
                 try:
+                    if len(line) > MAX_LINE:
+                        raise ValueError(f"longer than {MAX_LINE} bytes")
                     request = json.loads(line)
                     if not isinstance(request, dict):
                         raise ValueError("expected a JSON object")
                 except ValueError as e:
                     send({"ok": False, "error": f"bad request: {e}", "kind": "BadRequest"})
                     return
-                conn.settimeout(None)
+                conn.settimeout(SEND_TIMEOUT)  # a client that stops reading is dropped
                 request["_peer"] = {"pid": pid, "conn": conn}
                 handler(request, send)
         except OSError:
@@ -264,6 +310,19 @@ class ControlSocket:
         finally:
             with self._guard:
                 self._connections.discard(threading.current_thread())
+
+
+def _refuse(conn: socket.socket) -> None:
+    """Tell a client over the cap why, without ever blocking the accept loop."""
+    with conn:
+        conn.setblocking(False)
+        message = {
+            "ok": False,
+            "error": f"too many clients ({MAX_CLIENTS} connected); try again later",
+            "kind": "Busy",
+        }
+        with contextlib.suppress(OSError):
+            conn.send((json.dumps(message) + "\n").encode())
 
 
 def _lock_path(path: Path) -> Path:
@@ -274,7 +333,7 @@ def _take_lock(path: Path) -> int:
     """An exclusive flock on <socket>.lock, held while the run lives; our pid inside."""
     lock_path = _lock_path(path)
     while True:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = _open_lock(lock_path)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -294,6 +353,30 @@ def _take_lock(path: Path) -> int:
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             return fd
         os.close(fd)
+
+
+def _open_lock(lock_path: Path) -> int:
+    """The lock file, opened only if it is a plain file of ours: never through a
+    symlink (it would truncate the file it points to), never a FIFO or a folder."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(lock_path, flags, 0o600)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise ControlError(
+                f"{lock_path} is a symlink; remove it or pass another --socket"
+            ) from None
+        raise ControlError(
+            f"cannot open the lock file {lock_path}: {e.strerror or e}; "
+            "remove it or pass another --socket"
+        ) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid():
+        os.close(fd)
+        raise ControlError(
+            f"{lock_path} is not a plain file of yours; remove it or pass another --socket"
+        )
+    return fd
 
 
 def _clear_stale(path: Path) -> bool:
@@ -329,6 +412,10 @@ class Controller:
         self.info = info
         self.request_stop = request_stop
         self.closing = closing
+        self.fanout = Fanout(log)
+
+    def close(self) -> None:
+        self.fanout.close()
 
     def handle(self, request: dict[str, Any], send: Send) -> None:
         op = request.get("op")
@@ -365,6 +452,11 @@ class Controller:
             return dict(self.info)
         if op == "status":
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "logs":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return self._logs(self.inspector.find(key), request)
         if op == "shutdown":
             self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}
@@ -375,7 +467,6 @@ class Controller:
             "pause": self._pause,
             "resume": self._resume,
             "signal": self._signal,
-            "logs": self._logs,
         }
         if op not in actions:
             raise ValueError(f"unknown op {op!r}; expected one of {', '.join(actions)}")
@@ -420,6 +511,8 @@ class Controller:
 
     def _resume(self, t: Target, request: dict[str, Any]) -> str:
         self._worker_only(t, "resume")
+        if t.info.state != "paused":
+            raise ValueError(f"{t.path} is not paused (it is {t.info.state}); nothing to resume")
         self._call(t, "resume_child", t.child_id)
         return f"resumed {t.path} (pid {t.info.pid})"
 
@@ -431,42 +524,155 @@ class Controller:
         self._call(t, "signal_child", t.child_id, sig)
         return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
 
-    def _logs(self, t: Target, request: dict[str, Any]) -> str:
+    def _logs(self, t: Target, request: dict[str, Any]) -> dict[str, Any]:
+        """The tail of a child's output: its capture buffer, or the file it writes to."""
         self._worker_only(t, "read the output of")
         stream = request.get("stream", "stderr")
-        text = self._call(t, "read_output", t.child_id, stream)
-        if not text:
-            spec = self._call(t, "get_childspec", t.child_id)
-            if getattr(spec, stream, None) != "capture":
-                raise ValueError(
-                    f'{t.path} does not capture its {stream}: set {stream} = "capture" '
-                    "in its table to keep the last 64 KiB"
-                )
-        return str(text).rstrip("\n")
+        if stream not in ("stdout", "stderr"):
+            raise ValueError("stream must be stdout or stderr")
+        where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
+        if where == "capture":
+            text = self._call(t, "read_output", t.child_id, stream)
+            return {"message": str(text).rstrip("\n"), "capture": True}
+        if isinstance(where, str):
+            return {"message": tail_file(where).rstrip("\n"), "path": where}
+        raise ValueError(
+            f"{t.path} writes its {stream} to the terminal of `nannytree run "
+            f'--child-output inherit`; set {stream} = "capture" or a file in its table'
+        )
 
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)
-        feed = EventFeed(self.log, backlog=last if isinstance(last, int) else 20)
+        last = last if type(last) is int and last >= 0 else 20
         conn: socket.socket = request["_peer"]["conn"]
+        follower = self.fanout.follow() if request.get("follow") else None
         try:
-            for event in feed.backlog:
+            backlog = self.log.snapshot()
+            seen = {id(e) for e in backlog[-1000:]}
+            for event in backlog[-last:] if last else []:
                 if not send({"event": EventRecord.from_event(event).to_dict()}):
                     return
-            if not request.get("follow"):
+            if follower is None:
                 send({"end": "done"})
                 return
             while not self.closing.is_set():
-                new = feed.get(timeout=0.25)
-                if new is not None:
-                    if not send({"event": EventRecord.from_event(new).to_dict()}):
-                        return
-                elif _peer_gone(conn):
+                events = follower.take(timeout=0.25)
+                if events is None:
+                    send({"end": f"too slow: fell {MAX_PENDING} bytes behind", "ok": False})
                     return
-            while (new := feed.get(timeout=0)) is not None:
-                send({"event": EventRecord.from_event(new).to_dict()})
+                for event in events:
+                    if id(event) in seen:
+                        continue
+                    if not send({"event": EventRecord.from_event(event).to_dict()}):
+                        return
+                if not events and _peer_gone(conn):
+                    return
+            for event in follower.take(timeout=0) or []:
+                send({"event": EventRecord.from_event(event).to_dict()})
             send({"end": "the tree stopped"})
         finally:
-            feed.close()
+            if follower is not None:
+                self.fanout.forget(follower)
+
+
+class Follower:
+    """One `events --follow` client's pending events, bounded in bytes."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._events: deque[tuple[Event, int]] = deque()
+        self._bytes = 0
+        self.overflowed = False
+
+    def offer(self, event: Event) -> None:
+        size = _event_size(event)
+        with self._cond:
+            if self.overflowed:
+                return
+            if self._bytes + size > MAX_PENDING:
+                self.overflowed = True  # it cannot keep up: end its stream, say why
+            else:
+                self._events.append((event, size))
+                self._bytes += size
+            self._cond.notify()
+
+    def take(self, timeout: float) -> list[Event] | None:
+        """The events pending (waiting up to `timeout` for one); None if it fell behind."""
+        with self._cond:
+            if not self._events and not self.overflowed:
+                self._cond.wait(timeout)
+            if self.overflowed:
+                return None
+            events = [e for e, _ in self._events]
+            self._events.clear()
+            self._bytes = 0
+            return events
+
+
+def _event_size(event: Event) -> int:
+    reason = event.reason
+    text = len(event.detail) + (len(str(reason)) if reason is not None else 0)
+    return 256 + text  # the fixed fields, roughly, plus the texts
+
+
+class Fanout:
+    """One subscription to the event log, shared by every following client, so a
+    client costs one thread (its connection's), not two."""
+
+    def __init__(self, log: EventLog) -> None:
+        self._lock = threading.Lock()
+        self._followers: set[Follower] = set()
+        self._unsubscribe = log.subscribe(self._offer)
+
+    def _offer(self, event: Event) -> None:
+        with self._lock:
+            followers = list(self._followers)
+        for follower in followers:
+            follower.offer(event)
+
+    def follow(self) -> Follower:
+        follower = Follower()
+        with self._lock:
+            self._followers.add(follower)
+        return follower
+
+    def forget(self, follower: Follower) -> None:
+        with self._lock:
+            self._followers.discard(follower)
+
+    def close(self) -> None:
+        self._unsubscribe()
+
+
+MAX_TAIL = 64 * 1024
+
+
+def open_log(path: str) -> int:
+    """A child's log file for reading: never through a symlink, never a FIFO's block."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    return fd
+
+
+def tail_file(path: str, limit: int = MAX_TAIL) -> str:
+    """The last `limit` bytes of a log file, from a line start; "" if there is none yet."""
+    try:
+        fd = open_log(path)
+    except FileNotFoundError:
+        return ""
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - limit)
+        data = os.pread(fd, limit, start)
+    finally:
+        os.close(fd)
+    if start > 0 and b"\n" in data:
+        data = data[data.index(b"\n") + 1 :]
+    return data.decode(errors="replace")
 
 
 def _peer_gone(conn: socket.socket) -> bool:

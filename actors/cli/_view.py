@@ -25,6 +25,7 @@ from rich.text import Text
 from supervision import AnySpec, ChildSpec, SupervisorSpec
 
 from ._status import EventRecord, Node
+from ._text import printable
 
 STATE_STYLES = {
     "running": "green",
@@ -101,21 +102,26 @@ def tree_table(root: Node) -> Table:
         name = Text(no_wrap=True, overflow="ellipsis")
         name.append(guide, style="dim")
         if node.type == "supervisor":
-            name.append(node.id, style="bold")
+            name.append(printable(node.id), style="bold")
             name.append(f" ({node.strategy})", style="dim")
         else:
-            name.append(node.id)
+            name.append(printable(node.id))
         gave_up = "max_restart_intensity" in (node.last_exit or "")
         exit_style = "" if node.last_exit_normal and not gave_up else "red"
         table.add_row(
             name,
-            Text(node.state, style=STATE_STYLES.get(node.state, "")),
+            Text(printable(node.state), style=STATE_STYLES.get(node.state, "")),
             str(node.pid) if node.pid is not None else "-",
             fmt_duration(node.uptime),
             str(node.restarts),
             fmt_cpu(node.cpu),
             fmt_bytes(node.rss),
-            Text(node.last_exit or "-", style=exit_style, no_wrap=True, overflow="ellipsis"),
+            Text(
+                printable(node.last_exit or "-"),
+                style=exit_style,
+                no_wrap=True,
+                overflow="ellipsis",
+            ),
         )
     return table
 
@@ -160,7 +166,7 @@ def screen(
 ) -> RenderableType:
     """One frame of the live view: header, tree table, the latest events."""
     title = Text("nannytree ", style="bold")
-    title.append(header.tree, style="bold cyan")
+    title.append(printable(header.tree), style="bold cyan")
     if root is not None:
         title.append(f"  {_flags(root)}  pid {header.pid}  up {fmt_duration(root.uptime)}")
     keys = "Ctrl-C stops the tree"
@@ -168,11 +174,11 @@ def screen(
         keys += f"  ·  children's output: {header.output}"
     parts: list[RenderableType] = [
         title,
-        Text(keys, style="dim"),
-        Text(f"from another shell: {header.control}", style="dim"),
+        Text(printable(keys), style="dim"),
+        Text(printable(f"from another shell: {header.control}"), style="dim"),
     ]
     if header.note:
-        parts.append(Text(header.note, style="yellow"))
+        parts.append(Text(printable(header.note), style="yellow"))
     if busy:
         parts.append(Text("a supervisor is busy; showing its last answer", style="yellow"))
     rows = 0
@@ -244,12 +250,14 @@ class LiveView:
 def status_view(status: dict[str, object], root: Node) -> RenderableType:
     """`nannytree status`: a systemctl-like summary line, then the tree."""
     dot = Text("● ", style=STATE_STYLES.get(root.state, ""))
-    dot.append(root.id, style="bold")
-    dot.append(f" - {root.state}, pid {status.get('pid')}, up {fmt_duration(root.uptime)}")
+    dot.append(printable(root.id), style="bold")
+    dot.append(
+        printable(f" - {root.state}, pid {status.get('pid')}, up {fmt_duration(root.uptime)}")
+    )
     lines: list[RenderableType] = [dot, Text(f"  {_flags(root)}", style="dim")]
-    lines.append(Text(f"  socket {status.get('socket')}", style="dim"))
+    lines.append(Text(printable(f"  socket {status.get('socket')}"), style="dim"))
     if status.get("output"):
-        lines.append(Text(f"  children's output: {status['output']}", style="dim"))
+        lines.append(Text(printable(f"  children's output: {status['output']}"), style="dim"))
     lines.append(tree_table(root))
     return Group(*lines)
 
@@ -286,7 +294,8 @@ def spec_table(spec: SupervisorSpec) -> Table:
         name, kind, what = _spec_rows(s, guide + s.id)
         restart = "-" if top else s.restart.value
         shutdown = "-" if top else str(s.shutdown)
-        table.add_row(name, kind, restart, shutdown, what)
+        # Text, not str: a file's ids and commands are neither markup nor escapes.
+        table.add_row(*(Text(printable(c)) for c in (name, kind, restart, shutdown, what)))
         if isinstance(s, SupervisorSpec):
             inner = prefix if top else prefix + ("   " if last else "│  ")
             for i, c in enumerate(s.children):
@@ -298,7 +307,7 @@ def spec_table(spec: SupervisorSpec) -> Table:
 
 def plain_line(record: EventRecord) -> str:
     """One event per line, for pipes and CI logs."""
-    return str(record)
+    return str(record)  # escaped by EventRecord
 
 
 def print_to(out: TextIO, renderable: RenderableType) -> None:

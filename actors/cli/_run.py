@@ -7,6 +7,7 @@ reverse start order and exits 0; a tree that gives up exits 1 with the reason.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -21,10 +22,11 @@ from rich.console import Console
 
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
-from ._control import ControlError, Controller, ControlSocket, socket_for
-from ._events import EventLog
-from ._nanny import NannyActor
+from .._events import EventLog
+from .._nanny import NannyActor
+from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
 from ._status import EventFeed, EventRecord, Node, TreeInspector
+from ._text import printable
 from ._view import Header, LiveView, plain_line
 
 
@@ -81,6 +83,33 @@ def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
         if isinstance(child, SupervisorSpec):
             children.append(with_output(child, path))
         else:
+            children.append(
+                replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
+            )
+    return replace(spec, children=children)
+
+
+_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]|^\.")
+
+
+def log_name(child_id: str) -> str:
+    """A child id as a file name: nothing that climbs out or hides (`../x` -> `_._x`)."""
+    return _UNSAFE_NAME.sub("_", child_id) or "_"
+
+
+def with_log_files(spec: SupervisorSpec, folder: Path) -> SupervisorSpec:
+    """One log file per child, as supervisord keeps: `folder/<sup>/<child>.log`.
+
+    Only children with no stdout/stderr of their own; stdout and stderr share the
+    file, so a crash's traceback sits after what the child printed before it.
+    """
+    folder.mkdir(mode=0o700, exist_ok=True)
+    children: list[ChildSpec | SupervisorSpec] = []
+    for child in spec.children:
+        if isinstance(child, SupervisorSpec):
+            children.append(with_log_files(child, folder / log_name(child.id)))
+        else:
+            path = str(folder / f"{log_name(child.id)}.log")
             children.append(
                 replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
             )
@@ -159,7 +188,7 @@ class Runner:
         self.printing = True
 
     def notice(self, text: str) -> None:
-        print(f"nannytree: {text}", file=self.err, flush=True)
+        print(f"nannytree: {printable(text)}", file=self.err, flush=True)
 
     def emit(self, record: EventRecord, view: LiveView | None) -> None:
         if view is not None:
@@ -183,23 +212,32 @@ class Runner:
         finally:
             control.close()
 
-    def _child_output(self, control: ControlSocket) -> str | None:
+    def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
+        """Where children without their own output write, and the tree that says so."""
         choice = self.opts.child_output
-        if choice == "inherit":
-            return None
+        if choice == "inherit":  # raw, to this terminal: the user asked for it
+            return None, self.spec
         if choice == "auto":
-            # Children writing to the terminal would tear the live view apart.
-            return str(control.path.with_suffix(".log")) if self.live else None
-        return os.path.abspath(choice)
+            # Never our terminal: children would tear the live view apart, and
+            # their escape sequences would reach the operator's terminal raw.
+            folder = control.path.with_name(control.path.name.removesuffix(".sock") + ".logs")
+            root = folder / log_name(self.spec.id)
+            _secure_dir(folder, create=True)  # ours, never a symlink planted for us
+            return f"{root}/<child>.log", with_log_files(self.spec, root)
+        path = os.path.abspath(choice)
+        return path, with_output(self.spec, path)
 
     def _run(self, control: ControlSocket) -> int:
         if control.replaced_stale:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
-        output = self._child_output(control)
-        spec = with_output(self.spec, output) if output else self.spec
+        try:
+            output, spec = self._child_output(control)
+        except (OSError, ControlError) as e:
+            self.notice(f"cannot make the children's log folder: {e}; pass --child-output")
+            return 1
         engine = None
         if self.opts.engine is not None:
-            from ._engine import engine_from_address
+            from .._engine import engine_from_address
 
             try:
                 engine = engine_from_address(self.opts.engine)
@@ -263,6 +301,8 @@ class Runner:
                     f"tree {spec.id!r} running, pid {os.getpid()}, control socket "
                     f"{control.path}; Ctrl-C stops it"
                 )
+                if output:
+                    self.notice(f"children's output: {output}")
             for event in feed.backlog:
                 self.emit(EventRecord.from_event(event), view)
             self._watch(ref, feed, view, snapshots)
@@ -276,6 +316,7 @@ class Runner:
                 view.__exit__(None, None, None)
             feed.close()
             inspector.close()
+            controller.close()
         if stopped_by_us:
             self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
             return 0

@@ -11,15 +11,19 @@
     nannytree shutdown                 stop the running tree, as Ctrl-C does
 
 Exit status: 0 done; 1 failed (invalid file, refused request, a tree that gave
-up); 2 bad usage; 3 no running tree found.
+up); 2 bad usage (also: several trees run and none was named); 3 not running
+(no tree found, or `status` shows a child that is not running, as systemctl).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
+import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -27,13 +31,20 @@ from typing import Any
 
 from supervision import ConfigError, parse_signal
 
-from ._control import ControlError, NoTree, call, find_socket, stream
+from ._control import Ambiguous, ControlError, NoTree, call, find_socket, running_sockets, stream
 from ._run import RunOptions, run_tree
 from ._status import EventRecord, Node
+from ._text import printable
 from ._treefile import load_tree_file, load_tree_text
 from ._view import plain_line, print_to, spec_table, status_view
 
-NO_TREE = 3
+NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
+USAGE = 2
+
+
+def _error(message: object) -> None:
+    """One line on stderr; the message may quote a child's text or a file's ids."""
+    print(f"nannytree: {printable(message, lines=True)}", file=sys.stderr)
 
 
 def signal_arg(text: str) -> int:
@@ -73,13 +84,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         spec = load_tree_file(args.file)
     except ConfigError as e:
-        print(f"nannytree: {e}", file=sys.stderr)
+        _error(e)
         return 1
     return run_tree(spec, _run_options(args))
 
 
 def demo_text() -> str:
-    return resources.files("actors").joinpath("demo.toml").read_text()
+    return resources.files("actors.cli").joinpath("demo.toml").read_text()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -91,14 +102,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     try:
         spec = load_tree_file(args.file)
     except ConfigError as e:
-        print(f"nannytree: {e}", file=sys.stderr)
+        _error(e)
         return 1
     nodes = list(_walk_spec(spec))
     workers = sum(1 for n in nodes if n == "worker")
     supervisors = len(nodes) - workers
     print(
-        f"{args.file}: ok: tree {spec.id!r}, {_plural(workers, 'worker')} "
-        f"under {_plural(supervisors, 'supervisor')}"
+        printable(
+            f"{args.file}: ok: tree {spec.id!r}, {_plural(workers, 'worker')} "
+            f"under {_plural(supervisors, 'supervisor')}"
+        )
     )
     print_to(sys.stdout, spec_table(spec))
     return 0
@@ -126,7 +139,7 @@ def _socket(args: argparse.Namespace) -> Path:
 def _request(args: argparse.Namespace, request: dict[str, Any]) -> dict[str, Any] | None:
     answer = call(_socket(args), request)
     if not answer.get("ok"):
-        print(f"nannytree: {answer.get('error')}", file=sys.stderr)
+        _error(answer.get("error"))
         return None
     return answer
 
@@ -147,14 +160,28 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.id is not None:
         found = _find(root, args.id)
         if not found:
-            print(f"nannytree: no child {args.id!r} in tree {root.id!r}", file=sys.stderr)
+            _error(f"no child {args.id!r} in tree {root.id!r}")
             return 1
         root = Node(**{**root.__dict__, "children": found})
     if args.json:
         print(json.dumps({**answer, "tree": root.to_dict()}, indent=2))
     else:
         print_to(sys.stdout, status_view(answer, root))
-    return 0
+    down = [n for _, n in root.walk() if n.state not in ("running",)]
+    return NOT_RUNNING if down else 0
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    """The running trees: id, pid and socket, one per line."""
+    found = running_sockets()
+    for sock in found:
+        try:
+            hello = call(sock, {"op": "hello"}, timeout=5.0)
+        except ControlError:
+            continue
+        fields = (hello.get("tree", sock.stem), f"pid {hello.get('pid')}", sock)
+        print("\t".join(printable(f) for f in fields))
+    return 0 if found else NOT_RUNNING
 
 
 def _action(op: str) -> Callable[[argparse.Namespace], int]:
@@ -162,22 +189,119 @@ def _action(op: str) -> Callable[[argparse.Namespace], int]:
         request: dict[str, Any] = {"op": op, "id": args.id}
         if op == "signal":
             request["signal"] = args.sig
-        if op == "logs":
-            request["stream"] = "stdout" if args.stdout else "stderr"
         answer = _request(args, request)
         if answer is None:
             return 1
-        print(answer["message"])
+        print(printable(answer["message"], lines=True))
         return 0
 
     return run
+
+
+def _last_lines(text: str, n: int | None) -> str:
+    if n is None or not text:
+        return text
+    return "\n".join(text.split("\n")[-n:]) if n > 0 else ""
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    sock = _socket(args)
+    request = {"op": "logs", "id": args.id, "stream": "stdout" if args.stdout else "stderr"}
+    answer = _request(args, request)
+    if answer is None:
+        return 1
+    text = _last_lines(answer["message"], args.lines)
+    if text:
+        print(printable(text, lines=True), flush=True)
+    if not args.follow:
+        return 0
+    try:
+        if answer.get("path"):
+            return _follow_file(sock, str(answer["path"]))
+        return _follow_capture(sock, request, answer["message"])
+    except KeyboardInterrupt:
+        return 0
+
+
+def _tree_alive(sock: Path) -> bool:
+    try:
+        return bool(call(sock, {"op": "hello"}, timeout=5.0).get("ok"))
+    except ControlError:
+        return False
+
+
+def _follow_file(sock: Path, path: str, poll: float = 0.2) -> int:
+    """As `tail -F`: print what is appended; start over when the file is replaced."""
+    from ._control import open_log
+
+    fd: int | None = None
+    position = 0
+    first = True  # the tail is printed already: start at the end, once
+    checked = time.monotonic()
+    try:
+        while True:
+            if fd is None:
+                with contextlib.suppress(FileNotFoundError):
+                    fd = open_log(path)
+                    position = os.fstat(fd).st_size if first else 0
+                first = False
+            if fd is not None:
+                size = os.fstat(fd).st_size
+                if size < position:  # truncated
+                    position = 0
+                while chunk := os.pread(fd, 65536, position):
+                    position += len(chunk)
+                    sys.stdout.write(printable(chunk.decode(errors="replace"), lines=True))
+                sys.stdout.flush()
+                try:
+                    replaced = os.stat(path).st_ino != os.fstat(fd).st_ino
+                except FileNotFoundError:
+                    replaced = True
+                if replaced:
+                    os.close(fd)
+                    fd, position = None, 0
+            if time.monotonic() - checked > 1.0:
+                if not _tree_alive(sock):
+                    return 0
+                checked = time.monotonic()
+            time.sleep(poll)
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _new_part(old: str, new: str) -> str:
+    """What a capture buffer (the last 64 KiB) gained since `old`."""
+    if new.startswith(old):
+        return new[len(old) :]
+    for cut in range(1, len(old)):  # the buffer dropped its oldest bytes
+        if new.startswith(old[cut:]):
+            return new[len(old) - cut :]
+    return new
+
+
+def _follow_capture(sock: Path, request: dict[str, Any], seen: str, poll: float = 0.3) -> int:
+    while True:
+        time.sleep(poll)
+        try:
+            answer = call(sock, request, timeout=10.0)
+        except NoTree:
+            return 0
+        if not answer.get("ok"):
+            return 0 if answer.get("kind") == "Stopping" else 1
+        text = answer["message"]
+        fresh = _new_part(seen, text)
+        if fresh:
+            sys.stdout.write(printable(fresh.lstrip("\n"), lines=True) + "\n")
+            sys.stdout.flush()
+        seen = text
 
 
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
         return 1
-    print(answer["message"])
+    print(printable(answer["message"], lines=True))
     return 0
 
 
@@ -191,9 +315,12 @@ def cmd_events(args: argparse.Namespace) -> int:
                 else:
                     print(plain_line(EventRecord.from_dict(message["event"])), flush=True)
             elif "end" in message:
+                if message.get("ok") is False:
+                    _error(message["end"])
+                    return 1
                 return 0
             elif not message.get("ok", True):
-                print(f"nannytree: {message.get('error')}", file=sys.stderr)
+                _error(message.get("error"))
                 return 1
     except KeyboardInterrupt:
         return 0
@@ -207,8 +334,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nannytree",
         description="Run Erlang/OTP-style supervision trees of OS processes from TOML files.",
-        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 no running tree found.",
+        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
+        "found, or `status` shows a child that is not running).",
     )
+    parser.add_argument("--version", action="version", version=f"nannytree {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     hosting = argparse.ArgumentParser(add_help=False)
@@ -257,6 +386,8 @@ def _parser() -> argparse.ArgumentParser:
     where.add_argument("--socket", type=Path, help="the run's control socket")
     where.add_argument("--tree", help="the tree's id (its socket in the runtime dir)")
 
+    p = sub.add_parser("ls", help="list the running trees")
+    p.set_defaults(func=cmd_ls)
     p = sub.add_parser("status", parents=[client], help="show the running tree")
     p.add_argument("id", nargs="?", help="only this child (id or path)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -280,7 +411,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("id")
     p.add_argument("--stdout", action="store_true", help="its stdout instead of its stderr")
-    p.set_defaults(func=_action("logs"))
+    p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes")
+    p.set_defaults(func=cmd_logs)
     p = sub.add_parser("events", parents=[client], help="the tree's lifecycle events")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
@@ -289,6 +422,15 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
     p.set_defaults(func=cmd_shutdown)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nannytree")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _quiet_logging() -> None:
@@ -308,12 +450,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except NoTree as e:
-        print(f"nannytree: {e}", file=sys.stderr)
-        return NO_TREE
+        _error(e)
+        return NOT_RUNNING
+    except Ambiguous as e:
+        _error(e)
+        return USAGE
     except ControlError as e:
-        print(f"nannytree: {e}", file=sys.stderr)
+        _error(e)
         return 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

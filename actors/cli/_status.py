@@ -21,8 +21,9 @@ from supervision import (
     SupervisorSpec,
 )
 
-from ._events import EventLog
-from ._nanny import TreeNode
+from .._events import EventLog
+from .._nanny import TreeNode
+from ._text import printable
 
 # -- the snapshot ------------------------------------------------------------------
 
@@ -328,7 +329,8 @@ class EventRecord:
             parts.append(f"reason={self.reason}")
         if self.detail:
             parts.append(self.detail)
-        return " ".join(parts)
+        # Reasons carry a child's exception message and stderr tail: never raw.
+        return printable(" ".join(parts))
 
 
 class EventFeed:
