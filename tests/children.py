@@ -171,3 +171,15 @@ def beat_then_hang(beats: int) -> None:
         n += 1
         time.sleep(0.05)
     sleep_forever()
+
+
+def ready_only_the_first_time(path: str) -> None:
+    """Ready on its first start; every later start fails at once, before it is ready."""
+    from actors import child
+
+    flag = Path(path)
+    if flag.exists():
+        raise SystemExit(1)
+    flag.write_text("started once")
+    child.ready()
+    sleep_forever()

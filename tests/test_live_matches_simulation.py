@@ -252,22 +252,9 @@ def test_memory_limit_alike(nanny_tree):
     assert event_sequence(live)[: len(expected)] == expected
 
 
-def ready_only_the_first_time(path: str) -> None:
-    """Notifies readiness on its first start only; later starts never get ready."""
-    from pathlib import Path
-
-    from actors import child
-
-    flag = Path(path)
-    if not flag.exists():
-        flag.write_text("started once")
-        child.ready()
-    children.sleep_forever()
-
-
 def test_failed_restarts_retry_through_the_mailbox_until_the_intensity_alike(nanny_tree, tmp_path):
-    # f is killed; every restart then fails (start_timeout), each retry is charged,
-    # and the supervisor gives up: OTP's retry loop, live and simulated.
+    # f is killed; every restart then fails (it exits before it is ready), each retry
+    # is charged, and the supervisor gives up: OTP's retry loop, live and simulated.
     spec = SupervisorSpec(
         id="root",
         intensity=3,
@@ -276,10 +263,10 @@ def test_failed_restarts_retry_through_the_mailbox_until_the_intensity_alike(nan
             ChildSpec(id="a", target=children.sleep_forever),
             ChildSpec(
                 id="f",
-                target=ready_only_the_first_time,
+                target=children.ready_only_the_first_time,
                 args=(str(tmp_path / "flag"),),
                 ready="notify",
-                start_timeout=0.3,
+                start_timeout=20.0,
             ),
         ],
     )
