@@ -286,8 +286,12 @@ class NannyActor(pykka.ThreadingActor):
         """Add a child at the end and start it (simple_one_for_one: extra args)."""
         return self._call_core(self._core.start_child(spec_or_args, time.monotonic()))
 
-    def terminate_child(self, key: str | int) -> Any:
-        return self._call_core(self._core.terminate_child(key, time.monotonic()))
+    def terminate_child(self, key: str | int, with_dependents: bool = False) -> Any:
+        """Stop a child (its spec is kept); `with_dependents`: in a rest_for_one or
+        one_for_all supervisor, the children started after it first (reverse order)."""
+        return self._call_core(
+            self._core.terminate_child(key, time.monotonic(), with_dependents=with_dependents)
+        )
 
     def restart_child(self, key: str) -> Any:
         return self._call_core(self._core.restart_child(key, time.monotonic()))

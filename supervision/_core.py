@@ -54,7 +54,7 @@ _NOT_THE_CHILDS_OWN_EXIT = frozenset(
     {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
 )
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
-TerminateContext = Literal["restart", "api", "shutdown"]
+TerminateContext = Literal["restart", "api", "api_dependent", "shutdown"]
 
 
 @dataclass(eq=False)  # identity: list membership and removal must not compare fields
@@ -131,12 +131,17 @@ class _TerminateAll:
 
 
 @dataclass(frozen=True)
+class _Done:
+    """The end of an API call that had several steps: answer it."""
+
+
+@dataclass(frozen=True)
 class _Exit:
     reason: ExitReason
     error: NannyError | None
 
 
-_Step = _Start | _Terminate | _TerminateAll | _Exit
+_Step = _Start | _Terminate | _TerminateAll | _Done | _Exit
 Mode = Literal["new", "running", "shutting_down", "stopped"]
 
 
@@ -445,12 +450,29 @@ class Supervisor:
         self._plan.append(_Start(spec.id, "api_start"))
         return self._advance()
 
-    def terminate_child(self, key: str | int, now: float) -> list[Action]:
+    def terminate_child(
+        self, key: str | int, now: float, *, with_dependents: bool = False
+    ) -> list[Action]:
+        """Stop a child, keeping its spec (OTP's terminate_child).
+
+        `with_dependents` (beyond OTP, as systemd's Requires=): in a rest_for_one or
+        one_for_all supervisor, the children started after it are stopped first, in
+        reverse start order, so none of them is left running without it.
+        """
         self._expect_running()
         self._now = now
         if not self._simple and not isinstance(key, str):
             raise ChildNotFound(self.name, str(key))
         child = self._find(key)
+        if with_dependents and self.spec.strategy in (Strategy.REST_FOR_ONE, Strategy.ONE_FOR_ALL):
+            order = list(self._children.values())
+            group = order[order.index(child) :]
+            for c in group:
+                if c.state in ("restarting", "backoff"):
+                    c.state = "stopped"  # ends its restart loop or backoff
+            self._plan.extend(_Terminate(c.id, "api_dependent") for c in reversed(group))
+            self._plan.append(_Done())
+            return self._advance()
         if child.alive:
             self._plan.append(_Terminate(child.id, "api"))
             return self._advance()
@@ -622,6 +644,8 @@ class Supervisor:
                 child.state = "stopping"
                 self._pending = step
                 self._out.append(TerminateChild(child.id, child.spec))
+            elif isinstance(step, _Done):
+                self._out.append(Reply(None))
             elif isinstance(step, _TerminateAll):
                 live = [c for c in self._children.values() if c.alive]
                 if not live:

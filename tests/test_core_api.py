@@ -368,3 +368,47 @@ def test_every_child_error_names_the_supervisor_and_the_child():
         assert isinstance(error, ChildError)
         assert (error.supervisor, error.child) == ("sup", "a")
         assert str(error).startswith("supervisor 'sup', child 'a': ")
+
+
+def test_terminate_with_dependents_stops_the_later_siblings_first():
+    from supervision import ChildSpec, Strategy, Supervisor, SupervisorSpec
+    from supervision._actions import Reply, TerminateChild
+
+    spec = SupervisorSpec(
+        id="g",
+        strategy=Strategy.REST_FOR_ONE,
+        children=[ChildSpec(id=c, command=["x"]) for c in ("db", "cache", "app")]
+        + [ChildSpec(id="tmp", command=["x"], restart="temporary")],
+    )
+    core = Supervisor(spec)
+    core.start(0.0)
+    for n, c in enumerate(("db", "cache", "app", "tmp")):
+        core.started(c, 10 + n, 1, 0.0)
+    order = []
+    actions = core.terminate_child("cache", 1.0, with_dependents=True)
+    while True:
+        step = next((a for a in actions if isinstance(a, TerminateChild)), None)
+        if step is None:
+            break
+        order.append(step.child_id)
+        actions = core.terminated(
+            step.child_id, __import__("supervision").ExitReason.shutdown(), 1.0
+        )
+    assert order == ["tmp", "app", "cache"]
+    assert any(isinstance(a, Reply) for a in actions)
+    states = {i.id: i.state for i in core.which_children()}
+    assert states == {"db": "running", "cache": "stopped", "app": "stopped"}  # tmp forgotten
+
+
+def test_with_dependents_under_one_for_one_is_the_child_alone():
+    from supervision import ChildSpec, Supervisor, SupervisorSpec
+    from supervision._actions import TerminateChild
+
+    core = Supervisor(
+        SupervisorSpec(id="s", children=[ChildSpec(id=c, command=["x"]) for c in "ab"])
+    )
+    core.start(0.0)
+    core.started("a", 1, 1, 0.0)
+    core.started("b", 2, 1, 0.0)
+    actions = core.terminate_child("a", 1.0, with_dependents=True)
+    assert [a.child_id for a in actions if isinstance(a, TerminateChild)] == ["a"]

@@ -283,3 +283,26 @@ def test_reload_needs_a_reload_in_the_spec_and_signals_are_events(tmp_path: Path
         wait_until(out.exists, 10, "the child to see SIGHUP")
     finally:
         tree.stop()
+
+
+def test_stopping_a_child_with_its_dependents_stops_the_later_siblings_too() -> None:
+    from supervision import Strategy
+
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root",
+            strategy=Strategy.REST_FOR_ONE,
+            children=[ChildSpec(id=c, command=["sleep", "60"]) for c in ("db", "app", "web")],
+        )
+    )
+    try:
+        tree.nanny.terminate_child("db", with_dependents=True).get()
+        states = {i.id: i.state for i in tree.nanny.which_children().get()}
+        assert states == {"db": "stopped", "app": "stopped", "web": "stopped"}
+        stopped = [e.offender for e in tree.events() if e.context is EventKind.CHILD_TERMINATED]
+        assert stopped == ["web", "app", "db"]
+        # Nothing is restarted: they were stopped, not crashed.
+        tree.nanny.restart_child("db").get()
+        assert tree.nanny.which_child("app").get().state == "stopped"
+    finally:
+        tree.stop()
