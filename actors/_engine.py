@@ -271,10 +271,12 @@ class FakeEngine:
     def _check(self, handle: FakeHandle) -> None:
         with self._lock:
             node = self._nodes[handle.node]
+            if node.silent and not node.down:  # a partition: no news at all comes through
+                raise RemoteUnreachable(f"node {handle.node!r} does not answer")
             dead = self._dead_reason(handle, node)
             if dead is not None:
                 raise RemoteDead(dead)
-            if node.unreachable or node.silent:
+            if node.unreachable:
                 raise RemoteUnreachable(f"node {handle.node!r} does not answer")
 
     def _dead_reason(self, handle: FakeHandle, node: _FakeNode) -> ExitReason | None:
@@ -290,10 +292,10 @@ class FakeEngine:
             while outcome is None:
                 node = self._nodes[handle.node]
                 dead = self._dead_reason(handle, node)
-                if dead is not None:
+                if node.silent and not node.down:
+                    pass  # a parked call on a silent node just waits, whatever happens there
+                elif dead is not None:
                     outcome = Outcome("dead", dead)
-                elif node.silent:
-                    pass  # a parked call on a silent node just waits
                 elif node.unreachable:
                     outcome = Outcome("unreachable", message=f"node {handle.node!r} reset")
                 elif handle.host.ended and not handle.host.fenced:

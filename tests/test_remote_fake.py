@@ -226,3 +226,20 @@ def test_stop_takes_the_remote_subtree_down(trees: list[Tree]) -> None:
     tree.stop(timeout=30)
     assert engine.handles()[0].host.ended
     assert wait_gone(pids) == []
+
+
+def test_a_partition_longer_than_the_lease_fences_the_remote_side(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"], lease_timeout=0.6)
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    first = engine.handles()[0]
+    pids = remote_pids(tree)
+    engine.silence("b")  # parked calls hang, renewals fail: a partition, the node alive
+    wait_until(lambda: info(tree).state == "unreachable", what="unreachable")
+    wait_until(lambda: first.host.ended, what="the remote side fenced itself")
+    assert first.host.fenced and info(tree).restarts == 0  # nothing charged while unreachable
+    assert wait_gone(pids) == []
+    engine.heal("b")
+    # Reachable again, the old incarnation is over: one charged exit, a new incarnation.
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running")
+    assert info(tree).last_exit.kind is ExitKind.REMOTE_CRASH
+    assert engine.spawned == [("b", 1), ("b", 2)]
