@@ -38,6 +38,7 @@ from supervision import (
     ChildNotRunning,
     ExitKind,
     ExitReason,
+    NannyError,
     StartError,
     SupervisorSpec,
     choose_node,
@@ -70,6 +71,33 @@ API = (
     "events",
     "which_tree",
 )
+
+
+class RemoteApiError(Exception):
+    """A nannytree error raised by a forwarded API call, in a form that crosses hosts.
+
+    nannytree's own errors are rebuilt on the parent's side (`rebuild`); only
+    classes of `supervision` are, by name: nothing else is imported or trusted.
+    """
+
+    def __init__(self, kind: str, message: str, fields: dict[str, Any]) -> None:
+        super().__init__(kind, message, fields)
+        self.kind, self.message, self.fields = kind, message, fields
+
+    @classmethod
+    def wrap(cls, error: NannyError) -> RemoteApiError:
+        return cls(type(error).__name__, str(error), dict(vars(error)))
+
+    def rebuild(self) -> Exception:
+        import supervision
+
+        kind = getattr(supervision, self.kind, None)
+        if not (isinstance(kind, type) and issubclass(kind, NannyError)):
+            return RuntimeError(f"{self.kind}: {self.message}")
+        error = kind.__new__(kind)
+        Exception.__init__(error, self.message)
+        error.__dict__.update(self.fields)
+        return error
 
 
 def fence_delay(now: float, last_renewal: float | None, lease_timeout: float | None) -> float:
@@ -183,7 +211,10 @@ class RemoteHost:
             raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
         if self._tree is None or self._ended.is_set():
             raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")
-        return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+        try:
+            return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+        except NannyError as e:
+            raise RemoteApiError.wrap(e) from None
 
     def shutdown(self) -> ExitReason | None:
         """The orderly stop: children in reverse order, each by its own spec."""
@@ -426,6 +457,8 @@ class RemoteChild(pykka.ThreadingActor):
             return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
         except (RemoteUnreachable, RemoteDead) as e:
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
+        except RemoteApiError as e:
+            raise e.rebuild() from None
 
     # -- the state machine -------------------------------------------------------------
 

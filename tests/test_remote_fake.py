@@ -14,6 +14,7 @@ from actors._engine import FakeEngine, Outcome
 from actors._remote import fence_delay, lease_expired
 from actors.testing import exit_with, wait_gone
 from supervision import (
+    ChildNotFound,
     ChildSpec,
     ExitKind,
     ExitReason,
@@ -76,6 +77,9 @@ def test_a_remote_subtree_shows_its_node_and_forwards_the_api(trees: list[Tree])
     assert [c.id for c in proxy.which_children().get()] == ["parser", "reader"]
     proxy.terminate_child("parser").get()
     assert proxy.which_child("parser").get().state == "stopped"
+    with pytest.raises(ChildNotFound) as error:  # rebuilt on this side, fields and all
+        proxy.terminate_child("nope").get()
+    assert (error.value.supervisor, error.value.child) == ("ingest", "nope")
     paths = {n.path: n for n in tree.nanny.which_tree().get()[1].children}
     assert set(paths) == {"root/ingest/reader", "root/ingest/parser"}
     assert paths["root/ingest/reader"].info.node == "b"

@@ -28,6 +28,7 @@ from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
 from actors.testing import exit_with, ignore_sigterm, wait_gone  # noqa: E402
 from supervision import (  # noqa: E402
+    ChildNotFound,
     ChildSpec,
     ExitKind,
     Placement,
@@ -115,6 +116,14 @@ def test_a_remote_subtree_runs_in_a_ray_actor(engine: RayEngine, trees: list[Tre
     assert child.pid not in (None, os.getpid())
     proxy = tree.nanny.child_nanny("ingest").get().proxy()
     assert [c.id for c in proxy.which_children().get()] == ["parser", "reader"]
+    started = [e.offender for e in proxy.events().get() if e.context.value == "child_started"]
+    assert started == ["reader", "parser"]  # the remote tree's own log, in start order
+    with pytest.raises(ChildNotFound):  # errors cross as themselves
+        proxy.terminate_child("nope").get()
+    proxy.terminate_child("parser").get()
+    assert proxy.which_child("parser").get().state == "stopped"
+    paths = [n.path for n in tree.nanny.which_tree().get()[1].children]
+    assert paths == ["root/ingest/reader", "root/ingest/parser"]
 
 
 @pytest.mark.parametrize("how", ["sigkill", "ray.kill"])
