@@ -33,11 +33,11 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from supervision import ExitKind, ExitReason, NodeInfo, SupervisorSpec
+from supervision import ExitKind, ExitReason, NannyError, NodeInfo, SupervisorSpec
 
 from . import _detach
 from ._engine import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
-from ._remote import RemoteHost
+from ._remote import RemoteApiError, RemoteHost
 
 __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 
@@ -73,7 +73,10 @@ class NannyHost:
 
     @ray.method(concurrency_group="control")
     def start(self) -> int:
-        return self.host.start()
+        try:
+            return self.host.start()
+        except NannyError as e:  # nannytree's errors do not unpickle as themselves
+            raise RemoteApiError.wrap(e) from None
 
     @ray.method(concurrency_group="monitor")
     def wait_exit(self) -> ExitReason | None:
@@ -174,7 +177,9 @@ class RayEngine:
             raise RemoteStartError(f"{name} did not start on node {node} within {timeout}s") from e
         except RayTaskError as e:
             ray.kill(actor, no_restart=True)
-            cause = e.cause if e.cause is not None else e
+            cause: Any = e.cause if e.cause is not None else e
+            if isinstance(cause, RemoteApiError):
+                cause = cause.rebuild()
             raise RemoteStartError(f"{name}: {cause}", getattr(cause, "reason", None)) from e
         except RayActorError as e:
             if "node has died" in str(e) or "terminated unexpectedly" in str(e):

@@ -34,6 +34,7 @@ from supervision import (  # noqa: E402
     Placement,
     Restart,
     SupervisorSpec,
+    SupervisorStartError,
 )
 from tests.support import wait_until  # noqa: E402
 
@@ -188,8 +189,12 @@ def test_a_remote_give_up_is_shutdown(
 
 def test_a_remote_start_failure_fails_the_start(engine: RayEngine) -> None:
     bad = remote(children=[ChildSpec(id="nope", command=["/nonexistent/binary"])])
-    with pytest.raises(Exception, match="nope"):
+    with pytest.raises(SupervisorStartError) as error:
         Tree.start(root(bad), engine=engine)
+    # OTP's failed_to_start_child, with the remote reason kept across the boundary
+    assert error.value.child == "ingest"
+    assert error.value.reason.kind is ExitKind.START_FAILURE
+    assert "/nonexistent/binary" in str(error.value.reason)
 
 
 DRIVER = textwrap.dedent(
