@@ -140,11 +140,18 @@ class FakeEngine:
     supervisor's process dies) and `replay(handle, outcome)` (a late message).
     """
 
-    def __init__(self, nodes: list[str] | None = None, *, lease_timeout: float | None = None):
+    def __init__(
+        self,
+        nodes: list[str] | None = None,
+        *,
+        lease_timeout: float | None = None,
+        unreachable_timeout: float | None = None,
+    ):
         self._lock = threading.Condition()
         self._nodes = {n: _FakeNode(NodeInfo(n, n)) for n in (nodes or ["local"])}
         self._handles: list[FakeHandle] = []
         self._lease_timeout = lease_timeout
+        self.unreachable_timeout = unreachable_timeout
         self._seq = itertools.count()
         self.spawned: list[tuple[str, int]] = []  # (node, incarnation), in order
 

@@ -111,7 +111,9 @@ class RayEngine:
     used). `lease_timeout` (seconds, default 30; None turns leases off): a remote
     subtree stops its children when its parent has not renewed its lease for
     three quarters of it, and the parent restarts a subtree of a dead node
-    elsewhere only once the lease has run out. `detach=False` is for tests only:
+    elsewhere only once the lease has run out. `unreachable_timeout` (seconds,
+    default None: wait for Ray's verdict) declares node_down after a subtree was
+    unreachable that long, as Erlang's tick timeout would. `detach=False` is for tests only:
     it shows what a launcher that stays a direct child of the Ray worker leaks.
     """
 
@@ -122,11 +124,13 @@ class RayEngine:
         lease_timeout: float | None = DEFAULT_LEASE,
         init_kwargs: dict[str, Any] | None = None,
         detach: bool = True,
+        unreachable_timeout: float | None = None,
     ) -> None:
         self._address = address
         self._lease_timeout = lease_timeout
         self._init_kwargs = dict(init_kwargs or {})
         self._detach = detach
+        self.unreachable_timeout = unreachable_timeout
         # Nodes it saw declared dead: Ray's node list can lag behind the death report,
         # and a Ray node id is never reused.
         self._dead: set[str] = set()

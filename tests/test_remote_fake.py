@@ -247,3 +247,16 @@ def test_a_partition_longer_than_the_lease_fences_the_remote_side(trees: list[Tr
     wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running")
     assert info(tree).last_exit.kind is ExitKind.REMOTE_CRASH
     assert engine.spawned == [("b", 1), ("b", 2)]
+
+
+def test_unreachable_timeout_declares_node_down_without_the_engine(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b", "c"], unreachable_timeout=0.5)
+    tree = start(trees, root(remote(Placement(node="b", fallback=["c"]))), engine)
+    engine.unreachable("b")  # never declared dead by the engine
+    wait_until(lambda: info(tree).node == "c" and info(tree).state == "running", what="moved")
+    assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
+    assert "unreachable_timeout" in info(tree).last_exit.message
+    assert engine.spawned == [("b", 1), ("c", 2)]
+    engine.heal("b")  # the old incarnation was killed when declared: nothing comes back
+    engine.replay(engine.handles()[0], Outcome("exited", ExitReason.shutdown()))
+    assert info(tree).restarts == 1
