@@ -140,11 +140,18 @@ class FakeEngine:
     supervisor's process dies) and `replay(handle, outcome)` (a late message).
     """
 
-    def __init__(self, nodes: list[str] | None = None, *, lease_timeout: float | None = None):
+    def __init__(
+        self,
+        nodes: list[str] | None = None,
+        *,
+        lease_timeout: float | None = None,
+        unreachable_timeout: float | None = None,
+    ):
         self._lock = threading.Condition()
         self._nodes = {n: _FakeNode(NodeInfo(n, n)) for n in (nodes or ["local"])}
         self._handles: list[FakeHandle] = []
         self._lease_timeout = lease_timeout
+        self.unreachable_timeout = unreachable_timeout
         self._seq = itertools.count()
         self.spawned: list[tuple[str, int]] = []  # (node, incarnation), in order
 
@@ -271,10 +278,12 @@ class FakeEngine:
     def _check(self, handle: FakeHandle) -> None:
         with self._lock:
             node = self._nodes[handle.node]
+            if node.silent and not node.down:  # a partition: no news at all comes through
+                raise RemoteUnreachable(f"node {handle.node!r} does not answer")
             dead = self._dead_reason(handle, node)
             if dead is not None:
                 raise RemoteDead(dead)
-            if node.unreachable or node.silent:
+            if node.unreachable:
                 raise RemoteUnreachable(f"node {handle.node!r} does not answer")
 
     def _dead_reason(self, handle: FakeHandle, node: _FakeNode) -> ExitReason | None:
@@ -290,10 +299,10 @@ class FakeEngine:
             while outcome is None:
                 node = self._nodes[handle.node]
                 dead = self._dead_reason(handle, node)
-                if dead is not None:
+                if node.silent and not node.down:
+                    pass  # a parked call on a silent node just waits, whatever happens there
+                elif dead is not None:
                     outcome = Outcome("dead", dead)
-                elif node.silent:
-                    pass  # a parked call on a silent node just waits
                 elif node.unreachable:
                     outcome = Outcome("unreachable", message=f"node {handle.node!r} reset")
                 elif handle.host.ended and not handle.host.fenced:

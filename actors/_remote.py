@@ -38,6 +38,7 @@ from supervision import (
     ChildNotRunning,
     ExitKind,
     ExitReason,
+    NannyError,
     StartError,
     SupervisorSpec,
     choose_node,
@@ -70,6 +71,33 @@ API = (
     "events",
     "which_tree",
 )
+
+
+class RemoteApiError(Exception):
+    """A nannytree error raised by a forwarded API call, in a form that crosses hosts.
+
+    nannytree's own errors are rebuilt on the parent's side (`rebuild`); only
+    classes of `supervision` are, by name: nothing else is imported or trusted.
+    """
+
+    def __init__(self, kind: str, message: str, fields: dict[str, Any]) -> None:
+        super().__init__(kind, message, fields)
+        self.kind, self.message, self.fields = kind, message, fields
+
+    @classmethod
+    def wrap(cls, error: NannyError) -> RemoteApiError:
+        return cls(type(error).__name__, str(error), dict(vars(error)))
+
+    def rebuild(self) -> Exception:
+        import supervision
+
+        kind = getattr(supervision, self.kind, None)
+        if not (isinstance(kind, type) and issubclass(kind, NannyError)):
+            return RuntimeError(f"{self.kind}: {self.message}")
+        error = kind.__new__(kind)
+        Exception.__init__(error, self.message)
+        error.__dict__.update(self.fields)
+        return error
 
 
 def fence_delay(now: float, last_renewal: float | None, lease_timeout: float | None) -> float:
@@ -183,7 +211,10 @@ class RemoteHost:
             raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
         if self._tree is None or self._ended.is_set():
             raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")
-        return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+        try:
+            return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+        except NannyError as e:
+            raise RemoteApiError.wrap(e) from None
 
     def shutdown(self) -> ExitReason | None:
         """The orderly stop: children in reverse order, each by its own spec."""
@@ -268,6 +299,9 @@ class _Declare:
 
 
 _previous: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+# Nodes a tree declared down: never chosen again by it (a Ray node that comes back
+# has a new id), even while the engine's node list still lags behind.
+_down: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
 
 
 def start_remote(
@@ -278,8 +312,9 @@ def start_remote(
     supervisor = link.name.rsplit("/", 1)[0]
     assert spec.placement is not None
     nodes = _previous.setdefault(context, {})
+    down = _down.setdefault(context, set())
     try:
-        live = engine.nodes()
+        live = [n for n in engine.nodes() if n.id not in down]
     except Exception as e:
         raise StartError(supervisor, spec.id, ExitReason.start_failure(f"{e}")) from e
     node = choose_node(spec.placement, live, nodes.get(link.name))
@@ -305,7 +340,7 @@ def start_remote(
     except Exception:
         pid = None
     status = RemoteStatus(node, pid)
-    ref = RemoteChild.start(spec, engine, handle, link, status)
+    ref = RemoteChild.start(spec, engine, handle, link, status, down.add)
     return ref, status
 
 
@@ -315,7 +350,13 @@ class RemoteChild(pykka.ThreadingActor):
     use_daemon_thread = True
 
     def __init__(
-        self, spec: SupervisorSpec, engine: Engine, handle: Any, link: Any, status: RemoteStatus
+        self,
+        spec: SupervisorSpec,
+        engine: Engine,
+        handle: Any,
+        link: Any,
+        status: RemoteStatus,
+        node_down: Callable[[str], None] = lambda node: None,
     ) -> None:
         super().__init__()
         self._spec = spec
@@ -326,9 +367,14 @@ class RemoteChild(pykka.ThreadingActor):
         self._supervisor = link.name.rsplit("/", 1)[0]
         self._incarnation = link.incarnation
         self.status = status
+        self._node_down = node_down
         self._state = "running"  # running, unreachable, exiting, stopped
         self._lease = engine.lease_timeout
         self._last_renewal: float | None = time.monotonic() if self._lease else None
+        # Opt-in (off by default): declare NODE_DOWN after this long unreachable,
+        # without the engine's verdict (Erlang-like bounds; see the fencing caveat).
+        self._unreachable_timeout: float | None = getattr(engine, "unreachable_timeout", None)
+        self._unreachable_since = 0.0
         self._timers: list[threading.Timer] = []
 
     # -- lifecycle ---------------------------------------------------------------
@@ -426,6 +472,8 @@ class RemoteChild(pykka.ThreadingActor):
             return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
         except (RemoteUnreachable, RemoteDead) as e:
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
+        except RemoteApiError as e:
+            raise e.rebuild() from None
 
     # -- the state machine -------------------------------------------------------------
 
@@ -461,10 +509,16 @@ class RemoteChild(pykka.ThreadingActor):
             log.info("remote child %r unreachable: %s", self._name, why)
             self._state = "unreachable"
             self.status.unreachable = True
+            self._unreachable_since = time.monotonic()
             self._later(PROBE_FIRST, _Probe(PROBE_FIRST))
 
     def _probe(self, delay: float) -> None:
         if self._state != "unreachable":
+            return
+        limit = self._unreachable_timeout
+        if limit is not None and time.monotonic() - self._unreachable_since >= limit:
+            reason = f"node {self.status.node!r} unreachable for {limit}s (unreachable_timeout)"
+            self._exit(ExitReason(ExitKind.NODE_DOWN, message=reason))
             return
         try:
             if all(n.id != self.status.node for n in self._engine.nodes()):
@@ -501,6 +555,7 @@ class RemoteChild(pykka.ThreadingActor):
         self._state = "exiting"
         wait = 0.0
         if reason.kind is ExitKind.NODE_DOWN:
+            self._node_down(self.status.node)
             wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
         if wait > 0:
             log.info("remote child %r: %s; waiting %.1fs for its fence", self._name, reason, wait)

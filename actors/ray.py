@@ -33,11 +33,11 @@ from ray.exceptions import (
 )
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from supervision import ExitKind, ExitReason, NodeInfo, SupervisorSpec
+from supervision import ExitKind, ExitReason, NannyError, NodeInfo, SupervisorSpec
 
 from . import _detach
 from ._engine import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
-from ._remote import RemoteHost
+from ._remote import RemoteApiError, RemoteHost
 
 __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 
@@ -73,7 +73,10 @@ class NannyHost:
 
     @ray.method(concurrency_group="control")
     def start(self) -> int:
-        return self.host.start()
+        try:
+            return self.host.start()
+        except NannyError as e:  # nannytree's errors do not unpickle as themselves
+            raise RemoteApiError.wrap(e) from None
 
     @ray.method(concurrency_group="monitor")
     def wait_exit(self) -> ExitReason | None:
@@ -108,7 +111,9 @@ class RayEngine:
     used). `lease_timeout` (seconds, default 30; None turns leases off): a remote
     subtree stops its children when its parent has not renewed its lease for
     three quarters of it, and the parent restarts a subtree of a dead node
-    elsewhere only once the lease has run out. `detach=False` is for tests only:
+    elsewhere only once the lease has run out. `unreachable_timeout` (seconds,
+    default None: wait for Ray's verdict) declares node_down after a subtree was
+    unreachable that long, as Erlang's tick timeout would. `detach=False` is for tests only:
     it shows what a launcher that stays a direct child of the Ray worker leaks.
     """
 
@@ -119,11 +124,13 @@ class RayEngine:
         lease_timeout: float | None = DEFAULT_LEASE,
         init_kwargs: dict[str, Any] | None = None,
         detach: bool = True,
+        unreachable_timeout: float | None = None,
     ) -> None:
         self._address = address
         self._lease_timeout = lease_timeout
         self._init_kwargs = dict(init_kwargs or {})
         self._detach = detach
+        self.unreachable_timeout = unreachable_timeout
         # Nodes it saw declared dead: Ray's node list can lag behind the death report,
         # and a Ray node id is never reused.
         self._dead: set[str] = set()
@@ -174,7 +181,9 @@ class RayEngine:
             raise RemoteStartError(f"{name} did not start on node {node} within {timeout}s") from e
         except RayTaskError as e:
             ray.kill(actor, no_restart=True)
-            cause = e.cause if e.cause is not None else e
+            cause: Any = e.cause if e.cause is not None else e
+            if isinstance(cause, RemoteApiError):
+                cause = cause.rebuild()
             raise RemoteStartError(f"{name}: {cause}", getattr(cause, "reason", None)) from e
         except RayActorError as e:
             if "node has died" in str(e) or "terminated unexpectedly" in str(e):

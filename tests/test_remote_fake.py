@@ -14,6 +14,7 @@ from actors._engine import FakeEngine, Outcome
 from actors._remote import fence_delay, lease_expired
 from actors.testing import exit_with, wait_gone
 from supervision import (
+    ChildNotFound,
     ChildSpec,
     ExitKind,
     ExitReason,
@@ -76,6 +77,9 @@ def test_a_remote_subtree_shows_its_node_and_forwards_the_api(trees: list[Tree])
     assert [c.id for c in proxy.which_children().get()] == ["parser", "reader"]
     proxy.terminate_child("parser").get()
     assert proxy.which_child("parser").get().state == "stopped"
+    with pytest.raises(ChildNotFound) as error:  # rebuilt on this side, fields and all
+        proxy.terminate_child("nope").get()
+    assert (error.value.supervisor, error.value.child) == ("ingest", "nope")
     paths = {n.path: n for n in tree.nanny.which_tree().get()[1].children}
     assert set(paths) == {"root/ingest/reader", "root/ingest/parser"}
     assert paths["root/ingest/reader"].info.node == "b"
@@ -226,3 +230,33 @@ def test_stop_takes_the_remote_subtree_down(trees: list[Tree]) -> None:
     tree.stop(timeout=30)
     assert engine.handles()[0].host.ended
     assert wait_gone(pids) == []
+
+
+def test_a_partition_longer_than_the_lease_fences_the_remote_side(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"], lease_timeout=0.6)
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    first = engine.handles()[0]
+    pids = remote_pids(tree)
+    engine.silence("b")  # parked calls hang, renewals fail: a partition, the node alive
+    wait_until(lambda: info(tree).state == "unreachable", what="unreachable")
+    wait_until(lambda: first.host.ended, what="the remote side fenced itself")
+    assert first.host.fenced and info(tree).restarts == 0  # nothing charged while unreachable
+    assert wait_gone(pids) == []
+    engine.heal("b")
+    # Reachable again, the old incarnation is over: one charged exit, a new incarnation.
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running")
+    assert info(tree).last_exit.kind is ExitKind.REMOTE_CRASH
+    assert engine.spawned == [("b", 1), ("b", 2)]
+
+
+def test_unreachable_timeout_declares_node_down_without_the_engine(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b", "c"], unreachable_timeout=0.5)
+    tree = start(trees, root(remote(Placement(node="b", fallback=["c"]))), engine)
+    engine.unreachable("b")  # never declared dead by the engine
+    wait_until(lambda: info(tree).node == "c" and info(tree).state == "running", what="moved")
+    assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
+    assert "unreachable_timeout" in info(tree).last_exit.message
+    assert engine.spawned == [("b", 1), ("c", 2)]
+    engine.heal("b")  # the old incarnation was killed when declared: nothing comes back
+    engine.replay(engine.handles()[0], Outcome("exited", ExitReason.shutdown()))
+    assert info(tree).restarts == 1

@@ -28,11 +28,13 @@ from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
 from actors.testing import exit_with, ignore_sigterm, wait_gone  # noqa: E402
 from supervision import (  # noqa: E402
+    ChildNotFound,
     ChildSpec,
     ExitKind,
     Placement,
     Restart,
     SupervisorSpec,
+    SupervisorStartError,
 )
 from tests.support import wait_until  # noqa: E402
 
@@ -115,6 +117,14 @@ def test_a_remote_subtree_runs_in_a_ray_actor(engine: RayEngine, trees: list[Tre
     assert child.pid not in (None, os.getpid())
     proxy = tree.nanny.child_nanny("ingest").get().proxy()
     assert [c.id for c in proxy.which_children().get()] == ["parser", "reader"]
+    started = [e.offender for e in proxy.events().get() if e.context.value == "child_started"]
+    assert started == ["reader", "parser"]  # the remote tree's own log, in start order
+    with pytest.raises(ChildNotFound):  # errors cross as themselves
+        proxy.terminate_child("nope").get()
+    proxy.terminate_child("parser").get()
+    assert proxy.which_child("parser").get().state == "stopped"
+    paths = [n.path for n in tree.nanny.which_tree().get()[1].children]
+    assert paths == ["root/ingest/reader", "root/ingest/parser"]
 
 
 @pytest.mark.parametrize("how", ["sigkill", "ray.kill"])
@@ -179,8 +189,12 @@ def test_a_remote_give_up_is_shutdown(
 
 def test_a_remote_start_failure_fails_the_start(engine: RayEngine) -> None:
     bad = remote(children=[ChildSpec(id="nope", command=["/nonexistent/binary"])])
-    with pytest.raises(Exception, match="nope"):
+    with pytest.raises(SupervisorStartError) as error:
         Tree.start(root(bad), engine=engine)
+    # OTP's failed_to_start_child, with the remote reason kept across the boundary
+    assert error.value.child == "ingest"
+    assert error.value.reason.kind is ExitKind.START_FAILURE
+    assert "/nonexistent/binary" in str(error.value.reason)
 
 
 DRIVER = textwrap.dedent(
