@@ -474,6 +474,70 @@ def test_exit_codes_listing_version_and_resume_of_a_running_child(tmp_path, thre
     assert cli("status", "--bogus", env=env).returncode == 2
 
 
+def test_a_crash_shows_its_stderr_tail_in_events_status_and_the_give_up(tmp_path, env):
+    (tmp_path / "flaky.sh").write_text(
+        'echo "starting up" >&2\necho "fatal: bad config line 7" >&2\n'
+        "if [ -e marker ]; then exec sleep 600; fi\ntouch marker\nexit 3\n"
+    )
+    tree = tmp_path / "crash.toml"
+    tree.write_text(
+        '[supervisor]\nid = "crash"\nintensity = 1\nperiod = 30\n'
+        '[[supervisor.children]]\nid = "flaky"\ncommand = ["sh", "flaky.sh"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+        '[[supervisor.children]]\nid = "crashy"\ncommand = ["python3", "crashy.py"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\nrestart = "temporary"\n'
+    )
+    sock = str(tmp_path / "c.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"crash/flaky child_exited pid=\d+ reason=exit code 3")
+        run.expect(r"^    \| starting up$")
+        run.expect(r"^    \| fatal: bad config line 7$")
+        run.expect(r"crash/crashy child_exited pid=\d+ reason=exit code 2")
+        run.expect(r"^    \| .*can't open file .*crashy\.py")
+        _until(lambda: workers(status(Path(sock), env))["crash/flaky"]["restarts"] == 1)
+        seen = set(pids(status(Path(sock), env)).values())
+        shown = cli("status", "flaky", "--socket", sock, env=env)
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout
+        assert re.search(r"● crash/flaky - running", text)
+        assert "runs: sh flaky.sh" in text and re.search(r"restarts: 1", text)
+        assert re.search(
+            r"\d\d:\d\d:\d\d pid \d+: exit code 3\n\s+\| starting up\n"
+            r"\s+\| fatal: bad config line 7",
+            text,
+        ), text
+        events = cli("events", "--socket", sock, env=env).stdout
+        assert "    | fatal: bad config line 7" in events
+        detail = json.loads(cli("status", "flaky", "--json", "--socket", sock, env=env).stdout)
+        assert detail["detail"]["exits"][0]["stderr"].endswith("fatal: bad config line 7")
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_the_give_up_message_carries_the_stderr_tail(tmp_path, env):
+    tree = tmp_path / "give.toml"
+    tree.write_text(
+        '[supervisor]\nid = "give"\nintensity = 1\nperiod = 30\n'
+        '[[supervisor.children]]\nid = "crashy"\ncommand = ["python3", "crashy.py"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+    )
+    out = subprocess.run(
+        [*CLI, "run", str(tree), "--plain", "--socket", str(tmp_path / "g.sock")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert re.search(
+        r"gave up: child 'crashy' ended too often \(last: exit code 2\).*\n"
+        r"its stderr ended with:\n    \| .*can't open file .*crashy\.py",
+        out.stderr,
+    ), out.stderr
+
+
 # -- check and demo ---------------------------------------------------------------------------
 
 

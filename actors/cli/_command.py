@@ -37,7 +37,7 @@ from ._run import RunOptions, run_tree
 from ._status import EventRecord, Node
 from ._text import printable
 from ._treefile import load_tree_file, load_tree_text
-from ._view import plain_line, print_to, spec_table, status_view
+from ._view import detail_view, plain_line, print_to, spec_table, status_view
 
 NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
 USAGE = 2
@@ -167,10 +167,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             _error(f"no child {args.id!r} in tree {root.id!r}")
             return 1
         root = Node(**{**root.__dict__, "children": found})
+    else:
+        found = []
+    detail = None
+    if args.id is not None and len(found) == 1 and found[0].type == "worker":
+        more = _request(args, {"op": "detail", "id": found[0].path})
+        detail = more["detail"] if more is not None else None
     if args.json:
-        print(json.dumps({**answer, "tree": root.to_dict()}, indent=2))
+        print(json.dumps({**answer, "tree": root.to_dict(), "detail": detail}, indent=2))
     else:
         print_to(sys.stdout, status_view(answer, root))
+        if detail is not None:
+            print_to(sys.stdout, detail_view(detail))
     down = [n for _, n in root.walk() if n.state not in ("running",)]
     return NOT_RUNNING if down else 0
 

@@ -20,11 +20,13 @@ import json
 import os
 import select
 import selectors
+import shlex
 import signal
 import socket
 import stat
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,7 +34,7 @@ from typing import Any
 
 import pykka
 
-from supervision import ChildNotFound, Event, NannyError
+from supervision import ChildNotFound, Event, EventKind, NannyError
 
 from .._events import EventLog
 from ._status import EventRecord, Target, TreeInspector
@@ -452,6 +454,11 @@ class Controller:
             return dict(self.info)
         if op == "status":
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "detail":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return {"detail": self._detail(self.inspector.find(key))}
         if op == "logs":
             key = request.get("id")
             if not isinstance(key, str):
@@ -541,6 +548,40 @@ class Controller:
             f'--child-output inherit`; set {stream} = "capture" or a file in its table'
         )
 
+    def _detail(self, t: Target) -> dict[str, Any]:
+        """One child up close: its spec, its process, its last exits and their stderr."""
+        self._worker_only(t, "show the detail of")
+        spec = self._call(t, "get_childspec", t.child_id)
+        supervisor, _, child = t.path.rpartition("/")
+        exits = [
+            EventRecord.from_event(e).to_dict()
+            for e in self.log.snapshot()
+            if e.offender == child
+            and e.supervisor == supervisor
+            and e.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
+        ][-5:]
+        started = [
+            e.time
+            for e in self.log.snapshot()
+            if e.offender == child
+            and e.supervisor == supervisor
+            and e.context is EventKind.CHILD_STARTED
+        ]
+        running = t.info.state in ("running", "paused")
+        uptime = time.monotonic() - started[-1] if running and started else None
+        outputs = {getattr(spec, s, None) for s in ("stdout", "stderr")} - {None}
+        return {
+            "path": t.path,
+            "state": t.info.state,
+            "pid": t.info.pid,
+            "restarts": t.info.restarts,
+            "restart": t.info.restart.value,
+            "uptime": uptime,
+            "runs": _runs(spec),
+            "output": ", ".join(sorted(str(o) for o in outputs)),
+            "exits": exits,
+        }
+
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)
         last = last if type(last) is int and last >= 0 else 20
@@ -573,6 +614,17 @@ class Controller:
         finally:
             if follower is not None:
                 self.fanout.forget(follower)
+
+
+def _runs(spec: Any) -> str:
+    """What a child runs, in one line."""
+    if getattr(spec, "command", None) is not None:
+        return shlex.join(spec.command)
+    target = getattr(spec, "target", None)
+    ref = getattr(target, "ref", None)
+    return str(
+        ref or f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', target)}"
+    )
 
 
 class Follower:

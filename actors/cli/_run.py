@@ -25,7 +25,7 @@ from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 from .._events import EventLog
 from .._nanny import NannyActor
 from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
-from ._status import EventFeed, EventRecord, Node, TreeInspector
+from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
 from ._view import Header, LiveView, plain_line
 
@@ -161,16 +161,30 @@ def _outcome(log: EventLog, root: str) -> tuple[int, str]:
         if event.supervisor != root:
             continue
         if event.context is EventKind.MAX_INTENSITY_REACHED:
-            return 1, (
+            message = (
                 f"tree {root!r} gave up: child {event.offender!r} ended too often "
                 f"(last: {event.reason}); {event.detail}"
             )
+            tail = _last_stderr(log, event.offender)
+            if tail:
+                message += "\nits stderr ended with:\n" + "\n".join(
+                    f"    | {line}" for line in tail.splitlines()
+                )
+            return 1, message
         if event.context is EventKind.AUTO_SHUTDOWN:
             return 0, (
                 f"tree {root!r} shut itself down: significant child {event.offender!r} "
                 f"ended (auto_shutdown = {event.detail})"
             )
     return 1, f"tree {root!r} stopped by itself"
+
+
+def _last_stderr(log: EventLog, offender: str | None) -> str:
+    """The stderr tail of the offender's last exit that had one."""
+    for event in reversed(log.snapshot()):
+        if event.offender == offender and event.reason is not None and event.reason.stderr_tail:
+            return stderr_lines(event.reason.stderr_tail)
+    return ""
 
 
 class Runner:
@@ -187,7 +201,7 @@ class Runner:
         self.printing = True
 
     def notice(self, text: str) -> None:
-        print(f"nannytree: {printable(text)}", file=self.err, flush=True)
+        print(f"nannytree: {printable(text, lines=True)}", file=self.err, flush=True)
 
     def emit(self, record: EventRecord, view: LiveView | None) -> None:
         if view is not None:

@@ -298,6 +298,7 @@ class EventRecord:
     reason: str | None = None
     abnormal: bool = False
     detail: str = ""
+    stderr: str = ""  # the last lines a crashed child wrote to its captured stderr
 
     @classmethod
     def from_event(cls, event: Event) -> EventRecord:
@@ -311,6 +312,7 @@ class EventRecord:
             reason=str(event.reason) if event.reason is not None else None,
             abnormal=event.reason is not None and not event.reason.is_normal,
             detail=event.detail,
+            stderr=stderr_lines(event.reason.stderr_tail if event.reason is not None else ""),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -330,7 +332,20 @@ class EventRecord:
         if self.detail:
             parts.append(self.detail)
         # Reasons carry a child's exception message and stderr tail: never raw.
-        return printable(" ".join(parts))
+        line = printable(" ".join(parts))
+        for text in self.stderr.splitlines():
+            line += "\n    | " + printable(text)
+        return line
+
+
+TAIL_LINES = 5
+TAIL_BYTES = 1024
+
+
+def stderr_lines(tail: str, lines: int = TAIL_LINES) -> str:
+    """The last few lines of a stderr tail, at most TAIL_BYTES: what explains a crash."""
+    kept = "\n".join(tail.rstrip("\n").splitlines()[-lines:])
+    return kept[-TAIL_BYTES:]
 
 
 class EventFeed:
