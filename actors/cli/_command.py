@@ -20,24 +20,24 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
-
-from supervision import ConfigError
+from typing import TYPE_CHECKING, Any
 
 from ._control import Ambiguous, ControlError, NoTree, call, find_socket, running_sockets, stream
-from ._run import RunOptions, run_tree
-from ._status import EventRecord, Node
+from ._records import EventRecord, Node
 from ._text import printable
-from ._treefile import load_tree_file, load_tree_text
-from ._view import detail_view, plain_line, print_to, spec_table, status_view
+
+if TYPE_CHECKING:
+    from ._run import RunOptions
+
+# Client commands (status, logs, events, ...) import only what they print with:
+# rich, pykka, psutil and the nanny come in with the commands that need them,
+# so a client answers fast (measured in tests/benchmarks/bench_cli.py).
 
 NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
 USAGE = 2
@@ -76,6 +76,8 @@ def positive(text: str) -> float:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
+    from ._run import RunOptions
+
     return RunOptions(
         socket=args.socket,
         live=args.live,
@@ -85,6 +87,11 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from supervision import ConfigError
+
+    from ._run import run_tree
+    from ._treefile import load_tree_file
+
     try:
         spec = load_tree_file(args.file)
     except ConfigError as e:
@@ -94,15 +101,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def demo_text() -> str:
+    from importlib import resources
+
     return resources.files("actors.cli").joinpath("demo.toml").read_text()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ._run import run_tree
+    from ._treefile import load_tree_text
+
     spec = load_tree_text(demo_text(), "demo.toml")
     return run_tree(spec, _run_options(args))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from supervision import ConfigError
+
+    from ._treefile import load_tree_file
+    from ._view import print_to, spec_table
+
     try:
         spec = load_tree_file(args.file)
     except ConfigError as e:
@@ -157,6 +174,8 @@ def _find(root: Node, key: str) -> list[Node]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ._view import detail_view, print_to, status_view
+
     answer = _request(args, {"op": "status"})
     if answer is None:
         return 1
@@ -325,7 +344,7 @@ def cmd_events(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps(message["event"]), flush=True)
                 else:
-                    print(plain_line(EventRecord.from_dict(message["event"])), flush=True)
+                    print(EventRecord.from_dict(message["event"]), flush=True)  # escaped
             elif "end" in message:
                 if message.get("ok") is False:
                     _error(message["end"])
@@ -349,7 +368,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
         "found, or `status` shows a child that is not running).",
     )
-    parser.add_argument("--version", action="version", version=f"nannytree {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     hosting = argparse.ArgumentParser(add_help=False)
@@ -430,6 +449,17 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Version(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"nannytree {_version()}")
+        parser.exit()
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -441,6 +471,8 @@ def _version() -> str:
 
 def _quiet_logging() -> None:
     """The nannies log abnormal exits as warnings; the CLI shows them as events already."""
+    import logging
+
     logger = logging.getLogger("nannytree")
     if not logger.handlers:
         handler = logging.StreamHandler()
@@ -452,7 +484,8 @@ def _quiet_logging() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _quiet_logging()
+    if args.func in (cmd_run, cmd_demo):
+        _quiet_logging()
     try:
         return int(args.func(args))
     except NoTree as e:

@@ -30,14 +30,15 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pykka
+from ._records import EventRecord
 
-from supervision import ChildNotFound, Event, EventKind, NannyError
+if TYPE_CHECKING:  # the server's side only: a client must not pay for pykka and the nanny
+    from supervision import Event
 
-from .._events import EventLog
-from ._status import EventRecord, Target, TreeInspector
+    from .._events import EventLog
+    from ._status import Target, TreeInspector
 
 MAX_LINE = 64 * 1024  # one request, in bytes
 MAX_PATH = 107  # sun_path holds 108 bytes, NUL included
@@ -420,6 +421,10 @@ class Controller:
         self.fanout.close()
 
     def handle(self, request: dict[str, Any], send: Send) -> None:
+        import pykka
+
+        from supervision import ChildNotFound, NannyError
+
         op = request.get("op")
         try:
             if op == "events":
@@ -550,6 +555,8 @@ class Controller:
 
     def _detail(self, t: Target) -> dict[str, Any]:
         """One child up close: its spec, its process, its last exits and their stderr."""
+        from supervision import EventKind
+
         self._worker_only(t, "show the detail of")
         spec = self._call(t, "get_childspec", t.child_id)
         supervisor, _, child = t.path.rpartition("/")

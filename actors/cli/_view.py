@@ -14,7 +14,7 @@ from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -23,9 +23,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from supervision import AnySpec, ChildSpec, SupervisorSpec
+from ._records import EventRecord, Node
 
-from ._status import EventRecord, Node
+if TYPE_CHECKING:
+    from supervision import AnySpec, SupervisorSpec
 from ._text import printable
 
 STATE_STYLES = {
@@ -296,6 +297,8 @@ def status_view(status: dict[str, object], root: Node) -> RenderableType:
 
 
 def _spec_rows(spec: AnySpec, guide: str) -> list[str]:
+    from supervision import ChildSpec, SupervisorSpec
+
     if isinstance(spec, SupervisorSpec):
         what = restarts_text(spec.intensity, spec.period)
         if spec.auto_shutdown.value != "never":
@@ -321,6 +324,8 @@ def spec_table(spec: SupervisorSpec) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in ("tree", "type", "restart", "shutdown", "runs"):
         table.add_column(name, no_wrap=name != "runs", overflow="fold")
+
+    from supervision import SupervisorSpec
 
     def add(s: AnySpec, prefix: str, last: bool, top: bool) -> None:
         guide = prefix if top else prefix + ("└─ " if last else "├─ ")
