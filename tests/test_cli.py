@@ -538,6 +538,35 @@ def test_the_give_up_message_carries_the_stderr_tail(tmp_path, env):
     ), out.stderr
 
 
+def test_status_answers_at_once_during_a_slow_start(tmp_path, env):
+    tree = tmp_path / "slow.toml"
+    tree.write_text(
+        '[supervisor]\nid = "slow"\n'
+        '[[supervisor.children]]\nid = "quick"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "sluggish"\ncommand = ["sleep", "600"]\nready = 8\n'
+        "start_timeout = 20\n"
+        '[[supervisor.children]]\nid = "later"\ncommand = ["sleep", "600"]\n'
+    )
+    sock = tmp_path / "s.sock"
+    with Proc("run", str(tree), "--socket", str(sock), env=env) as run:
+        _until(sock.exists)  # served from before the start
+        _until(lambda: workers(status(sock, env))["slow/quick"]["state"] == "running")
+        # `sluggish` needs 8 s to count as started; status must not wait for it:
+        # 'later' still shows as starting, so this answer came during the start.
+        answer = status(sock, env)
+        states = {p: n["state"] for p, n in workers(answer).items()}
+        assert states["slow/quick"] == "running"
+        assert states["slow/sluggish"] == "starting" and states["slow/later"] == "starting"
+        text = cli("status", "--socket", str(sock), env=env)
+        assert text.returncode == 3 and re.search(r"later\s+starting", text.stdout)
+        seen = {n["pid"] for n in workers(answer).values() if n["pid"]}
+        run.expect(r"slow/later child_started", timeout=30)
+        seen |= set(pids(status(sock, env)).values())
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
 # -- check and demo ---------------------------------------------------------------------------
 
 

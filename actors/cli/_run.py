@@ -23,7 +23,7 @@ from rich.console import Console
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
 from .._events import EventLog
-from .._nanny import NannyActor
+from .._tree import Tree
 from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
@@ -134,7 +134,8 @@ class _Snapshots(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        while not self.done.is_set() and self.inspector.ref.is_alive():
+        ref = self.inspector.ref
+        while not self.done.is_set() and ref is not None and ref.is_alive():
             try:
                 snapshot = self.inspector.snapshot()
                 if snapshot.state != "stopped":  # keep the last full tree for the end
@@ -251,9 +252,15 @@ class Runner:
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
+        tree = Tree(spec)
+        # Served before the start, so `status` answers at once during a slow one.
+        inspector = TreeInspector(None, spec, tree.log)
+        info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
+        controller = Controller(inspector, tree.log, info, self.stop.request, control.closing)
+        control.serve(controller.handle)
         try:
             try:
-                ref = NannyActor.start(spec)
+                tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0
@@ -262,10 +269,13 @@ class Runner:
                 return 1
             finally:
                 self.stop.starting = False
-            return self._serve(ref, spec, control, output)
+            inspector.ref = tree.ref
+            return self._serve(tree.ref, spec, control, output, inspector)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            inspector.close()
+            controller.close()
 
     def _serve(
         self,
@@ -273,18 +283,10 @@ class Runner:
         spec: SupervisorSpec,
         control: ControlSocket,
         output: str | None,
+        inspector: TreeInspector,
     ) -> int:
-        log: EventLog = ref.proxy().event_log().get()
+        log = inspector.log
         feed = EventFeed(log)
-        inspector = TreeInspector(ref, spec, log)
-        info = {
-            "tree": spec.id,
-            "pid": os.getpid(),
-            "socket": str(control.path),
-            "output": output,
-        }
-        controller = Controller(inspector, log, info, self.stop.request, control.closing)
-        control.serve(controller.handle)
         view: LiveView | None = None
         snapshots: _Snapshots | None = None
         try:
@@ -319,8 +321,6 @@ class Runner:
             if view is not None:
                 view.__exit__(None, None, None)
             feed.close()
-            inspector.close()
-            controller.close()
         if stopped_by_us:
             self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
             return 0

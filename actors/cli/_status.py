@@ -139,11 +139,18 @@ def _supervisor_specs(spec: SupervisorSpec, path: str) -> Iterator[tuple[str, Su
 class TreeInspector:
     """Reads a running tree: snapshots for status and the view, lookups for control."""
 
+    QUICK = 0.25  # status waits this long for a busy supervisor, then answers from events
+
     def __init__(
-        self, ref: pykka.ActorRef[Any], spec: SupervisorSpec, log: EventLog, timeout: float = 5.0
+        self,
+        ref: pykka.ActorRef[Any] | None,
+        spec: SupervisorSpec,
+        log: EventLog,
+        timeout: float = 5.0,
     ) -> None:
-        self.ref = ref
+        self.ref = ref  # None while the tree is starting
         self.spec = spec
+        self.log = log
         self.timeout = timeout
         self.stats = ProcStats()
         self.starts = StartTimes(log)
@@ -152,23 +159,57 @@ class TreeInspector:
     def close(self) -> None:
         self.starts.close()
 
-    def _tree(self) -> list[TreeNode]:
-        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=self.timeout)
+    def _tree(self, timeout: float | None = None) -> list[TreeNode]:
+        if self.ref is None:
+            raise TimeoutError("the tree is starting")
+        wait = self.timeout if timeout is None else timeout
+        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=wait)
         return tree
 
     # -- snapshots -------------------------------------------------------------------
 
     def snapshot(self) -> Node:
-        """The whole tree now. Raises TimeoutError when a supervisor is too busy to answer."""
+        """The whole tree now, at once: from the nannies, or, while one is busy
+        starting children (a slow `ready`), from the spec and the tree's events,
+        with `starting` rows for what has not started yet (as systemctl's
+        `activating`)."""
         now = time.monotonic()
         root = self._supervisor_node(self.spec.id, self.spec.id, "running", now)
-        if self.ref.is_alive():
-            root.children = [self._node(t, now) for t in self._tree()]
+        if self.ref is None or self.ref.is_alive():
+            try:
+                root.children = [self._node(t, now) for t in self._tree(self.QUICK)]
+            except TimeoutError:
+                root.children = self._from_events(self.spec, self.spec.id, now)
+                if self.ref is None:
+                    root.state = "starting"
         else:
             root.state = "stopped"
         self._sum_up(root)
         self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
         return root
+
+    def _from_events(self, spec: SupervisorSpec, path: str, now: float) -> list[Node]:
+        """The children of `spec` as its events tell (the nanny being busy)."""
+        last: dict[str, Event] = {}
+        for event in self.log.snapshot():
+            if event.offender and event.context in _STATE_OF:
+                last[f"{event.supervisor}/{event.offender}"] = event
+        nodes = []
+        for child in spec.children:
+            child_path = f"{path}/{child.id}"
+            seen = last.get(child_path)
+            state = _STATE_OF[seen.context] if seen is not None else "starting"
+            if isinstance(child, SupervisorSpec):
+                node = self._supervisor_node(child.id, child_path, state, now)
+                node.children = self._from_events(child, child_path, now)
+            else:
+                node = Node(id=child.id, path=child_path, type="worker", state=state)
+                if state == "running" and seen is not None:
+                    node.pid = seen.pid
+            node.restart = child.restart.value
+            node.uptime = self.starts.uptime(child_path, now) if state == "running" else None
+            nodes.append(node)
+        return nodes
 
     def _supervisor_node(self, child_id: str, path: str, state: str, now: float) -> Node:
         spec = self._specs.get(path)
@@ -233,9 +274,17 @@ class TreeInspector:
             raise LookupError(f"{key!r} names several children ({listed}); give its path")
         found = matches[0]
         nanny = self.ref
+        assert nanny is not None  # _tree() answered
         for supervisor in found.path.split("/")[1:-1]:
             nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
         return Target(nanny, found.info.id, found.path, found.info)
+
+
+_STATE_OF = {
+    EventKind.CHILD_STARTED: "running",
+    EventKind.CHILD_EXITED: "restarting",
+    EventKind.CHILD_TERMINATED: "stopped",
+}
 
 
 def _flatten(tree: TreeNode) -> Iterator[TreeNode]:
