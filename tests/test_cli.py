@@ -570,6 +570,34 @@ def test_status_answers_at_once_during_a_slow_start(tmp_path, env):
 # -- check and demo ---------------------------------------------------------------------------
 
 
+def test_check_reports_every_run_time_problem_without_importing_targets(tmp_path, env):
+    (tmp_path / "jobs.py").write_text(
+        "open(__file__ + '.imported', 'w').close()\n\ndef work():\n    pass\n"
+    )
+    tree = tmp_path / "bad.toml"
+    tree.write_text(
+        '[supervisor]\nid = "bad"\n'
+        '[[supervisor.children]]\nid = "ghost"\ncommand = ["no-such-program-xyz"]\n'
+        '[[supervisor.children]]\nid = "homeless"\ncommand = ["sleep", "1"]\n'
+        'cwd = "/no/such/dir"\n'
+        '[[supervisor.children]]\nid = "piped"\ncommand = "echo $HOME | wc"\n'
+        '[[supervisor.children]]\nid = "argued"\ncommand = ["sleep"]\nargs = [1]\n'
+        '[[supervisor.children]]\nid = "typo"\ntarget = "jobs:wrok"\n'
+        '[[supervisor.children]]\nid = "fine"\ntarget = "jobs:work"\n'
+    )
+    out = cli("check", str(tree), env=env)
+    assert out.returncode == 1
+    err = out.stderr
+    assert "child 'ghost': program 'no-such-program-xyz' is not an executable file on PATH" in err
+    assert "child 'homeless': cwd '/no/such/dir' does not exist" in err
+    assert "child 'piped': command 'echo $HOME | wc' runs without a shell" in err
+    assert "child 'argued': args/kwargs are for a Python target" in err
+    assert "child 'typo': target 'jobs:wrok': jobs defines no 'wrok'" in err
+    assert "'fine'" not in err
+    assert "5 problems" in err
+    assert not (tmp_path / "jobs.py.imported").exists()  # never ran the module
+
+
 def test_check_prints_the_tree_it_would_start(env):
     out = cli("check", "examples/tree.toml", env=env)
     assert out.returncode == 0, out.stderr

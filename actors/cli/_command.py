@@ -115,15 +115,26 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from supervision import ConfigError
+    from supervision import ConfigError, load_tree
 
-    from ._treefile import load_tree_file
+    from ._check import problems
     from ._view import print_to, spec_table
 
+    path = Path(args.file)
     try:
-        spec = load_tree_file(args.file)
+        # Targets stay unresolved: checking a file never runs its modules' code.
+        spec = load_tree(path.read_bytes(), str(path))
+    except OSError as e:
+        _error(f"{path}: cannot read it ({e.strerror or e})")
+        return 1
     except ConfigError as e:
         _error(e)
+        return 1
+    found = problems(path, spec)
+    for problem in found:
+        _error(f"{path}: {problem}")
+    if found:
+        _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
         return 1
     nodes = list(_walk_spec(spec))
     workers = sum(1 for n in nodes if n == "worker")
