@@ -567,6 +567,36 @@ def test_status_answers_at_once_during_a_slow_start(tmp_path, env):
     assert wait_gone(sorted(seen)) == []
 
 
+def test_add_to_a_simple_one_for_one_and_restart_all(tmp_path, env):
+    tree = tmp_path / "pool.toml"
+    tree.write_text(
+        '[supervisor]\nid = "top"\n'
+        '[[supervisor.children]]\nid = "web"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "pool"\nstrategy = "simple_one_for_one"\n'
+        '[[supervisor.children.children]]\nid = "job"\ncommand = ["sleep"]\n'
+    )
+    sock = str(tmp_path / "p.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"top/pool child_started")
+        added = cli("add", "pool", "600", "--socket", sock, env=env)
+        assert added.returncode == 0, added.stderr
+        assert re.match(r"added top/pool/job-\d+, pid \d+$", added.stdout.strip())
+        before = pids(status(Path(sock), env))
+        assert set(before) == {"top/web", next(p for p in before if p.startswith("top/pool/job"))}
+        job = next(p for p in before if p.startswith("top/pool/"))
+        assert psutil.Process(before[job]).cmdline() == ["sleep", "600"]
+        refused = cli("add", "web", "--socket", sock, env=env)
+        assert refused.returncode == 1 and "top/web is a worker" in refused.stderr
+        everything = cli("restart", "all", "--socket", sock, env=env)
+        assert everything.returncode == 0, everything.stderr
+        assert everything.stdout.strip() == "restarted 2 children of top: web, pool"
+        after = pids(status(Path(sock), env))
+        assert after["top/web"] != before["top/web"]
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
+
+
 # -- check and demo ---------------------------------------------------------------------------
 
 

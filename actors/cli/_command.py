@@ -339,6 +339,22 @@ def _follow_capture(sock: Path, request: dict[str, Any], seen: str, poll: float 
         seen = text
 
 
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    extra = [_json_or_text(a) for a in args.args] if args.json else list(args.args)
+    answer = _request(args, {"op": "add", "id": args.id, "args": extra})
+    if answer is None:
+        return 1
+    print(printable(answer["message"]))
+    return 0
+
+
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
@@ -431,13 +447,22 @@ def _parser() -> argparse.ArgumentParser:
     for op, text in (
         ("start", "start a stopped child"),
         ("stop", "stop a child (its spec is kept)"),
-        ("restart", "stop a child if running, then start it"),
+        ("restart", "stop a child (or a whole subtree, or `all`) if running, then start it"),
         ("pause", "SIGSTOP a child's process group"),
         ("resume", "SIGCONT a paused child"),
     ):
         p = sub.add_parser(op, parents=[client], help=text)
         p.add_argument("id", help="child id, or its path such as pool/worker")
         p.set_defaults(func=_action(op))
+    p = sub.add_parser(
+        "add", parents=[client], help="start a new child of a simple_one_for_one supervisor"
+    )
+    p.add_argument("id", help="the supervisor (id or path)")
+    p.add_argument("args", nargs="*", help="extra arguments for its template (strings)")
+    p.add_argument(
+        "--json", action="store_true", help="read each argument as JSON (numbers, lists...)"
+    )
+    p.set_defaults(func=cmd_add)
     p = sub.add_parser("signal", parents=[client], help="send a signal to a child's process group")
     p.add_argument("id")
     p.add_argument("sig", type=parse_signal, help="HUP, TERM, USR1, ... or a number")

@@ -464,6 +464,10 @@ class Controller:
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
             return {"detail": self._detail(self.inspector.find(key))}
+        if op == "restart" and request.get("id") == "all":
+            return {"message": self._restart_all()}
+        if op == "add":
+            return {"message": self._add(request)}
         if op == "logs":
             key = request.get("id")
             if not isinstance(key, str):
@@ -511,6 +515,43 @@ class Controller:
         if t.info.pid and info.pid:
             return f"restarted {t.path}: pid {t.info.pid} -> {info.pid}"
         return f"restarted {t.path}" + (f", pid {info.pid}" if info.pid else "")
+
+    def _restart_all(self) -> str:
+        """As `supervisorctl restart all`: stop the root's children in reverse start
+        order, then start them in order."""
+        ref = self.inspector.ref
+        if ref is None:
+            raise TimeoutError("the tree is starting")
+        root = ref.proxy()
+        # which_children lists the newest first, as OTP's does: start order is its reverse.
+        children = [c.id for c in reversed(root.which_children().get(timeout=OP_TIMEOUT))]
+        for child in reversed(children):
+            root.terminate_child(child).get(timeout=OP_TIMEOUT)
+        for child in children:
+            root.restart_child(child).get(timeout=OP_TIMEOUT)
+        return f"restarted {len(children)} children of {self.inspector.spec.id}: " + ", ".join(
+            children
+        )
+
+    def _add(self, request: dict[str, Any]) -> str:
+        """A new child of a simple_one_for_one supervisor, with extra arguments."""
+        key = request.get("id")
+        extra = request.get("args", [])
+        if not isinstance(key, str) or not isinstance(extra, list):
+            raise ValueError("the request needs an id and a list of args")
+        root_id = self.inspector.spec.id
+        if key.strip("/") == root_id:
+            nanny, path = self.inspector.ref, root_id
+        else:
+            t = self.inspector.find(key)
+            if t.info.type != "supervisor":
+                raise ValueError(f"{t.path} is a worker; add children to a supervisor")
+            nanny = t.nanny.proxy().child_nanny(t.child_id).get(timeout=OP_TIMEOUT)
+            path = t.path
+        if nanny is None:
+            raise TimeoutError("the tree is starting")
+        info = nanny.proxy().start_child(extra).get(timeout=OP_TIMEOUT)
+        return f"added {path}/{info.id}" + (f", pid {info.pid}" if info.pid else "")
 
     def _worker_only(self, t: Target, what: str) -> None:
         if t.info.type == "supervisor":
