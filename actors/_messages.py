@@ -56,9 +56,11 @@ class Info:
 
 @dataclass(frozen=True)
 class ReadOutput:
-    """Answers what a captured stream (1 stdout, 2 stderr) said lately, as text."""
+    """Answers what a captured stream (1 stdout, 2 stderr) said lately, as text;
+    with `previous`, what the run before the current (or last) one said."""
 
     stream: int = 2
+    previous: bool = False
 
 
 @dataclass(frozen=True)

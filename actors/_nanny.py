@@ -255,11 +255,12 @@ class NannyActor(pykka.ThreadingActor):
         info = self._core.which_child(key)
         self._ask_worker(info, Signal(int(sig)), "send a signal to it")
 
-    def read_output(self, key: str, stream: str = "stderr") -> str:
+    def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
         """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
 
-        Its current process's, or its last one's once it exited. Empty unless the
-        spec says stdout/stderr="capture".
+        Its current process's, or its last one's once it exited; with `previous`,
+        the run before that (as `kubectl logs --previous`). Empty unless the spec
+        says stdout/stderr="capture".
         """
         if stream not in ("stdout", "stderr"):
             raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
@@ -267,7 +268,7 @@ class NannyActor(pykka.ThreadingActor):
         worker = self._workers.get(info.id)
         if worker is None:
             return ""
-        return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2)))
+        return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2, previous)))
 
     def events(self) -> list[Event]:
         """The tree's lifecycle events, oldest first."""

@@ -80,6 +80,7 @@ class WorkerActor(pykka.ThreadingActor):
         self._paused = False
         self._last_exit: ExitReason | None = None
         self._last_output: dict[int, bytes] = {}
+        self._previous_output: dict[int, bytes] = {}  # the run before, for logs --previous
         self._payload: bytes | None = None
         self._last_request: tuple[tuple[Any, ...], SpawnRequest] | None = None
         self._standby: tuple[int, SpawnRequest] | None = None  # warm_start: (id, its request)
@@ -114,6 +115,8 @@ class WorkerActor(pykka.ThreadingActor):
             self._paused = False
             return None
         if isinstance(message, ReadOutput):
+            if message.previous:
+                return self._previous_output.get(message.stream, b"").decode(errors="replace")
             return self._output(message.stream).decode(errors="replace")
         if isinstance(message, Info):
             return WorkerInfo(
@@ -186,6 +189,7 @@ class WorkerActor(pykka.ThreadingActor):
             proc = self._launcher.spawn(request, on_exit=on_exit, standby=standby)
         except LaunchError as e:
             self._fail(ExitReason.start_failure(str(e)))
+        self._previous_output = self._last_output or self._previous_output  # the run before
         self._proc, self._paused, self._last_output = proc, False, {}
         if not self._wait_ready(proc):
             exit = proc.exit

@@ -951,6 +951,31 @@ def test_logs_follow_prints_new_lines_and_ends_with_the_tree(tmp_path, env):
     assert wait_gone(sorted(seen)) == []
 
 
+def test_logs_previous_shows_the_run_before(tmp_path, env):
+    (tmp_path / "twice.sh").write_text(
+        'if [ -e ran ]; then echo "second run" >&2; exec sleep 600; fi\n'
+        'touch ran\necho "first run, about to fail" >&2\nexit 4\n'
+    )
+    tree = tmp_path / "prev.toml"
+    tree.write_text(
+        '[supervisor]\nid = "prev"\n'
+        '[[supervisor.children]]\nid = "twice"\ncommand = ["sh", "twice.sh"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+    )
+    sock = str(tmp_path / "p.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"prev/twice child_exited .*exit code 4")
+        _until(lambda: "second run" in cli("logs", "twice", "--socket", sock, env=env).stdout)
+        assert cli("logs", "twice", "--socket", sock, env=env).stdout == "second run\n"
+        previous = cli("logs", "twice", "--previous", "--socket", sock, env=env)
+        assert previous.returncode == 0, previous.stderr
+        assert previous.stdout == "first run, about to fail\n"
+        seen = set(pids(status(Path(sock), env)).values())
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
 def test_logs_of_a_child_writing_to_the_terminal_says_how_to_keep_it(tmp_path, env, three):
     sock = str(tmp_path / "t.sock")
     with Proc("run", str(three), "--child-output", "inherit", "--socket", sock, env=env) as run:

@@ -248,7 +248,12 @@ def _last_lines(text: str, n: int | None) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     sock = _socket(args)
-    request = {"op": "logs", "id": args.id, "stream": "stdout" if args.stdout else "stderr"}
+    request = {
+        "op": "logs",
+        "id": args.id,
+        "stream": "stdout" if args.stdout else "stderr",
+        "previous": args.previous,
+    }
     answer = _request(args, request)
     if answer is None:
         return 1
@@ -474,6 +479,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stdout", action="store_true", help="its stdout instead of its stderr")
     p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes")
+    p.add_argument(
+        "-p", "--previous", action="store_true", help="what the run before this one wrote"
+    )
     p.set_defaults(func=cmd_logs)
     p = sub.add_parser("events", parents=[client], help="the tree's lifecycle events")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")

@@ -585,8 +585,14 @@ class Controller:
             raise ValueError("stream must be stdout or stderr")
         where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
         if where == "capture":
-            text = self._call(t, "read_output", t.child_id, stream)
+            previous = request.get("previous") is True
+            text = self._call(t, "read_output", t.child_id, stream, previous)
             return {"message": str(text).rstrip("\n"), "capture": True}
+        if request.get("previous") is True:
+            raise ValueError(
+                f"{t.path} writes to {where or 'the terminal'}: every run appends there, "
+                "so --previous is for captured output; read the file"
+            )
         if isinstance(where, str):
             return {"message": tail_file(where).rstrip("\n"), "path": where}
         raise ValueError(
