@@ -597,6 +597,42 @@ def test_add_to_a_simple_one_for_one_and_restart_all(tmp_path, env):
     assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
 
 
+def test_reload_applies_the_edited_file(tmp_path, env):
+    tree = tmp_path / "r.toml"
+    head = '[supervisor]\nid = "r"\n'
+    keep = '[[supervisor.children]]\nid = "keep"\ncommand = ["sleep", "600"]\n'
+    tree.write_text(
+        head
+        + keep
+        + '[[supervisor.children]]\nid = "edit"\ncommand = ["sleep", "600"]\n'
+        + '[[supervisor.children]]\nid = "drop"\ncommand = ["sleep", "600"]\n'
+    )
+    sock = str(tmp_path / "r.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"r/drop child_started")
+        before = pids(status(Path(sock), env))
+        tree.write_text(
+            head
+            + keep
+            + '[[supervisor.children]]\nid = "edit"\ncommand = ["sleep", "601"]\n'
+            + '[[supervisor.children]]\nid = "new"\ncommand = ["sleep", "600"]\n'
+        )
+        out = cli("reload", "--socket", sock, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "added: new; changed: edit; removed: drop"
+        after = pids(status(Path(sock), env))
+        assert set(after) == {"r/keep", "r/edit", "r/new"}
+        assert after["r/keep"] == before["r/keep"]  # untouched
+        assert psutil.Process(after["r/edit"]).cmdline() == ["sleep", "601"]
+        assert cli("reload", "--socket", sock, env=env).stdout.strip() == "no change"
+        tree.write_text("not toml [")
+        bad = cli("reload", "--socket", sock, env=env)
+        assert bad.returncode == 1 and "nothing changed" in bad.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
+
+
 # -- check and demo ---------------------------------------------------------------------------
 
 

@@ -97,7 +97,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as e:
         _error(e)
         return 1
-    return run_tree(spec, _run_options(args))
+    opts = _run_options(args)
+    opts.source = Path(args.file)
+    return run_tree(spec, opts)
 
 
 def demo_text() -> str:
@@ -360,6 +362,14 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reload(args: argparse.Namespace) -> int:
+    answer = _request(args, {"op": "reload"})
+    if answer is None:
+        return 1
+    print(printable(answer["message"], lines=True))
+    return 0
+
+
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
@@ -488,6 +498,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_events)
+    p = sub.add_parser(
+        "reload", parents=[client], help="apply the edited tree file (supervisorctl update)"
+    )
+    p.set_defaults(func=cmd_reload)
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
     p.set_defaults(func=cmd_shutdown)
     return parser

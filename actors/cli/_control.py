@@ -416,6 +416,7 @@ class Controller:
         self.request_stop = request_stop
         self.closing = closing
         self.fanout = Fanout(log)
+        self.reload_source: Callable[[], Any] | None = None
 
     def close(self) -> None:
         self.fanout.close()
@@ -466,6 +467,8 @@ class Controller:
             return {"detail": self._detail(self.inspector.find(key))}
         if op == "restart" and request.get("id") == "all":
             return {"message": self._restart_all()}
+        if op == "reload":
+            return {"message": self._reload()}
         if op == "add":
             return {"message": self._add(request)}
         if op == "logs":
@@ -532,6 +535,45 @@ class Controller:
         return f"restarted {len(children)} children of {self.inspector.spec.id}: " + ", ".join(
             children
         )
+
+    def _reload(self) -> str:
+        """As `supervisorctl update`: the root's children as the edited file says;
+        new ones started, removed ones stopped and deleted, changed ones replaced.
+        Children the file did not change keep running, untouched."""
+        from supervision import ConfigError
+
+        if self.reload_source is None:
+            raise ValueError("this tree was not run from a file; nothing to reload")
+        ref = self.inspector.ref
+        if ref is None:
+            raise TimeoutError("the tree is starting")
+        try:
+            new = self.reload_source()
+        except ConfigError as e:
+            raise ValueError(f"the file is not valid, nothing changed: {e}") from None
+        old = self.inspector.spec
+        if new.id != old.id:
+            raise ValueError(f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed")
+        root = ref.proxy()
+        old_children = {c.id: c for c in old.children}
+        new_children = {c.id: c for c in new.children}
+        removed = [c for c in old_children if c not in new_children]
+        changed = [
+            c for c in new_children if c in old_children and new_children[c] != old_children[c]
+        ]
+        added = [c for c in new_children if c not in old_children]
+        for cid in [*removed, *changed]:
+            root.terminate_child(cid).get(timeout=OP_TIMEOUT)
+            root.delete_child(cid).get(timeout=OP_TIMEOUT)
+        for cid in [*changed, *added]:
+            root.start_child(new_children[cid]).get(timeout=OP_TIMEOUT)
+        self.inspector.replace_spec(new)
+        parts = [
+            f"{what}: {', '.join(ids)}"
+            for what, ids in (("added", added), ("changed", changed), ("removed", removed))
+            if ids
+        ]
+        return "; ".join(parts) if parts else "no change"
 
     def _add(self, request: dict[str, Any]) -> str:
         """A new child of a simple_one_for_one supervisor, with extra arguments."""

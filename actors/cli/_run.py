@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -38,6 +39,7 @@ class RunOptions:
     live: bool | None = None
     duration: float | None = None
     child_output: str = "auto"  # "auto", "inherit" or a file path
+    source: Path | None = None  # the tree file, for `nannytree reload`
     refresh: float = 0.25
 
 
@@ -226,6 +228,24 @@ class Runner:
         finally:
             control.close()
 
+    def _reload_source(self, control: ControlSocket) -> Callable[[], SupervisorSpec] | None:
+        """How `reload` reads the edited file: as `run` did, output choices included."""
+        source = self.opts.source
+        if source is None:
+            return None
+
+        def load() -> SupervisorSpec:
+            from ._treefile import load_tree_file
+
+            saved = self.spec
+            try:
+                self.spec = load_tree_file(source)
+                return self._child_output(control)[1]
+            finally:
+                self.spec = saved
+
+        return load
+
     def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
         """Where children without their own output write, and the tree that says so."""
         choice = self.opts.child_output
@@ -257,6 +277,7 @@ class Runner:
         inspector = TreeInspector(None, spec, tree.log)
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
         controller = Controller(inspector, tree.log, info, self.stop.request, control.closing)
+        controller.reload_source = self._reload_source(control)
         control.serve(controller.handle)
         try:
             try:

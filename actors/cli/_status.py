@@ -159,6 +159,11 @@ class TreeInspector:
     def close(self) -> None:
         self.starts.close()
 
+    def replace_spec(self, spec: SupervisorSpec) -> None:
+        """After `reload`: the tree as the edited file describes it."""
+        self.spec = spec
+        self._specs = dict(_supervisor_specs(spec, spec.id))
+
     def _tree(self, timeout: float | None = None) -> list[TreeNode]:
         if self.ref is None:
             raise TimeoutError("the tree is starting")
