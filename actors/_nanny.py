@@ -329,9 +329,9 @@ class NannyActor(pykka.ThreadingActor):
     def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
         """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
 
-        Its current process's (or its last one's once it exited); with
-        `previous`, the process's before that. Empty unless the spec says
-        stdout/stderr="capture".
+        Its current process's, or its last one's once it exited; with `previous`,
+        the run before that (as `kubectl logs --previous`). Empty unless the spec
+        says stdout/stderr="capture".
         """
         if stream not in ("stdout", "stderr"):
             raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')

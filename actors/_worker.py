@@ -108,7 +108,8 @@ class WorkerActor(pykka.ThreadingActor):
         self._incarnation = 0
         self._paused = False
         self._last_exit: ExitReason | None = None
-        self._previous_output: dict[int, bytes] = {}
+        self._last_output: dict[int, bytes] = {}  # the last run that ended
+        self._previous_output: dict[int, bytes] = {}  # the run before it, for logs --previous
         self._payload: bytes | None = None
         # The launcher's template for our request: (launcher, key of the host state, id).
         self._template: tuple[Executor, tuple[Any, ...], int] | None = None
@@ -605,7 +606,8 @@ class WorkerActor(pykka.ThreadingActor):
         if self._proc is proc:
             self._proc, self._paused = None, False
         self._context.memory.unwatch(proc.pid)
-        self._previous_output = {1: proc.output(1), 2: proc.output(2)}
+        self._previous_output = self._last_output
+        self._last_output = {1: proc.output(1), 2: proc.output(2)}
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
         proc = self._proc
@@ -655,6 +657,10 @@ class WorkerActor(pykka.ThreadingActor):
         return "\n".join(lines[-STDERR_TAIL_LINES:])
 
     def _output(self, stream: int, previous: bool) -> bytes:
+        """The current run's output (or the last one's once it ended); with
+        `previous`, the run's before that."""
         if self._proc is not None and not previous:
             return self._proc.output(stream)
+        if self._proc is not None or not previous:
+            return self._last_output.get(stream, b"")
         return self._previous_output.get(stream, b"")

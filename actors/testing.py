@@ -23,12 +23,13 @@ from typing import Any
 import psutil
 import pykka
 
-from supervision import ChildInfo, Event, EventKind, SupervisorSpec
+from supervision import ChildInfo, Event, EventKind, ExitReason, SupervisorSpec
 from supervision.simulate import event_sequence
 
 from ._events import EventLog
 from ._faults import inject_crash
 from ._nanny import NannyActor, TreeNode
+from ._tree import Tree
 
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------
 
@@ -150,6 +151,7 @@ class TreeHarness:
         self.spec = spec
         self._start_kwargs = start_kwargs
         self.ref: pykka.ActorRef[NannyActor] | None = None
+        self.tree: Tree | None = None
         self.log = EventLog()
         # Where wait_for looks from: the tree's start, then the last fault injected
         # (kill, crash, signal, pause, resume), so that "wait for the restart" after
@@ -166,8 +168,8 @@ class TreeHarness:
     # -- life cycle --
 
     def start(self) -> TreeHarness:
-        self.ref = NannyActor.start(self.spec, **self._start_kwargs)
-        self.log = self.nanny.event_log().get()
+        self.tree = Tree.start(self.spec, **self._start_kwargs)
+        self.ref, self.log = self.tree.ref, self.tree.log
         self._cursor = 0
         return self
 
@@ -190,6 +192,12 @@ class TreeHarness:
         left = self.stop()
         if left and exc_type is None:
             raise AssertionError(f"the tree left processes behind: {left}")
+
+    def wait(self, timeout: float | None = None) -> ExitReason | None:
+        """Wait until the tree ends by itself (gives up, auto_shutdown); its exit reason."""
+        if self.tree is None:
+            raise RuntimeError("the tree is not started; call start() or use `with`")
+        return self.tree.wait(timeout)
 
     # -- looking --
 

@@ -474,7 +474,194 @@ def test_exit_codes_listing_version_and_resume_of_a_running_child(tmp_path, thre
     assert cli("status", "--bogus", env=env).returncode == 2
 
 
+def test_a_crash_shows_its_stderr_tail_in_events_status_and_the_give_up(tmp_path, env):
+    (tmp_path / "flaky.sh").write_text(
+        'echo "starting up" >&2\necho "fatal: bad config line 7" >&2\n'
+        "if [ -e marker ]; then exec sleep 600; fi\ntouch marker\nexit 3\n"
+    )
+    tree = tmp_path / "crash.toml"
+    tree.write_text(
+        '[supervisor]\nid = "crash"\nintensity = 1\nperiod = 30\n'
+        '[[supervisor.children]]\nid = "flaky"\ncommand = ["sh", "flaky.sh"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+        '[[supervisor.children]]\nid = "crashy"\ncommand = ["python3", "crashy.py"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\nrestart = "temporary"\n'
+    )
+    sock = str(tmp_path / "c.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"crash/flaky child_exited pid=\d+ reason=exit code 3")
+        run.expect(r"^    \| starting up$")
+        run.expect(r"^    \| fatal: bad config line 7$")
+        run.expect(r"crash/crashy child_exited pid=\d+ reason=exit code 2")
+        run.expect(r"^    \| .*can't open file .*crashy\.py")
+        _until(lambda: workers(status(Path(sock), env))["crash/flaky"]["restarts"] == 1)
+        seen = set(pids(status(Path(sock), env)).values())
+        shown = cli("status", "flaky", "--socket", sock, env=env)
+        assert shown.returncode == 0, shown.stderr
+        text = shown.stdout
+        assert re.search(r"● crash/flaky - running", text)
+        assert "runs: sh flaky.sh" in text and re.search(r"restarts: 1", text)
+        assert re.search(
+            r"\d\d:\d\d:\d\d pid \d+: exit code 3\n\s+\| starting up\n"
+            r"\s+\| fatal: bad config line 7",
+            text,
+        ), text
+        events = cli("events", "--socket", sock, env=env).stdout
+        assert "    | fatal: bad config line 7" in events
+        detail = json.loads(cli("status", "flaky", "--json", "--socket", sock, env=env).stdout)
+        assert detail["detail"]["exits"][0]["stderr"].endswith("fatal: bad config line 7")
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_the_give_up_message_carries_the_stderr_tail(tmp_path, env):
+    tree = tmp_path / "give.toml"
+    tree.write_text(
+        '[supervisor]\nid = "give"\nintensity = 1\nperiod = 30\n'
+        '[[supervisor.children]]\nid = "crashy"\ncommand = ["python3", "crashy.py"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+    )
+    out = subprocess.run(
+        [*CLI, "run", str(tree), "--plain", "--socket", str(tmp_path / "g.sock")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+    )
+    assert out.returncode == 1
+    assert re.search(
+        r"gave up: child 'crashy' ended too often \(last: exit code 2\).*\n"
+        r"its stderr ended with:\n    \| .*can't open file .*crashy\.py",
+        out.stderr,
+    ), out.stderr
+
+
+def test_status_answers_at_once_during_a_slow_start(tmp_path, env):
+    tree = tmp_path / "slow.toml"
+    tree.write_text(
+        '[supervisor]\nid = "slow"\n'
+        '[[supervisor.children]]\nid = "quick"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "sluggish"\ncommand = ["sleep", "600"]\nready = 8\n'
+        "start_timeout = 20\n"
+        '[[supervisor.children]]\nid = "later"\ncommand = ["sleep", "600"]\n'
+    )
+    sock = tmp_path / "s.sock"
+    with Proc("run", str(tree), "--socket", str(sock), env=env) as run:
+        _until(sock.exists)  # served from before the start
+        _until(lambda: workers(status(sock, env))["slow/quick"]["state"] == "running")
+        # `sluggish` needs 8 s to count as started; status must not wait for it:
+        # 'later' still shows as starting, so this answer came during the start.
+        answer = status(sock, env)
+        states = {p: n["state"] for p, n in workers(answer).items()}
+        assert states["slow/quick"] == "running"
+        assert states["slow/sluggish"] == "starting" and states["slow/later"] == "starting"
+        text = cli("status", "--socket", str(sock), env=env)
+        assert text.returncode == 3 and re.search(r"later\s+starting", text.stdout)
+        seen = {n["pid"] for n in workers(answer).values() if n["pid"]}
+        run.expect(r"slow/later child_started", timeout=30)
+        seen |= set(pids(status(sock, env)).values())
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_add_to_a_simple_one_for_one_and_restart_all(tmp_path, env):
+    tree = tmp_path / "pool.toml"
+    tree.write_text(
+        '[supervisor]\nid = "top"\n'
+        '[[supervisor.children]]\nid = "web"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "pool"\nstrategy = "simple_one_for_one"\n'
+        '[[supervisor.children.children]]\nid = "job"\ncommand = ["sleep"]\n'
+    )
+    sock = str(tmp_path / "p.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"top/pool child_started")
+        added = cli("add", "pool", "600", "--socket", sock, env=env)
+        assert added.returncode == 0, added.stderr
+        assert re.match(r"added top/pool/job-\d+, pid \d+$", added.stdout.strip())
+        before = pids(status(Path(sock), env))
+        assert set(before) == {"top/web", next(p for p in before if p.startswith("top/pool/job"))}
+        job = next(p for p in before if p.startswith("top/pool/"))
+        assert psutil.Process(before[job]).cmdline() == ["sleep", "600"]
+        refused = cli("add", "web", "--socket", sock, env=env)
+        assert refused.returncode == 1 and "top/web is a worker" in refused.stderr
+        everything = cli("restart", "all", "--socket", sock, env=env)
+        assert everything.returncode == 0, everything.stderr
+        assert everything.stdout.strip() == "restarted 2 children of top: web, pool"
+        after = pids(status(Path(sock), env))
+        assert after["top/web"] != before["top/web"]
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
+
+
+def test_reload_applies_the_edited_file(tmp_path, env):
+    tree = tmp_path / "r.toml"
+    head = '[supervisor]\nid = "r"\n'
+    keep = '[[supervisor.children]]\nid = "keep"\ncommand = ["sleep", "600"]\n'
+    tree.write_text(
+        head
+        + keep
+        + '[[supervisor.children]]\nid = "edit"\ncommand = ["sleep", "600"]\n'
+        + '[[supervisor.children]]\nid = "drop"\ncommand = ["sleep", "600"]\n'
+    )
+    sock = str(tmp_path / "r.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"r/drop child_started")
+        before = pids(status(Path(sock), env))
+        tree.write_text(
+            head
+            + keep
+            + '[[supervisor.children]]\nid = "edit"\ncommand = ["sleep", "601"]\n'
+            + '[[supervisor.children]]\nid = "new"\ncommand = ["sleep", "600"]\n'
+        )
+        out = cli("reload", "--socket", sock, env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "added: new; changed: edit; removed: drop"
+        after = pids(status(Path(sock), env))
+        assert set(after) == {"r/keep", "r/edit", "r/new"}
+        assert after["r/keep"] == before["r/keep"]  # untouched
+        assert psutil.Process(after["r/edit"]).cmdline() == ["sleep", "601"]
+        assert cli("reload", "--socket", sock, env=env).stdout.strip() == "no change"
+        tree.write_text("not toml [")
+        bad = cli("reload", "--socket", sock, env=env)
+        assert bad.returncode == 1 and "nothing changed" in bad.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
+
+
 # -- check and demo ---------------------------------------------------------------------------
+
+
+def test_check_reports_every_run_time_problem_without_importing_targets(tmp_path, env):
+    (tmp_path / "jobs.py").write_text(
+        "open(__file__ + '.imported', 'w').close()\n\ndef work():\n    pass\n"
+    )
+    tree = tmp_path / "bad.toml"
+    tree.write_text(
+        '[supervisor]\nid = "bad"\n'
+        '[[supervisor.children]]\nid = "ghost"\ncommand = ["no-such-program-xyz"]\n'
+        '[[supervisor.children]]\nid = "homeless"\ncommand = ["sleep", "1"]\n'
+        'cwd = "/no/such/dir"\n'
+        '[[supervisor.children]]\nid = "piped"\ncommand = "echo $HOME | wc"\n'
+        '[[supervisor.children]]\nid = "argued"\ncommand = ["sleep"]\nargs = [1]\n'
+        '[[supervisor.children]]\nid = "typo"\ntarget = "jobs:wrok"\n'
+        '[[supervisor.children]]\nid = "fine"\ntarget = "jobs:work"\n'
+    )
+    out = cli("check", str(tree), env=env)
+    assert out.returncode == 1
+    err = out.stderr
+    assert "child 'ghost': program 'no-such-program-xyz' is not an executable file on PATH" in err
+    assert "child 'homeless': cwd '/no/such/dir' does not exist" in err
+    assert "child 'piped': command 'echo $HOME | wc' runs without a shell" in err
+    assert "child 'argued': args/kwargs are for a Python target" in err
+    assert "child 'typo': target 'jobs:wrok': jobs defines no 'wrok'" in err
+    assert "'fine'" not in err
+    assert "5 problems" in err
+    assert not (tmp_path / "jobs.py.imported").exists()  # never ran the module
 
 
 def test_check_prints_the_tree_it_would_start(env):
@@ -797,6 +984,31 @@ def test_logs_follow_prints_new_lines_and_ends_with_the_tree(tmp_path, env):
             assert rc == 0
             assert follow.finish()[0] == 0  # -f ends when the tree does
             assert cap.finish()[0] == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_logs_previous_shows_the_run_before(tmp_path, env):
+    (tmp_path / "twice.sh").write_text(
+        'if [ -e ran ]; then echo "second run" >&2; exec sleep 600; fi\n'
+        'touch ran\necho "first run, about to fail" >&2\nexit 4\n'
+    )
+    tree = tmp_path / "prev.toml"
+    tree.write_text(
+        '[supervisor]\nid = "prev"\n'
+        '[[supervisor.children]]\nid = "twice"\ncommand = ["sh", "twice.sh"]\n'
+        f'cwd = "{tmp_path}"\nstderr = "capture"\n'
+    )
+    sock = str(tmp_path / "p.sock")
+    with Proc("run", str(tree), "--socket", sock, env=env) as run:
+        run.expect(r"prev/twice child_exited .*exit code 4")
+        _until(lambda: "second run" in cli("logs", "twice", "--socket", sock, env=env).stdout)
+        assert cli("logs", "twice", "--socket", sock, env=env).stdout == "second run\n"
+        previous = cli("logs", "twice", "--previous", "--socket", sock, env=env)
+        assert previous.returncode == 0, previous.stderr
+        assert previous.stdout == "first run, about to fail\n"
+        seen = set(pids(status(Path(sock), env)).values())
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
     assert wait_gone(sorted(seen)) == []
 
 

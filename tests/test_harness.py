@@ -243,3 +243,13 @@ def test_a_module_scoped_fixture_keeps_its_trees_for_the_module(tmp_path):
     pids = [int(p) for p in out.read_text().split()]
     assert len(pids) == 2
     assert testing.wait_gone(pids) == []  # stopped at the module's end
+
+
+def test_the_harness_waits_for_a_give_up_and_reads_the_log_after(nanny_tree):
+    spec = SupervisorSpec(
+        id="gives", intensity=0, children=[ChildSpec(id="c", target=testing.exit_with, args=(1,))]
+    )
+    tree = nanny_tree(spec)
+    reason = tree.wait(timeout=20)
+    assert reason is not None and "max_restart_intensity" in reason.message
+    assert tree.wait_for(EventKind.SUPERVISOR_STOPPED, since=0).supervisor == "gives"

@@ -20,23 +20,23 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import logging
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
-from typing import Any
-
-from supervision import ConfigError, parse_signal
+from typing import TYPE_CHECKING, Any
 
 from ._control import Ambiguous, ControlError, NoTree, call, find_socket, running_sockets, stream
-from ._run import RunOptions, run_tree
-from ._status import EventRecord, Node
+from ._records import EventRecord, Node
 from ._text import printable
-from ._treefile import load_tree_file, load_tree_text
-from ._view import plain_line, print_to, spec_table, status_view
+
+if TYPE_CHECKING:
+    from ._run import RunOptions
+
+# Client commands (status, logs, events, ...) import only what they print with:
+# rich, pykka, psutil and the nanny come in with the commands that need them,
+# so a client answers fast (measured in tests/benchmarks/bench_cli.py).
 
 NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
 USAGE = 2
@@ -49,6 +49,8 @@ def _error(message: object) -> None:
 
 def signal_arg(text: str) -> int:
     """ "HUP", "sighup", "SIGHUP" or "1" -> 1 (supervision.parse_signal, for argparse)."""
+    from supervision import parse_signal
+
     try:
         return parse_signal(int(text) if text.isdigit() else text)
     except ValueError:
@@ -71,6 +73,8 @@ def positive(text: str) -> float:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
+    from ._run import RunOptions
+
     return RunOptions(
         socket=args.socket,
         live=args.live,
@@ -81,28 +85,56 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from supervision import ConfigError
+
+    from ._run import run_tree
+    from ._treefile import load_tree_file
+
     try:
         spec = load_tree_file(args.file)
     except ConfigError as e:
         _error(e)
         return 1
-    return run_tree(spec, _run_options(args))
+    opts = _run_options(args)
+    opts.source = Path(args.file)
+    return run_tree(spec, opts)
 
 
 def demo_text() -> str:
+    from importlib import resources
+
     return resources.files("actors.cli").joinpath("demo.toml").read_text()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ._run import run_tree
+    from ._treefile import load_tree_text
+
     spec = load_tree_text(demo_text(), "demo.toml")
     return run_tree(spec, _run_options(args))
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from supervision import ConfigError, load_tree
+
+    from ._check import problems
+    from ._view import print_to, spec_table
+
+    path = Path(args.file)
     try:
-        spec = load_tree_file(args.file)
+        # Targets stay unresolved: checking a file never runs its modules' code.
+        spec = load_tree(path.read_bytes(), str(path))
+    except OSError as e:
+        _error(f"{path}: cannot read it ({e.strerror or e})")
+        return 1
     except ConfigError as e:
         _error(e)
+        return 1
+    found = problems(path, spec)
+    for problem in found:
+        _error(f"{path}: {problem}")
+    if found:
+        _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
         return 1
     nodes = list(_walk_spec(spec))
     workers = sum(1 for n in nodes if n == "worker")
@@ -153,6 +185,8 @@ def _find(root: Node, key: str) -> list[Node]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from ._view import detail_view, print_to, status_view
+
     answer = _request(args, {"op": "status"})
     if answer is None:
         return 1
@@ -163,10 +197,18 @@ def cmd_status(args: argparse.Namespace) -> int:
             _error(f"no child {args.id!r} in tree {root.id!r}")
             return 1
         root = Node(**{**root.__dict__, "children": found})
+    else:
+        found = []
+    detail = None
+    if args.id is not None and len(found) == 1 and found[0].type == "worker":
+        more = _request(args, {"op": "detail", "id": found[0].path})
+        detail = more["detail"] if more is not None else None
     if args.json:
-        print(json.dumps({**answer, "tree": root.to_dict()}, indent=2))
+        print(json.dumps({**answer, "tree": root.to_dict(), "detail": detail}, indent=2))
     else:
         print_to(sys.stdout, status_view(answer, root))
+        if detail is not None:
+            print_to(sys.stdout, detail_view(detail))
     down = [n for _, n in root.walk() if n.state not in ("running",)]
     return NOT_RUNNING if down else 0
 
@@ -206,7 +248,12 @@ def _last_lines(text: str, n: int | None) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     sock = _socket(args)
-    request = {"op": "logs", "id": args.id, "stream": "stdout" if args.stdout else "stderr"}
+    request = {
+        "op": "logs",
+        "id": args.id,
+        "stream": "stdout" if args.stdout else "stderr",
+        "previous": args.previous,
+    }
     answer = _request(args, request)
     if answer is None:
         return 1
@@ -297,6 +344,30 @@ def _follow_capture(sock: Path, request: dict[str, Any], seen: str, poll: float 
         seen = text
 
 
+def _json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    extra = [_json_or_text(a) for a in args.args] if args.json else list(args.args)
+    answer = _request(args, {"op": "add", "id": args.id, "args": extra})
+    if answer is None:
+        return 1
+    print(printable(answer["message"]))
+    return 0
+
+
+def cmd_reload(args: argparse.Namespace) -> int:
+    answer = _request(args, {"op": "reload"})
+    if answer is None:
+        return 1
+    print(printable(answer["message"], lines=True))
+    return 0
+
+
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
@@ -313,7 +384,7 @@ def cmd_events(args: argparse.Namespace) -> int:
                 if args.json:
                     print(json.dumps(message["event"]), flush=True)
                 else:
-                    print(plain_line(EventRecord.from_dict(message["event"])), flush=True)
+                    print(EventRecord.from_dict(message["event"]), flush=True)  # escaped
             elif "end" in message:
                 if message.get("ok") is False:
                     _error(message["end"])
@@ -337,7 +408,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
         "found, or `status` shows a child that is not running).",
     )
-    parser.add_argument("--version", action="version", version=f"nannytree {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     hosting = argparse.ArgumentParser(add_help=False)
@@ -395,13 +466,22 @@ def _parser() -> argparse.ArgumentParser:
     for op, text in (
         ("start", "start a stopped child"),
         ("stop", "stop a child (its spec is kept)"),
-        ("restart", "stop a child if running, then start it"),
+        ("restart", "stop a child (or a whole subtree, or `all`) if running, then start it"),
         ("pause", "SIGSTOP a child's process group"),
         ("resume", "SIGCONT a paused child"),
     ):
         p = sub.add_parser(op, parents=[client], help=text)
         p.add_argument("id", help="child id, or its path such as pool/worker")
         p.set_defaults(func=_action(op))
+    p = sub.add_parser(
+        "add", parents=[client], help="start a new child of a simple_one_for_one supervisor"
+    )
+    p.add_argument("id", help="the supervisor (id or path)")
+    p.add_argument("args", nargs="*", help="extra arguments for its template (strings)")
+    p.add_argument(
+        "--json", action="store_true", help="read each argument as JSON (numbers, lists...)"
+    )
+    p.set_defaults(func=cmd_add)
     p = sub.add_parser("signal", parents=[client], help="send a signal to a child's process group")
     p.add_argument("id")
     p.add_argument("sig", type=signal_arg, help="HUP, TERM, USR1, ... or a number")
@@ -413,15 +493,33 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--stdout", action="store_true", help="its stdout instead of its stderr")
     p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes")
+    p.add_argument(
+        "-p", "--previous", action="store_true", help="what the run before this one wrote"
+    )
     p.set_defaults(func=cmd_logs)
     p = sub.add_parser("events", parents=[client], help="the tree's lifecycle events")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing new events")
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_events)
+    p = sub.add_parser(
+        "reload", parents=[client], help="apply the edited tree file (supervisorctl update)"
+    )
+    p.set_defaults(func=cmd_reload)
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
     p.set_defaults(func=cmd_shutdown)
     return parser
+
+
+class _Version(argparse.Action):
+    """--version, looked up only when asked (importlib.metadata is slow to import)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"nannytree {_version()}")
+        parser.exit()
 
 
 def _version() -> str:
@@ -435,6 +533,8 @@ def _version() -> str:
 
 def _quiet_logging() -> None:
     """The nannies log abnormal exits as warnings; the CLI shows them as events already."""
+    import logging
+
     logger = logging.getLogger("nannytree")
     if not logger.handlers:
         handler = logging.StreamHandler()
@@ -446,7 +546,8 @@ def _quiet_logging() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    _quiet_logging()
+    if args.func in (cmd_run, cmd_demo):
+        _quiet_logging()
     try:
         return int(args.func(args))
     except NoTree as e:

@@ -20,22 +20,25 @@ import json
 import os
 import select
 import selectors
+import shlex
 import signal
 import socket
 import stat
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pykka
+from ._records import EventRecord
 
-from supervision import ChildNotFound, Event, NannyError
+if TYPE_CHECKING:  # the server's side only: a client must not pay for pykka and the nanny
+    from supervision import Event
 
-from .._events import EventLog
-from ._status import EventRecord, Target, TreeInspector
+    from .._events import EventLog
+    from ._status import Target, TreeInspector
 
 MAX_LINE = 64 * 1024  # one request, in bytes
 MAX_PATH = 107  # sun_path holds 108 bytes, NUL included
@@ -413,11 +416,16 @@ class Controller:
         self.request_stop = request_stop
         self.closing = closing
         self.fanout = Fanout(log)
+        self.reload_source: Callable[[], Any] | None = None
 
     def close(self) -> None:
         self.fanout.close()
 
     def handle(self, request: dict[str, Any], send: Send) -> None:
+        import pykka
+
+        from supervision import ChildNotFound, NannyError
+
         op = request.get("op")
         try:
             if op == "events":
@@ -452,6 +460,17 @@ class Controller:
             return dict(self.info)
         if op == "status":
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "detail":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return {"detail": self._detail(self.inspector.find(key))}
+        if op == "restart" and request.get("id") == "all":
+            return {"message": self._restart_all()}
+        if op == "reload":
+            return {"message": self._reload()}
+        if op == "add":
+            return {"message": self._add(request)}
         if op == "logs":
             key = request.get("id")
             if not isinstance(key, str):
@@ -500,6 +519,82 @@ class Controller:
             return f"restarted {t.path}: pid {t.info.pid} -> {info.pid}"
         return f"restarted {t.path}" + (f", pid {info.pid}" if info.pid else "")
 
+    def _restart_all(self) -> str:
+        """As `supervisorctl restart all`: stop the root's children in reverse start
+        order, then start them in order."""
+        ref = self.inspector.ref
+        if ref is None:
+            raise TimeoutError("the tree is starting")
+        root = ref.proxy()
+        # which_children lists the newest first, as OTP's does: start order is its reverse.
+        children = [c.id for c in reversed(root.which_children().get(timeout=OP_TIMEOUT))]
+        for child in reversed(children):
+            root.terminate_child(child).get(timeout=OP_TIMEOUT)
+        for child in children:
+            root.restart_child(child).get(timeout=OP_TIMEOUT)
+        return f"restarted {len(children)} children of {self.inspector.spec.id}: " + ", ".join(
+            children
+        )
+
+    def _reload(self) -> str:
+        """As `supervisorctl update`: the root's children as the edited file says;
+        new ones started, removed ones stopped and deleted, changed ones replaced.
+        Children the file did not change keep running, untouched."""
+        from supervision import ConfigError
+
+        if self.reload_source is None:
+            raise ValueError("this tree was not run from a file; nothing to reload")
+        ref = self.inspector.ref
+        if ref is None:
+            raise TimeoutError("the tree is starting")
+        try:
+            new = self.reload_source()
+        except ConfigError as e:
+            raise ValueError(f"the file is not valid, nothing changed: {e}") from None
+        old = self.inspector.spec
+        if new.id != old.id:
+            raise ValueError(f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed")
+        root = ref.proxy()
+        old_children = {c.id: c for c in old.children}
+        new_children = {c.id: c for c in new.children}
+        removed = [c for c in old_children if c not in new_children]
+        changed = [
+            c for c in new_children if c in old_children and new_children[c] != old_children[c]
+        ]
+        added = [c for c in new_children if c not in old_children]
+        for cid in [*removed, *changed]:
+            root.terminate_child(cid).get(timeout=OP_TIMEOUT)
+            root.delete_child(cid).get(timeout=OP_TIMEOUT)
+        for cid in [*changed, *added]:
+            root.start_child(new_children[cid]).get(timeout=OP_TIMEOUT)
+        self.inspector.replace_spec(new)
+        parts = [
+            f"{what}: {', '.join(ids)}"
+            for what, ids in (("added", added), ("changed", changed), ("removed", removed))
+            if ids
+        ]
+        return "; ".join(parts) if parts else "no change"
+
+    def _add(self, request: dict[str, Any]) -> str:
+        """A new child of a simple_one_for_one supervisor, with extra arguments."""
+        key = request.get("id")
+        extra = request.get("args", [])
+        if not isinstance(key, str) or not isinstance(extra, list):
+            raise ValueError("the request needs an id and a list of args")
+        root_id = self.inspector.spec.id
+        if key.strip("/") == root_id:
+            nanny, path = self.inspector.ref, root_id
+        else:
+            t = self.inspector.find(key)
+            if t.info.type != "supervisor":
+                raise ValueError(f"{t.path} is a worker; add children to a supervisor")
+            nanny = t.nanny.proxy().child_nanny(t.child_id).get(timeout=OP_TIMEOUT)
+            path = t.path
+        if nanny is None:
+            raise TimeoutError("the tree is starting")
+        info = nanny.proxy().start_child(extra).get(timeout=OP_TIMEOUT)
+        return f"added {path}/{info.id}" + (f", pid {info.pid}" if info.pid else "")
+
     def _worker_only(self, t: Target, what: str) -> None:
         if t.info.type == "supervisor":
             raise ValueError(f"{t.path} is a supervisor; {what} its workers one by one")
@@ -532,14 +627,56 @@ class Controller:
             raise ValueError("stream must be stdout or stderr")
         where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
         if where == "capture":
-            text = self._call(t, "read_output", t.child_id, stream)
+            previous = request.get("previous") is True
+            text = self._call(t, "read_output", t.child_id, stream, previous)
             return {"message": str(text).rstrip("\n"), "capture": True}
+        if request.get("previous") is True:
+            raise ValueError(
+                f"{t.path} writes to {where or 'the terminal'}: every run appends there, "
+                "so --previous is for captured output; read the file"
+            )
         if isinstance(where, str):
             return {"message": tail_file(where).rstrip("\n"), "path": where}
         raise ValueError(
             f"{t.path} writes its {stream} to the terminal of `nannytree run "
             f'--child-output inherit`; set {stream} = "capture" or a file in its table'
         )
+
+    def _detail(self, t: Target) -> dict[str, Any]:
+        """One child up close: its spec, its process, its last exits and their stderr."""
+        from supervision import EventKind
+
+        self._worker_only(t, "show the detail of")
+        spec = self._call(t, "get_childspec", t.child_id)
+        supervisor, _, child = t.path.rpartition("/")
+        exits = [
+            EventRecord.from_event(e).to_dict()
+            for e in self.log.snapshot()
+            if e.offender == child
+            and e.supervisor == supervisor
+            and e.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
+        ][-5:]
+        started = [
+            e.time
+            for e in self.log.snapshot()
+            if e.offender == child
+            and e.supervisor == supervisor
+            and e.context is EventKind.CHILD_STARTED
+        ]
+        running = t.info.state in ("running", "paused")
+        uptime = time.monotonic() - started[-1] if running and started else None
+        outputs = {getattr(spec, s, None) for s in ("stdout", "stderr")} - {None}
+        return {
+            "path": t.path,
+            "state": t.info.state,
+            "pid": t.info.pid,
+            "restarts": t.info.restarts,
+            "restart": t.info.restart.value,
+            "uptime": uptime,
+            "runs": _runs(spec),
+            "output": ", ".join(sorted(str(o) for o in outputs)),
+            "exits": exits,
+        }
 
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)
@@ -573,6 +710,17 @@ class Controller:
         finally:
             if follower is not None:
                 self.fanout.forget(follower)
+
+
+def _runs(spec: Any) -> str:
+    """What a child runs, in one line."""
+    if getattr(spec, "command", None) is not None:
+        return shlex.join(spec.command)
+    target = getattr(spec, "target", None)
+    ref = getattr(target, "ref", None)
+    return str(
+        ref or f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', target)}"
+    )
 
 
 class Follower:

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
@@ -23,9 +24,9 @@ from rich.console import Console
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
 from .._events import EventLog
-from .._nanny import NannyActor
+from .._tree import Tree
 from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
-from ._status import EventFeed, EventRecord, Node, TreeInspector
+from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
 from ._view import Header, LiveView, plain_line
 
@@ -38,6 +39,7 @@ class RunOptions:
     live: bool | None = None
     duration: float | None = None
     child_output: str = "auto"  # "auto", "inherit" or a file path
+    source: Path | None = None  # the tree file, for `nannytree reload`
     refresh: float = 0.25
     engine: str | None = None  # multi-host: "auto", "local", "ray://HOST:PORT" (see _engine)
 
@@ -135,7 +137,8 @@ class _Snapshots(threading.Thread):
         self.done = threading.Event()
 
     def run(self) -> None:
-        while not self.done.is_set() and self.inspector.ref.is_alive():
+        ref = self.inspector.ref
+        while not self.done.is_set() and ref is not None and ref.is_alive():
             try:
                 snapshot = self.inspector.snapshot()
                 if snapshot.state != "stopped":  # keep the last full tree for the end
@@ -162,16 +165,30 @@ def _outcome(log: EventLog, root: str) -> tuple[int, str]:
         if event.supervisor != root:
             continue
         if event.context is EventKind.MAX_INTENSITY_REACHED:
-            return 1, (
+            message = (
                 f"tree {root!r} gave up: child {event.offender!r} ended too often "
                 f"(last: {event.reason}); {event.detail}"
             )
+            tail = _last_stderr(log, event.offender)
+            if tail:
+                message += "\nits stderr ended with:\n" + "\n".join(
+                    f"    | {line}" for line in tail.splitlines()
+                )
+            return 1, message
         if event.context is EventKind.AUTO_SHUTDOWN:
             return 0, (
                 f"tree {root!r} shut itself down: significant child {event.offender!r} "
                 f"ended (auto_shutdown = {event.detail})"
             )
     return 1, f"tree {root!r} stopped by itself"
+
+
+def _last_stderr(log: EventLog, offender: str | None) -> str:
+    """The stderr tail of the offender's last exit that had one."""
+    for event in reversed(log.snapshot()):
+        if event.offender == offender and event.reason is not None and event.reason.stderr_tail:
+            return stderr_lines(event.reason.stderr_tail)
+    return ""
 
 
 class Runner:
@@ -188,7 +205,7 @@ class Runner:
         self.printing = True
 
     def notice(self, text: str) -> None:
-        print(f"nannytree: {printable(text)}", file=self.err, flush=True)
+        print(f"nannytree: {printable(text, lines=True)}", file=self.err, flush=True)
 
     def emit(self, record: EventRecord, view: LiveView | None) -> None:
         if view is not None:
@@ -211,6 +228,24 @@ class Runner:
             return self._run(control)
         finally:
             control.close()
+
+    def _reload_source(self, control: ControlSocket) -> Callable[[], SupervisorSpec] | None:
+        """How `reload` reads the edited file: as `run` did, output choices included."""
+        source = self.opts.source
+        if source is None:
+            return None
+
+        def load() -> SupervisorSpec:
+            from ._treefile import load_tree_file
+
+            saved = self.spec
+            try:
+                self.spec = load_tree_file(source)
+                return self._child_output(control)[1]
+            finally:
+                self.spec = saved
+
+        return load
 
     def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
         """Where children without their own output write, and the tree that says so."""
@@ -247,9 +282,16 @@ class Runner:
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
+        tree = Tree(spec, engine=engine)
+        # Served before the start, so `status` answers at once during a slow one.
+        inspector = TreeInspector(None, spec, tree.log)
+        info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
+        controller = Controller(inspector, tree.log, info, self.stop.request, control.closing)
+        controller.reload_source = self._reload_source(control)
+        control.serve(controller.handle)
         try:
             try:
-                ref = NannyActor.start(spec, engine=engine)
+                tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0
@@ -258,10 +300,13 @@ class Runner:
                 return 1
             finally:
                 self.stop.starting = False
-            return self._serve(ref, spec, control, output)
+            inspector.ref = tree.ref
+            return self._serve(tree.ref, spec, control, output, inspector)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            inspector.close()
+            controller.close()
 
     def _serve(
         self,
@@ -269,18 +314,10 @@ class Runner:
         spec: SupervisorSpec,
         control: ControlSocket,
         output: str | None,
+        inspector: TreeInspector,
     ) -> int:
-        log: EventLog = ref.proxy().event_log().get()
+        log = inspector.log
         feed = EventFeed(log)
-        inspector = TreeInspector(ref, spec, log)
-        info = {
-            "tree": spec.id,
-            "pid": os.getpid(),
-            "socket": str(control.path),
-            "output": output,
-        }
-        controller = Controller(inspector, log, info, self.stop.request, control.closing)
-        control.serve(controller.handle)
         view: LiveView | None = None
         snapshots: _Snapshots | None = None
         try:
@@ -315,8 +352,6 @@ class Runner:
             if view is not None:
                 view.__exit__(None, None, None)
             feed.close()
-            inspector.close()
-            controller.close()
         if stopped_by_us:
             self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
             return 0

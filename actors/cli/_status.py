@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import psutil
@@ -23,51 +23,11 @@ from supervision import (
 
 from .._events import EventLog
 from .._nanny import TreeNode
-from ._text import printable
+from ._records import EventRecord, Node, stderr_lines
+
+__all__ = ["EventFeed", "EventRecord", "Node", "ProcStats", "TreeInspector", "stderr_lines"]
 
 # -- the snapshot ------------------------------------------------------------------
-
-
-@dataclass
-class Node:
-    """One supervisor or worker of a running tree, as `status` and the view show it.
-
-    `path` is "root/pool/w1" (the root's path is its id); `uptime` seconds since
-    the current incarnation started; `cpu` percent and `rss` bytes cover the
-    process and its descendants (for a supervisor: its whole subtree).
-    """
-
-    id: str
-    path: str
-    type: str
-    state: str
-    pid: int | None = None
-    uptime: float | None = None
-    restarts: int = 0
-    incarnation: int = 0
-    restart: str = "permanent"
-    last_exit: str | None = None
-    last_exit_normal: bool = True
-    cpu: float | None = None
-    rss: int | None = None
-    strategy: str | None = None
-    intensity: int | None = None
-    period: float | None = None
-    children: list[Node] = field(default_factory=list)
-
-    def walk(self, depth: int = 0) -> Iterator[tuple[int, Node]]:
-        yield depth, self
-        for child in self.children:
-            yield from child.walk(depth + 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Node:
-        kids = [cls.from_dict(c) for c in data.get("children", [])]
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**{**known, "children": kids})
 
 
 def _sum(values: list[Any]) -> Any:
@@ -179,11 +139,18 @@ def _supervisor_specs(spec: SupervisorSpec, path: str) -> Iterator[tuple[str, Su
 class TreeInspector:
     """Reads a running tree: snapshots for status and the view, lookups for control."""
 
+    QUICK = 0.25  # status waits this long for a busy supervisor, then answers from events
+
     def __init__(
-        self, ref: pykka.ActorRef[Any], spec: SupervisorSpec, log: EventLog, timeout: float = 5.0
+        self,
+        ref: pykka.ActorRef[Any] | None,
+        spec: SupervisorSpec,
+        log: EventLog,
+        timeout: float = 5.0,
     ) -> None:
-        self.ref = ref
+        self.ref = ref  # None while the tree is starting
         self.spec = spec
+        self.log = log
         self.timeout = timeout
         self.stats = ProcStats()
         self.starts = StartTimes(log)
@@ -192,23 +159,62 @@ class TreeInspector:
     def close(self) -> None:
         self.starts.close()
 
-    def _tree(self) -> list[TreeNode]:
-        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=self.timeout)
+    def replace_spec(self, spec: SupervisorSpec) -> None:
+        """After `reload`: the tree as the edited file describes it."""
+        self.spec = spec
+        self._specs = dict(_supervisor_specs(spec, spec.id))
+
+    def _tree(self, timeout: float | None = None) -> list[TreeNode]:
+        if self.ref is None:
+            raise TimeoutError("the tree is starting")
+        wait = self.timeout if timeout is None else timeout
+        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=wait)
         return tree
 
     # -- snapshots -------------------------------------------------------------------
 
     def snapshot(self) -> Node:
-        """The whole tree now. Raises TimeoutError when a supervisor is too busy to answer."""
+        """The whole tree now, at once: from the nannies, or, while one is busy
+        starting children (a slow `ready`), from the spec and the tree's events,
+        with `starting` rows for what has not started yet (as systemctl's
+        `activating`)."""
         now = time.monotonic()
         root = self._supervisor_node(self.spec.id, self.spec.id, "running", now)
-        if self.ref.is_alive():
-            root.children = [self._node(t, now) for t in self._tree()]
+        if self.ref is None or self.ref.is_alive():
+            try:
+                root.children = [self._node(t, now) for t in self._tree(self.QUICK)]
+            except TimeoutError:
+                root.children = self._from_events(self.spec, self.spec.id, now)
+                if self.ref is None:
+                    root.state = "starting"
         else:
             root.state = "stopped"
         self._sum_up(root)
         self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
         return root
+
+    def _from_events(self, spec: SupervisorSpec, path: str, now: float) -> list[Node]:
+        """The children of `spec` as its events tell (the nanny being busy)."""
+        last: dict[str, Event] = {}
+        for event in self.log.snapshot():
+            if event.offender and event.context in _STATE_OF:
+                last[f"{event.supervisor}/{event.offender}"] = event
+        nodes = []
+        for child in spec.children:
+            child_path = f"{path}/{child.id}"
+            seen = last.get(child_path)
+            state = _STATE_OF[seen.context] if seen is not None else "starting"
+            if isinstance(child, SupervisorSpec):
+                node = self._supervisor_node(child.id, child_path, state, now)
+                node.children = self._from_events(child, child_path, now)
+            else:
+                node = Node(id=child.id, path=child_path, type="worker", state=state)
+                if state == "running" and seen is not None:
+                    node.pid = seen.pid
+            node.restart = child.restart.value
+            node.uptime = self.starts.uptime(child_path, now) if state == "running" else None
+            nodes.append(node)
+        return nodes
 
     def _supervisor_node(self, child_id: str, path: str, state: str, now: float) -> Node:
         spec = self._specs.get(path)
@@ -273,64 +279,23 @@ class TreeInspector:
             raise LookupError(f"{key!r} names several children ({listed}); give its path")
         found = matches[0]
         nanny = self.ref
+        assert nanny is not None  # _tree() answered
         for supervisor in found.path.split("/")[1:-1]:
             nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
         return Target(nanny, found.info.id, found.path, found.info)
+
+
+_STATE_OF = {
+    EventKind.CHILD_STARTED: "running",
+    EventKind.CHILD_EXITED: "restarting",
+    EventKind.CHILD_TERMINATED: "stopped",
+}
 
 
 def _flatten(tree: TreeNode) -> Iterator[TreeNode]:
     yield tree
     for child in tree.children:
         yield from _flatten(child)
-
-
-# -- events as records -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    """An Event made printable and portable: wall-clock time, JSON-able fields."""
-
-    time: float
-    who: str
-    what: str
-    pid: int | None = None
-    reason: str | None = None
-    abnormal: bool = False
-    detail: str = ""
-
-    @classmethod
-    def from_event(cls, event: Event) -> EventRecord:
-        wall = time.time() - (time.monotonic() - event.time)
-        who = f"{event.supervisor}/{event.offender}" if event.offender else event.supervisor
-        return cls(
-            time=wall,
-            who=who,
-            what=event.context.value,
-            pid=event.pid,
-            reason=str(event.reason) if event.reason is not None else None,
-            abnormal=event.reason is not None and not event.reason.is_normal,
-            detail=event.detail,
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EventRecord:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-    def __str__(self) -> str:
-        clock = time.strftime("%H:%M:%S", time.localtime(self.time))
-        parts = [f"{clock}.{int(self.time * 1000) % 1000:03d}", self.who, self.what]
-        if self.pid is not None:
-            parts.append(f"pid={self.pid}")
-        if self.reason is not None:
-            parts.append(f"reason={self.reason}")
-        if self.detail:
-            parts.append(self.detail)
-        # Reasons carry a child's exception message and stderr tail: never raw.
-        return printable(" ".join(parts))
 
 
 class EventFeed:

@@ -9,11 +9,12 @@ from __future__ import annotations
 import io
 import os
 import shlex
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -22,9 +23,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from supervision import AnySpec, ChildSpec, SupervisorSpec
+from ._records import EventRecord, Node
 
-from ._status import EventRecord, Node
+if TYPE_CHECKING:
+    from supervision import AnySpec, SupervisorSpec
 from ._text import printable
 
 STATE_STYLES = {
@@ -130,10 +132,12 @@ def event_text(record: EventRecord) -> Text:
     style = "red" if record.abnormal or "intensity" in record.what else ""
     if record.what in ("child_started", "supervisor_started"):
         style = "green"
-    line = str(record)
+    line = str(record).split("\n")[0]  # one row per event; the tail's last line follows
     text = Text(no_wrap=True, overflow="ellipsis")
     text.append(line[:12], style="dim")  # the clock: HH:MM:SS.mmm
     text.append(line[12:], style=style)
+    if record.stderr:
+        text.append(" | " + printable(record.stderr.splitlines()[-1]), style="dim")
     return text
 
 
@@ -247,6 +251,36 @@ class LiveView:
 # -- status and check ---------------------------------------------------------------------
 
 
+def detail_view(detail: dict[str, Any]) -> RenderableType:
+    """`nannytree status ID` of one worker, as `systemctl status UNIT`: what it runs,
+    its process, and its last exits with what they wrote to stderr."""
+    lines: list[RenderableType] = []
+    head = Text("● ", style=STATE_STYLES.get(str(detail.get("state")), ""))
+    head.append(printable(detail["path"]), style="bold")
+    head.append(printable(f" - {detail.get('state')}"))
+    lines.append(head)
+    rows = [
+        ("runs", detail.get("runs")),
+        ("restart", detail.get("restart")),
+        ("pid", detail.get("pid")),
+        ("uptime", fmt_duration(detail.get("uptime"))),
+        ("restarts", detail.get("restarts")),
+        ("output", detail.get("output")),
+    ]
+    for name, value in rows:
+        if value not in (None, ""):
+            lines.append(Text(printable(f"  {name:>9}: {value}")))
+    exits = detail.get("exits") or []
+    lines.append(Text(f"  last exits ({len(exits)}):" if exits else "  no exit yet", style="dim"))
+    for e in exits:
+        clock = time.strftime("%H:%M:%S", time.localtime(e["time"]))
+        style = "red" if e.get("abnormal") else ""
+        lines.append(Text(printable(f"    {clock} pid {e.get('pid')}: {e['reason']}"), style=style))
+        for text in str(e.get("stderr", "")).splitlines():
+            lines.append(Text(printable(f"      | {text}"), style="dim"))
+    return Group(*lines)
+
+
 def status_view(status: dict[str, object], root: Node) -> RenderableType:
     """`nannytree status`: a systemctl-like summary line, then the tree."""
     dot = Text("● ", style=STATE_STYLES.get(root.state, ""))
@@ -263,6 +297,8 @@ def status_view(status: dict[str, object], root: Node) -> RenderableType:
 
 
 def _spec_rows(spec: AnySpec, guide: str) -> list[str]:
+    from supervision import ChildSpec, SupervisorSpec
+
     if isinstance(spec, SupervisorSpec):
         what = restarts_text(spec.intensity, spec.period)
         if spec.auto_shutdown.value != "never":
@@ -288,6 +324,8 @@ def spec_table(spec: SupervisorSpec) -> Table:
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in ("tree", "type", "restart", "shutdown", "runs"):
         table.add_column(name, no_wrap=name != "runs", overflow="fold")
+
+    from supervision import SupervisorSpec
 
     def add(s: AnySpec, prefix: str, last: bool, top: bool) -> None:
         guide = prefix if top else prefix + ("└─ " if last else "├─ ")
