@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import tempfile
+import time
 
 import cloudpickle
 
@@ -39,16 +40,30 @@ def _crash_file(pid: int) -> str:
     return os.path.join(runtime_dir(), f"crash-{pid}")
 
 
-def inject_crash(pid: int, exception: BaseException) -> None:
-    """Make the Python child `pid` raise `exception` in its target."""
+def inject_crash(pid: int, exception: BaseException, timeout: float = 5.0) -> None:
+    """Make the Python child `pid` raise `exception` in its target.
+
+    Returns once the child has taken the exception (its file is consumed); the
+    signal is sent again while it has not, so a child still in its first
+    milliseconds gets it too. TimeoutError if it never does.
+    """
     path = _crash_file(pid)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(cloudpickle.dumps(exception))
+    deadline = time.monotonic() + timeout
     try:
-        os.kill(pid, CRASH_SIGNAL)
-    except ProcessLookupError:
-        os.unlink(path)
+        while os.path.exists(path):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"pid {pid} did not take the injected exception in {timeout}s")
+            os.kill(pid, CRASH_SIGNAL)
+            for _ in range(50):  # up to 0.5 s for this signal to be handled
+                if not os.path.exists(path):
+                    return
+                time.sleep(0.01)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
         raise
 
 
