@@ -24,6 +24,7 @@ class ChildHandle(Protocol):
     pid: int
     pgid: int
     channel_note: str
+    last_beat: float  # monotonic time of its last heartbeat (a Python child's), else 0
 
     @property
     def successor(self) -> ChildHandle | None:

@@ -141,7 +141,7 @@ class WorkerActor(pykka.ThreadingActor):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
             if self._proc is not None:
-                self._executor(self._proc).disarm(self._proc)  # a paused child is the host's
+                self._executor().disarm(self._proc)  # a paused child is the host's
             self._signal(signal.SIGSTOP, "pause it")
             self._paused = True
             return None
@@ -194,7 +194,7 @@ class WorkerActor(pykka.ThreadingActor):
             return
         proc = self._proc
         if arm is not None and proc is not None:
-            self._executor(proc).arm(proc, arm.group, arm.plan)
+            self._executor().arm(proc, arm.group, arm.plan)
         self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
         if proc is not None and proc.exit is not None:
             # An adopted successor that had already ended: its note came while it was
@@ -472,7 +472,7 @@ class WorkerActor(pykka.ThreadingActor):
                 triggered = triggered or note.watchdog_trigger
                 if note.status is not None:
                     self.status = note.status
-        beat = max(self._beat, getattr(proc, "last_beat", 0.0))
+        beat = max(self._beat, proc.last_beat)
         late = time.monotonic() - beat
         if not triggered and late < seconds:
             self._schedule_watchdog(message.incarnation, seconds - late)
@@ -543,9 +543,10 @@ class WorkerActor(pykka.ThreadingActor):
         proc = self._proc
         if proc is None or proc.exit is not None or message.plan.incarnation != self._incarnation:
             return  # the plan was for a process that is gone
-        self._executor(proc).arm(proc, message.group, message.plan)
+        self._executor().arm(proc, message.group, message.plan)
 
-    def _executor(self, proc: ChildHandle) -> Executor:
+    def _executor(self) -> Executor:
+        """The executor our process came from (the one our template is defined on)."""
         cached = self._template
         if cached is not None:
             return cached[0]

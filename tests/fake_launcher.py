@@ -23,6 +23,7 @@ class FakeChild:
         self.name = name
         self.pid = self.pgid = next(_pids)
         self.channel_note = ""
+        self.last_beat = 0.0
         self.successor = None
         self.signals: list[int] = []
         self.ignores_sigterm = False
