@@ -65,13 +65,38 @@ def is_alive(pid: int) -> bool:
     return st is not None and st.state not in ("Z", "X")
 
 
-def _has_token(pid: int, token: str) -> bool:
+def has_token(pid: int, token: str) -> bool:
+    """Whether the process's environment carries `token` as TOKEN_ENV."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             environ = f.read(1 << 20)
     except OSError:
         return False
     return f"{TOKEN_ENV}={token}".encode() in environ.split(b"\0")
+
+
+def exiting(pid: int) -> bool:
+    """True when the process is gone or between its exit and its zombie state: its
+    memory is released (/proc reads its environment as empty) but it still runs."""
+    try:
+        with open(f"/proc/{pid}/statm", "rb") as f:
+            return not any(int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        return True
+
+
+def token_of(pid: int) -> str | None:
+    """The TOKEN_ENV value in the process's environment, if it has one."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            environ = f.read(1 << 20)
+    except OSError:
+        return None
+    prefix = f"{TOKEN_ENV}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix) :].decode("ascii", "replace")
+    return None
 
 
 def in_tree(pid: int, root: int, *, token: str | None = None) -> bool:
@@ -89,7 +114,7 @@ def in_tree(pid: int, root: int, *, token: str | None = None) -> bool:
         if current.ppid == root:
             return True
         current, hops = proc_stat(current.ppid), hops + 1
-    return token is not None and _has_token(pid, token)
+    return token is not None and has_token(pid, token)
 
 
 def _all_pids() -> Iterator[int]:

@@ -72,6 +72,9 @@ class Executor(Protocol):
 
     def disarm(self, child: ChildHandle) -> None: ...
 
+    def follow(self, child: ChildHandle, main_pid: int) -> None:
+        """MAINPID=: the child's main process will be `main_pid` once its own exits."""
+
     def grant(self, group: int, granted: int) -> None: ...
 
     def death(self) -> str: ...

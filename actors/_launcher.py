@@ -42,7 +42,9 @@ from ._protocol import (
     Discard,
     Exited,
     Failure,
+    Follow,
     Forget,
+    Forked,
     Grant,
     Heartbeat,
     Hello,
@@ -103,6 +105,9 @@ class SpawnRequest:
     stdout: str | None = None
     stderr: str | None = None
     name: str = ""
+    pid_file: str | None = None  # a command that forks itself (Template.pid_file)
+    pid_timeout: float = 30.0
+    follow_grace: float = 0.0  # Template.follow_grace
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -130,6 +135,9 @@ class SpawnRequest:
             # Relative output paths are the host's, not the child's cwd.
             stdout=_output_target(self.stdout),
             stderr=_output_target(self.stderr),
+            pid_file=None if self.pid_file is None else os.path.abspath(self.pid_file),
+            pid_timeout=float(self.pid_timeout),
+            follow_grace=float(self.follow_grace),
         )
 
 
@@ -150,6 +158,8 @@ class ProcessExit:
     error: Failure | None = None  # what a Python target raised
     launcher_died: bool = False
     stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
+    # Its first process exited 0 leaving these running: it daemonized itself.
+    detached: tuple[int, ...] = ()
 
 
 class LaunchError(Exception):
@@ -161,7 +171,7 @@ class LaunchError(Exception):
         self.errno = errno
 
 
-Note = Literal["exited", "channel_closed"]
+Note = Literal["exited", "channel_closed", "forked"]
 
 
 class ChildProcess:
@@ -246,6 +256,12 @@ class ChildProcess:
             return
         self._ready = True
         self._ready_or_exited.set()
+
+    def _forked(self, main_pid: int, pgid: int) -> None:
+        """Its first process handed over to `main_pid` (already re-keyed by the reader)."""
+        self.pid, self.pgid = main_pid, pgid
+        self._set_ready()
+        self._tell("forked")
 
     def _set_exit(self, exit: ProcessExit) -> None:
         if self._exit is not None:
@@ -593,6 +609,11 @@ class Launcher:
                 )
             )
 
+    def follow(self, child: ChildHandle, main_pid: int) -> None:
+        """The child said MAINPID=`main_pid`: when its process exits, follow that one."""
+        with contextlib.suppress(LaunchError):
+            self._send(Follow(child.pid, main_pid))
+
     def disarm(self, child: ChildHandle) -> None:
         """Leave `child`'s exit to the host (sent before it is stopped or paused)."""
         with contextlib.suppress(LaunchError):
@@ -738,8 +759,16 @@ class Launcher:
                         record.uptime,
                         record.error,
                         stderr=child.output(2),
+                        detached=tuple(p for p in record.detached if type(p) is int),
                     )
                 )
+        elif isinstance(record, Forked):
+            with self._lock:
+                child = self._children.pop(record.pid, None)
+                if child is not None:
+                    self._children[record.main_pid] = child
+            if child is not None:
+                child._forked(record.main_pid, record.pgid)
         elif isinstance(record, Output):
             with self._lock:
                 child = self._children.get(record.pid)

@@ -38,7 +38,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import _bootstrap, _protocol, _wire
+from . import _bootstrap, _daemon, _protocol, _wire
 from ._protocol import (
     Arm,
     ChannelClosed,
@@ -50,7 +50,9 @@ from ._protocol import (
     Discard,
     Exited,
     Failure,
+    Follow,
     Forget,
+    Forked,
     Grant,
     Heartbeat,
     Hello,
@@ -77,6 +79,8 @@ OUTBOX_LIMIT = 8 << 20
 # Escaped descendants of exited children are looked for at most this often: the scan
 # reads our whole child list, so it stays off the exit path and is coalesced.
 ORPHAN_SCAN_INTERVAL = 0.05
+# How often a daemon's pid file is looked at while it is being written.
+PID_FILE_POLL = 0.01
 
 
 class _SpawnFailed(Exception):
@@ -94,10 +98,16 @@ class _Child:
         "control_fd",
         "decoder",
         "error",
+        "follow",
+        "follow_grace",
+        "pgid",
         "pid",
+        "pid_deadline",
+        "pid_file",
         "pidfd",
         "started",
         "template",
+        "token",
     )
 
     def __init__(self, pid: int, control_fd: int | None, template: int) -> None:
@@ -111,6 +121,14 @@ class _Child:
         self.arm: Arm | None = None
         self.pidfd = -1
         self.beat = 0.0  # when its last heartbeat was reported
+        self.pgid = pid  # its first process leads its group
+        # A command's token (NANNYTREE_CHILD_TOKEN in its environment): what marks the
+        # processes of its tree that left its group and were re-parented to us.
+        self.token = ""
+        self.pid_file: str | None = None  # a forking daemon's pid file
+        self.pid_deadline = 0.0
+        self.follow = 0  # MAINPID=: the main process once this one exits
+        self.follow_grace = 0.0  # how long to wait for a MAINPID= after its first exit
 
 
 def _which(command: str, path: str) -> str:
@@ -209,6 +227,26 @@ def _children_of(me: int) -> list[tuple[int, int]]:
     return found
 
 
+def _kids(pid: int) -> list[int]:
+    """The children of any process (the kernel's list)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children", "rb") as f:
+            return [int(p) for p in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live processes of a process group (a /proc scan: only on a rare path)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            st = _daemon.proc_stat(int(name))
+            if st is not None and st.pgid == pgid and st.state not in ("Z", "X"):
+                found.append(st.pid)
+    return found
+
+
 def sweep(me: int) -> None:
     """Kill every process re-parented to us, and its group, until none is left."""
     while True:
@@ -279,6 +317,12 @@ class LauncherLoop:
         self.host_gone = False
         self.scan_due: float | None = None
         self.last_scan = 0.0
+        # Forking daemons whose first process exited 0: first pid -> child, until
+        # their pid file names their main process (or their pid_timeout passes).
+        self.daemonizing: dict[int, _Child] = {}
+        # Children that may fork themselves (a pid file, or sd_notify's MAINPID=), by
+        # token: what they fork is left alone by the orphan scan until it is settled.
+        self.may_fork: dict[str, _Child] = {}
 
         self.sel = selectors.DefaultSelector()
         self._wake_r, wake_w = os.pipe()
@@ -366,11 +410,15 @@ class LauncherLoop:
             timeout = None
             if self.scan_due is not None:
                 timeout = max(0.0, self.scan_due - time.monotonic())
+            if self.daemonizing:
+                timeout = min(timeout, PID_FILE_POLL) if timeout is not None else PID_FILE_POLL
             for key, mask in self.sel.select(timeout):
                 callback: Callable[[int], None] = key.data
                 callback(mask)
                 if self.stopping:
                     break
+            if self.daemonizing:
+                self._look_for_daemons()
             if self.scan_due is not None and time.monotonic() >= self.scan_due:
                 self._reap()
                 self._kill_orphans()
@@ -450,6 +498,17 @@ class LauncherLoop:
                 child.arm = None
         elif isinstance(record, Grant):
             self.granted[record.group] = record.granted
+        elif isinstance(record, Follow):
+            child = self.children.get(record.pid)
+            if child is not None and child.token:
+                child.follow = record.main_pid
+            waiting = self.daemonizing.get(record.pid)
+            if (
+                waiting is not None
+                and waiting.pid_file is None
+                and self._adopt(waiting, record.main_pid)
+            ):
+                del self.daemonizing[record.pid]
 
     def _chdir(self, cwd: str) -> None:
         if cwd == self._cwd:
@@ -488,8 +547,10 @@ class LauncherLoop:
             out_fd = _open_output(template.stdout, "stdout", captures)
             err_fd = _open_output(template.stderr, "stderr", captures)
             control_fd = None
+            token = ""
             if template.command is not None:
-                pid = self._spawn_command(template, out_fd, err_fd)
+                token = _daemon.child_token()
+                pid = self._spawn_command(template, out_fd, err_fd, token)
             elif template.fresh:
                 pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
             else:
@@ -506,6 +567,13 @@ class LauncherLoop:
                 if fd is not None:
                     os.close(fd)
         child = _Child(pid, control_fd, template_id)
+        child.token = token
+        if template.pid_file is not None:
+            child.pid_file = template.pid_file
+            child.pid_deadline = child.started + template.pid_timeout
+        child.follow_grace = template.follow_grace if token else 0.0
+        if child.pid_file is not None or child.follow_grace:
+            self.may_fork[token] = child
         self.children[pid] = child
         self._watch(child)
         if control_fd is not None:
@@ -553,7 +621,9 @@ class LauncherLoop:
             del child.captures[stream]
             return
 
-    def _spawn_command(self, t: Template, out_fd: int | None, err_fd: int | None) -> int:
+    def _spawn_command(
+        self, t: Template, out_fd: int | None, err_fd: int | None, token: str
+    ) -> int:
         assert t.command is not None
         argv = t.command
         search = t.env.get("PATH", os.defpath)
@@ -562,7 +632,7 @@ class LauncherLoop:
         if path is None:
             path = _which(argv[0], search)
         try:
-            pid = _posix_spawn(path, argv, t.env, out_fd, err_fd)
+            pid = _posix_spawn(path, argv, {**t.env, _daemon.TOKEN_ENV: token}, out_fd, err_fd)
         except OSError as exc:
             self._paths.pop(key, None)
             raise _SpawnFailed(
@@ -802,20 +872,140 @@ class LauncherLoop:
 
     def _exited(self, child: _Child, status: int) -> None:
         """One of our children was reaped: kill what it left, report it (and maybe restart it)."""
-        pid = child.pid
         self._unwatch(child)
+        code = os.waitstatus_to_exitcode(status)
+        if child.token and self._forked(child, code):
+            return
+        self._ended(child, code)
+
+    def _ended(self, child: _Child, code: int) -> None:
+        pid = child.pid
+        self.may_fork.pop(child.token, None)
+        detached: list[int] = []
+        if code == 0 and child.token:
+            detached = self._detached(child)  # a daemon that forked itself, unasked
         uptime = time.monotonic() - child.started
         # Grandchildren never outlive their parent: its group now, and those that
         # left it (re-parented to us, the subreaper) at the next orphan scan.
         with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
+            os.killpg(child.pgid, signal.SIGKILL)
+        for other in detached:
+            with contextlib.suppress(OSError):
+                os.kill(other, signal.SIGKILL)
         self._read_control(child)  # the error, if any, was written before the exit
         self._close_control(child)
         for stream in list(child.captures):
             self._read_output(child, stream, drain=True)
-        code = os.waitstatus_to_exitcode(status)
-        self.report(Exited(pid, code, uptime, child.error, self._respawn(child, code, uptime)))
+        respawned = 0 if detached else self._respawn(child, code, uptime)
+        self.report(Exited(pid, code, uptime, child.error, respawned, detached))
         self._schedule_scan()
+
+    # -- daemons that fork themselves ----------------------------------------------
+
+    def _forked(self, child: _Child, code: int) -> bool:
+        """Whether the exit of a command's first process hands over to its main process
+        (MAINPID=, or a pid file still to be read) instead of ending the child."""
+        if child.follow and self._adopt(child, child.follow):
+            return True
+        if code != 0 or child.pgid != child.pid:
+            return False
+        if child.pid_file is not None:
+            self.daemonizing[child.pid] = child  # its pid file is looked for from now on
+            return True
+        if child.follow_grace and self._detached(child):
+            # It speaks sd_notify and left a process behind: its MAINPID= may be on
+            # its way through the host. Wait a little for it before calling it gone.
+            child.pid_deadline = time.monotonic() + child.follow_grace
+            self.daemonizing[child.pid] = child
+            return True
+        return False
+
+    def _adopt(self, child: _Child, main: int) -> bool:
+        """Make `main` the child's main process, if it is a live process of its tree
+        that we can reap (re-parented to us, the subreaper)."""
+        st = _daemon.proc_stat(main)
+        if st is None or st.state in ("Z", "X") or st.ppid != self.pid or main in self.children:
+            return False
+        if st.pgid != child.pgid and not _daemon.has_token(main, child.token):
+            return False
+        old = child.pid
+        child.pid, child.pgid, child.follow = main, st.pgid, 0
+        child.pid_file = None  # found: its main process's exit is the child's exit
+        self.may_fork.pop(child.token, None)
+        self.children[main] = child
+        self._watch(child)
+        self.report(Forked(old, main, st.pgid))
+        return True
+
+    def _look_for_daemons(self) -> None:
+        """Read the pid files of forking daemons whose first process exited 0."""
+        now = time.monotonic()
+        for first, child in list(self.daemonizing.items()):
+            if child.pid_file is None:  # waiting for a MAINPID=
+                if now >= child.pid_deadline:
+                    del self.daemonizing[first]
+                    self._ended(child, 0)
+                continue
+            try:
+                main = _daemon.read_pid_file(child.pid_file)
+            except _daemon.PidFileError as e:
+                problem = e.problem
+            else:
+                if self._adopt(child, main):
+                    del self.daemonizing[first]
+                    continue
+                if _daemon.is_alive(main):
+                    problem = f"names pid {main}, which is not a process this child started"
+                else:
+                    problem = f"names pid {main}, which is not running"
+            if now >= child.pid_deadline:
+                del self.daemonizing[first]
+                self._pid_file_failed(child, f"pid file {child.pid_file!r} {problem}")
+
+    def _pid_file_failed(self, child: _Child, why: str) -> None:
+        """No main process within pid_timeout: the start failed; its tree is killed."""
+        with contextlib.suppress(OSError):
+            os.killpg(child.pgid, signal.SIGKILL)
+        for stream in list(child.captures):
+            self._read_output(child, stream, drain=True)
+        uptime = time.monotonic() - child.started
+        self.may_fork.pop(child.token, None)
+        self.report(Exited(child.pid, 0, uptime, Failure("PidFileError", why, ""), 0, []))
+        self._schedule_scan()  # what it forked, re-parented to us, goes with the scan
+
+    def _detached(self, child: _Child) -> list[int]:
+        """Live processes a command left behind when its first process exited 0: in its
+        group, or re-parented to us with its token. Only paid on exit code 0."""
+        found = []
+        try:
+            os.killpg(child.pgid, 0)
+            grouped = True
+        except OSError:
+            grouped = False
+        known = self.children
+        for _ in range(3):  # again while an orphan is mid-exit: its children move to us
+            unsettled = False
+            for pid in _child_pids(self.pid):
+                if pid in known:
+                    continue
+                st = _daemon.proc_stat(pid)
+                if st is None:
+                    continue
+                if st.state in ("Z", "X"):
+                    unsettled = True
+                elif (grouped and st.pgid == child.pgid) or _daemon.has_token(pid, child.token):
+                    found.append(pid)
+                elif _daemon.exiting(pid):
+                    # An intermediate of a double fork, exiting: its environment is gone,
+                    # but the daemon it forked is still its child for a moment.
+                    unsettled = True
+                    found.extend(p for p in _kids(pid) if _daemon.has_token(p, child.token))
+            if found or not unsettled:
+                break
+        if grouped and not found:
+            # Still in its group but not ours: its parent is another of its processes.
+            found = [p for p in _group_members(child.pgid) if p != child.pid]
+        return found[:16]
 
     def _respawn(self, child: _Child, code: int, uptime: float) -> int:
         """Restart an armed child at once, if its exit is covered and its group's
@@ -848,6 +1038,14 @@ class LauncherLoop:
         known.update(self.discarded)
         for pid in _child_pids(self.pid):
             if pid not in known:
+                st = _daemon.proc_stat(pid)
+                if st is None or st.state in ("Z", "X") or _daemon.exiting(pid):
+                    # Ended or ending (reaped next): what it left was re-parented to us
+                    # and is seen on its own; its group may hold a daemon still starting.
+                    self._schedule_scan()
+                    continue
+                if self.may_fork and _daemon.token_of(pid) in self.may_fork:
+                    continue  # a daemon whose pid file or MAINPID= is still to come
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(OSError):

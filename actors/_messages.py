@@ -145,15 +145,22 @@ class ArmExit:
 
 @dataclass(frozen=True)
 class ChildNote:
-    """Something about a child worth an event that is not a decision (a closed channel)."""
+    """Something about a child worth an event that is not a decision (a closed channel,
+    a new main process)."""
 
     child_id: str
     incarnation: int
     pid: int | None
     detail: str
+    main_pid: int = 0  # the child's main process is now this pid (a forking daemon)
 
 
 # -- internal ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NotifyReadable:
+    """The child's NOTIFY_SOCKET has datagrams to read (from the tree's watcher)."""
 
 
 @dataclass(frozen=True)

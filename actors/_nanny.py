@@ -749,6 +749,8 @@ class NannyActor(pykka.ThreadingActor):
         self._log_events()
 
     def _note(self, message: ChildNote, now: float) -> None:
+        if message.main_pid:
+            self._core.main_pid_changed(message.child_id, message.incarnation, message.main_pid)
         self._record(
             Event(
                 time=now,

@@ -26,6 +26,9 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
 - `Grant(group, granted)`: the group (a supervisor) may have done `granted`
   autonomous restarts in all, counted from its first; the host raises it as its
   intensity allows.
+- `Follow(pid, main_pid)`: the child said MAINPID= (sd_notify): when `pid`
+  exits, `main_pid` (a live process of its tree, by then re-parented to the
+  launcher) is its main process; the launcher says `Forked` instead of `Exited`.
 
 Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 
@@ -42,7 +45,12 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
   is -N for "killed by signal N", else its exit code; `uptime` the seconds from
   its spawn to its reaping, by the launcher's clock; `error` what a Python
   target raised, if it said so; `respawned` the pid of the child started in
-  its place by an `Arm` (0: none).
+  its place by an `Arm` (0: none); `detached` the processes a command's first
+  process left running when it exited 0 without a `pid_file` (it daemonized
+  itself; the launcher kills them, the host says what to set).
+- `Forked(pid, main_pid, pgid)`: the child's first process exited 0 and
+  `main_pid` (named by its pid file, or by MAINPID=) is its main process from
+  now on: its exit is the child's exit, its group `pgid` is what a stop signals.
 
 Child -> launcher, on the child's control pipe (UNTRUSTED: the child may run
 anything; frames up to CHILD_FRAME bytes, every string bounded):
@@ -54,7 +62,7 @@ anything; frames up to CHILD_FRAME bytes, every string bounded):
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 from ._wire import WireError
@@ -152,6 +160,9 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     bool,
     (str, _NONE),
     (str, _NONE),
+    (str, _NONE),
+    float,
+    float,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -166,6 +177,14 @@ class Template(Record):
     fresh: bool
     stdout: str | None  # None: the launcher's; "capture"; or a file to append to
     stderr: str | None
+    # A command that forks itself (systemd's Type=forking): once its first process
+    # exits 0, the live process of its tree this file names is its main process,
+    # looked for until `pid_timeout` s after the spawn.
+    pid_file: str | None = None
+    pid_timeout: float = 0.0
+    # sd_notify: how long a first process that exited 0 leaving a process behind is
+    # given for its MAINPID= to arrive (sent by the host, which reads the socket).
+    follow_grace: float = 0.0
 
 
 @_record("define", int, Template)
@@ -225,8 +244,15 @@ class Grant(Record):
     granted: int
 
 
+@_record("follow", int, int)
+@dataclass(frozen=True)
+class Follow(Record):
+    pid: int
+    main_pid: int
+
+
 HOST_RECORDS = frozenset(
-    {"define", "forget", "spawn", "prepare", "discard", "arm", "disarm", "grant"}
+    {"define", "forget", "spawn", "prepare", "discard", "arm", "disarm", "grant", "follow"}
 )
 
 # -- launcher -> host ------------------------------------------------------------------
@@ -304,7 +330,7 @@ class Failure(Record):
     traceback: str
 
 
-@_record("exited", int, int, float, (Failure, _NONE), int)
+@_record("exited", int, int, float, (Failure, _NONE), int, list)
 @dataclass(frozen=True)
 class Exited(Record):
     pid: int
@@ -312,6 +338,17 @@ class Exited(Record):
     uptime: float
     error: Failure | None
     respawned: int = 0  # the pid started in its place by an Arm
+    # A command's first process exited 0 but left these processes of its tree
+    # running: it daemonized itself, without a pid_file (they are killed).
+    detached: list[int] = field(default_factory=list)
+
+
+@_record("forked", int, int, int)
+@dataclass(frozen=True)
+class Forked(Record):
+    pid: int
+    main_pid: int
+    pgid: int
 
 
 REPORT_RECORDS = frozenset(
@@ -325,6 +362,7 @@ REPORT_RECORDS = frozenset(
         "output",
         "channel_closed",
         "exited",
+        "forked",
         "heartbeat",
     }
 )

@@ -25,6 +25,7 @@ from ._executor import Executor
 from ._launcher import Launcher, LaunchError
 from ._memory import MemoryWatch
 from ._messages import LauncherLost
+from ._notify_watch import NotifyWatcher
 from ._timer import Scheduler
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class TreeContext:
         self.launcher: Executor | None = None
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
+        self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
         self.root: pykka.ActorRef[Any] | None = None
         self._lock = threading.Lock()
         self._relaunches: deque[float] = deque()
@@ -114,6 +116,7 @@ class TreeContext:
         self._reason = reason
         self.memory.close()
         self.scheduler.close()
+        self.notify.close()
         with self._lock:
             launcher = self.launcher
         if launcher is not None:

@@ -38,6 +38,7 @@ from supervision import (
 )
 from supervision import Reload as ReloadSpec
 
+from ._daemon import daemonized_message
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
@@ -45,6 +46,7 @@ from ._messages import (
     ChildExited,
     ChildNote,
     MemoryExceeded,
+    NotifyReadable,
     Pause,
     ProcessNote,
     ReadOutput,
@@ -57,7 +59,7 @@ from ._messages import (
     Stop,
     WatchdogTick,
 )
-from ._notify import NotifyEndpoint
+from ._notify import Notification, NotifyEndpoint
 from ._tree import TreeContext
 
 log = logging.getLogger("nannytree")
@@ -69,6 +71,9 @@ READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wa
 KILL_REPORT_GRACE = 2.0
 GONE_POLL = 0.05
 NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
+# An sd_notify child's first process that exited 0 leaving a process behind: how long
+# its MAINPID= is waited for (it crosses the host on its way to the launcher).
+MAINPID_GRACE = 1.0
 CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
@@ -119,6 +124,8 @@ class WorkerActor(pykka.ThreadingActor):
         self._notify: NotifyEndpoint | None = None
         self.status = ""  # the child's last sd_notify STATUS= line
         self._beat = 0.0  # when the child last said it was alive (watchdog)
+        self._watchdog_trigger = False  # WATCHDOG=trigger: the child asked to be restarted
+        self._memory_pid = 0  # the pid whose tree the memory limit is watched on
 
     # -- messages -------------------------------------------------------------
 
@@ -135,6 +142,8 @@ class WorkerActor(pykka.ThreadingActor):
             return self._arm(message)
         if isinstance(message, WatchdogTick):
             return self._on_watchdog(message)
+        if isinstance(message, NotifyReadable):
+            return self._on_notify_readable()
         if isinstance(message, ReloadChild):
             return self._reload()
         if isinstance(message, Signal):
@@ -178,6 +187,7 @@ class WorkerActor(pykka.ThreadingActor):
         self._drop_successor()
         self._discard_standby()
         if self._notify is not None:
+            self._context.notify.forget(self._notify.fileno())
             self._notify.close()
         if self._template is not None:
             launcher, _, tid = self._template
@@ -263,13 +273,22 @@ class WorkerActor(pykka.ThreadingActor):
         if self.spec.watchdog is not None:
             self._beat = time.monotonic()  # the deadline counts from the start
             self._schedule_watchdog(incarnation, self.spec.watchdog)
-        if self.spec.memory_limit is not None:
-            self._context.memory.watch(
-                proc.pid,
-                self.spec.memory_limit,
-                lambda rss: ref.tell(MemoryExceeded(incarnation, rss)),
-            )
+        self._watch_memory(proc.pid)
+        if self._notify is not None:
+            self._watch_notify()
         return proc.pid
+
+    def _watch_memory(self, pid: int) -> None:
+        limit = self.spec.memory_limit
+        if limit is None:
+            return
+        if self._memory_pid:
+            self._context.memory.unwatch(self._memory_pid)
+        ref, incarnation = self.actor_ref, self._incarnation
+        self._memory_pid = pid
+        self._context.memory.watch(
+            pid, limit, lambda rss: ref.tell(MemoryExceeded(incarnation, rss))
+        )
 
     def _take_standby(self, launcher: Executor, template: int) -> int | None:
         """The standby for this start, if it was forked from the same template."""
@@ -291,6 +310,10 @@ class WorkerActor(pykka.ThreadingActor):
     def _wait_ready(self, proc: ChildHandle) -> bool:
         """True once the child is ready; False if it exited or start_timeout passed."""
         ready, timeout = self.spec.ready, self.spec.start_timeout
+        if self.spec.pid_file is not None:
+            # The launcher looks for the pid file until start_timeout and then says
+            # Forked or Exited: its answer is waited for, a little past that.
+            return proc.wait_ready(timeout + KILL_REPORT_GRACE)
         if ready == "started":
             return True
         if ready == "notify":
@@ -316,11 +339,46 @@ class WorkerActor(pykka.ThreadingActor):
                 return False
             readable, _, _ = select.select([endpoint], [], [], min(left, NOTIFY_POLL))
             for note in endpoint.read() if readable else ():
-                if note.status is not None:
-                    self.status = note.status
+                self._take_note(proc, note)
                 if note.ready:
                     return True
         return False
+
+    def _watch_notify(self) -> None:
+        """Have the tree's watcher tell us when our NOTIFY_SOCKET has something."""
+        endpoint, ref = self._notify, self.actor_ref
+        if endpoint is None:
+            return
+
+        def readable() -> None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(NotifyReadable())
+
+        self._context.notify.watch(endpoint.fileno(), readable)
+
+    def _on_notify_readable(self) -> None:
+        self._drain_notify()
+        self._watch_notify()
+
+    def _drain_notify(self) -> None:
+        endpoint, proc = self._notify, self._proc
+        if endpoint is None:
+            return
+        for note in endpoint.read():
+            if proc is not None and proc.exit is None:
+                self._take_note(proc, note)
+
+    def _take_note(self, proc: ChildHandle, note: Notification) -> None:
+        """What a running child said on its NOTIFY_SOCKET (the sender was checked)."""
+        if note.status is not None:
+            self.status = note.status
+        if note.watchdog:
+            self._beat = time.monotonic()
+        if note.watchdog_trigger:
+            self._watchdog_trigger = True
+        if note.main_pid is not None and note.main_pid != proc.pid:
+            # MAINPID=: once this process exits, the launcher follows that one.
+            self._executor().follow(proc, note.main_pid)
 
     def _define(self) -> tuple[Executor, int]:
         """The launcher to use and our template on it, defined again only when the
@@ -355,6 +413,15 @@ class WorkerActor(pykka.ThreadingActor):
             if self._notify is None:
                 self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog)
             env.update(self._notify.env())
+        if spec.pid_file is not None:
+            extra: dict[str, Any] = {
+                "pid_file": os.fspath(spec.pid_file),
+                "pid_timeout": spec.start_timeout,
+            }
+        elif spec.notify_socket:
+            extra = {"follow_grace": MAINPID_GRACE}
+        else:
+            extra = {}
         common: dict[str, Any] = {
             "env": env,
             "cwd": os.fspath(spec.cwd) if spec.cwd is not None else os.getcwd(),
@@ -363,7 +430,7 @@ class WorkerActor(pykka.ThreadingActor):
             "name": spec.id,
         }
         if spec.command is not None:
-            return SpawnRequest(command=list(spec.command), **common)
+            return SpawnRequest(command=list(spec.command), **common, **extra)
         return SpawnRequest(
             payload=self._pickled(),
             sys_path=list(sys.path),
@@ -464,14 +531,8 @@ class WorkerActor(pykka.ThreadingActor):
         proc, seconds = self._proc, self.spec.watchdog
         if proc is None or seconds is None or message.incarnation != self._incarnation:
             return  # that process is gone: its ticks end with it
-        triggered = False
-        if self._notify is not None:  # a command beats with WATCHDOG=1 on its socket
-            for note in self._notify.read():
-                if note.watchdog:
-                    self._beat = time.monotonic()
-                triggered = triggered or note.watchdog_trigger
-                if note.status is not None:
-                    self.status = note.status
+        self._drain_notify()  # a command beats with WATCHDOG=1 on its socket
+        triggered, self._watchdog_trigger = self._watchdog_trigger, False
         beat = max(self._beat, proc.last_beat)
         late = time.monotonic() - beat
         if not triggered and late < seconds:
@@ -577,6 +638,9 @@ class WorkerActor(pykka.ThreadingActor):
         proc = self._proc
         if proc is None or proc.pid != message.pid:
             return  # consumed by a stop or a failed start, or from an older incarnation
+        if message.note == "forked":
+            self._on_forked(proc)
+            return
         if message.note == "channel_closed":
             self._parent.tell(
                 ChildNote(
@@ -602,11 +666,30 @@ class WorkerActor(pykka.ThreadingActor):
             )
         )
 
+    def _on_forked(self, proc: ChildHandle) -> None:
+        """Its first process handed over to a main process (pid file or MAINPID=)."""
+        if self._notify is not None:
+            self._notify.main_pid = proc.pid
+        self._watch_memory(proc.pid)
+        self._parent.tell(
+            ChildNote(
+                self.spec.id,
+                self._incarnation,
+                proc.pid,
+                f"main process is now pid {proc.pid} (named by "
+                + ("its pid file)" if self.spec.pid_file is not None else "MAINPID=)"),
+                main_pid=proc.pid,
+            )
+        )
+
     def _forget(self, proc: ChildHandle) -> None:
         """The process is gone (or going): drop it, keep what it said."""
         if self._proc is proc:
             self._proc, self._paused = None, False
         self._context.memory.unwatch(proc.pid)
+        if self._memory_pid:
+            self._context.memory.unwatch(self._memory_pid)
+            self._memory_pid = 0
         self._previous_output = self._last_output
         self._last_output = {1: proc.output(1), 2: proc.output(2)}
 
@@ -640,6 +723,16 @@ class WorkerActor(pykka.ThreadingActor):
                 stderr_tail=self._tail(exit.stderr),
             )
         error = exit.error
+        if exit.detached and exit.returncode == 0 and not stop_requested:
+            message = daemonized_message(self.spec.id, list(exit.detached))
+            log.warning("%s", message)
+            return ExitReason.daemonized(message)
+        if error is not None and error.type == "PidFileError" and self.spec.pid_file is not None:
+            return ExitReason.start_failure(
+                f"{error.message} within start_timeout={self.spec.start_timeout}s after its "
+                "first process exited 0; check pid_file (the path the program writes) or "
+                "raise start_timeout"
+            )
         return classify_exit(
             exit.returncode,
             normal_exit_codes=frozenset(self.spec.normal_exit_codes),

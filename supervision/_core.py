@@ -282,6 +282,15 @@ class Supervisor:
             self._out.append(Reply(child.info()))
         return self._advance()
 
+    def main_pid_changed(self, child_id: str, incarnation: int, pid: int) -> bool:
+        """A running child's main process is now `pid` (a daemon that forked itself:
+        its pid file, or MAINPID=). False if that incarnation no longer runs."""
+        child = self._children.get(child_id)
+        if child is None or child.state != "running" or child.incarnation != incarnation:
+            return False
+        self._set_pid(child, pid)
+        return True
+
     def start_failed(self, child_id: str, reason: ExitReason, now: float) -> list[Action]:
         step = self._answer(_Start, child_id)
         self._now = now

@@ -20,6 +20,9 @@ class ExitKind(StrEnum):
     LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
     ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
     WATCHDOG = "watchdog"  # alive but silent: no heartbeat within the spec's watchdog
+    # A command's first process exited 0 leaving a process of its tree running: it
+    # forked itself into the background without a pid_file (those were killed).
+    DAEMONIZED = "daemonized"
     # Multi-host (a remote subtree): all abnormal; a remote give-up crosses as SHUTDOWN.
     REMOTE_CRASH = "remote_crash"  # the remote supervisor's process died (cause kept)
     NODE_DOWN = "node_down"  # its node was declared dead (Erlang's noconnection)
@@ -57,6 +60,11 @@ class ExitReason:
     @classmethod
     def start_failure(cls, message: str) -> ExitReason:
         return cls(ExitKind.START_FAILURE, message=message)
+
+    @classmethod
+    def daemonized(cls, message: str) -> ExitReason:
+        """A command that forked itself into the background without a pid_file."""
+        return cls(ExitKind.DAEMONIZED, code=0, message=message)
 
     @classmethod
     def watchdog(cls, seconds: float) -> ExitReason:

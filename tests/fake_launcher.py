@@ -89,6 +89,7 @@ class FakeLauncher:
         self.failures: list[str] = []  # the next spawns fail with these messages
         self.armed: list[tuple[int, object]] = []
         self.disarmed: list[int] = []
+        self.followed: list[tuple[int, int]] = []
         self.grants: dict[int, int] = {}
         self._ids = itertools.count(1)
         self.spawned = threading.Condition()
@@ -138,6 +139,9 @@ class FakeLauncher:
 
     def disarm(self, child: FakeChild) -> None:
         self.disarmed.append(child.pid)
+
+    def follow(self, child: FakeChild, main_pid: int) -> None:
+        self.followed.append((child.pid, main_pid))
 
     def grant(self, group: int, granted: int) -> None:
         self.grants[group] = granted

@@ -1,0 +1,157 @@
+"""A graceful stop lets a download in flight finish (issue 16): the stop signal is the
+server's graceful one (nginx: SIGQUIT), so `terminate_child` waits for it.
+
+The server is a small stdlib HTTP server that behaves as nginx does: SIGQUIT stops
+accepting and lets requests in flight finish; SIGTERM ends it at once. A real
+nginx is used too where it is installed.
+"""
+
+from __future__ import annotations
+
+import http.client
+import shutil
+import socket
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from actors import Tree
+from supervision import ChildSpec, SupervisorSpec
+from tests.support import wait_until
+
+SIZE = 8 * 1024 * 1024
+CHUNK = 64 * 1024
+
+SERVER = textwrap.dedent(
+    f"""
+    import http.server, os, signal, sys, threading, time
+    port_file = sys.argv[1]
+
+    class Download(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", str({SIZE}))
+            self.end_headers()
+            chunk = b"x" * {CHUNK}
+            for _ in range({SIZE // CHUNK}):
+                self.wfile.write(chunk)
+                time.sleep(0.01)  # a slow client's pace: about 1.3 s in all
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Download)
+    server.daemon_threads = False  # server_close() waits for requests in flight
+    signal.signal(signal.SIGQUIT, lambda *a: threading.Thread(target=server.shutdown).start())
+    with open(port_file + ".tmp", "w") as f:
+        f.write(str(server.server_address[1]))
+    os.rename(port_file + ".tmp", port_file)
+    server.serve_forever()
+    server.server_close()
+    """
+)
+
+
+def _download(port: int, got: list[int], errors: list[BaseException]) -> None:
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/big")
+        response = conn.getresponse()
+        while data := response.read(CHUNK):
+            got[0] += len(data)
+        conn.close()
+    except (OSError, http.client.HTTPException) as e:
+        errors.append(e)
+
+
+def _stop_during_a_download(spec: ChildSpec, port_of: object) -> tuple[int, list[BaseException]]:
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        port = port_of()  # type: ignore[operator]
+        got, errors = [0], []  # type: ignore[var-annotated]
+        client = threading.Thread(target=_download, args=(port, got, errors))
+        client.start()
+        wait_until(lambda: got[0] >= 4 * CHUNK or bool(errors), 20, "the download to begin")
+        tree.nanny.terminate_child(spec.id).get()
+        client.join(30)
+        assert not client.is_alive()
+        return got[0], errors
+    finally:
+        tree.stop()
+
+
+def _server(tmp_path: Path, **fields: object) -> tuple[ChildSpec, object]:
+    script, port_file = tmp_path / "server.py", tmp_path / "port"
+    script.write_text(SERVER)
+
+    def port() -> int:
+        wait_until(port_file.exists, 20, "the server to listen")
+        return int(port_file.read_text())
+
+    spec = ChildSpec(
+        id="web",
+        command=[sys.executable, str(script), str(port_file)],
+        shutdown=30.0,
+        **fields,  # type: ignore[arg-type]
+    )
+    return spec, port
+
+
+def test_the_graceful_stop_signal_lets_a_download_in_flight_finish(tmp_path: Path) -> None:
+    spec, port = _server(tmp_path, stop_signal="QUIT")
+    got, errors = _stop_during_a_download(spec, port)
+    assert not errors and got == SIZE
+
+
+def test_the_default_stop_signal_cuts_it(tmp_path: Path) -> None:
+    """The control: SIGTERM (the default) is this server's fast stop."""
+    spec, port = _server(tmp_path)
+    got, errors = _stop_during_a_download(spec, port)
+    assert errors or got < SIZE
+
+
+NGINX_CONF = """
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+worker_processes 1;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {dir}/www;
+        limit_rate 6m;
+    }}
+}}
+"""
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None, reason="nginx is not installed (apt install nginx-light)"
+)
+def test_a_real_nginx_stopped_with_sigquit_finishes_the_download(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "big").write_bytes(b"x" * SIZE)
+    conf = tmp_path / "nginx.conf"
+    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=free))
+    spec = ChildSpec(
+        id="nginx",
+        command=["nginx", "-c", str(conf), "-p", str(tmp_path)],
+        stop_signal="QUIT",
+        shutdown=30.0,
+        ready=0.5,
+    )
+    got, errors = _stop_during_a_download(spec, lambda: free)
+    assert not errors and got == SIZE
