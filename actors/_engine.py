@@ -146,12 +146,14 @@ class FakeEngine:
         *,
         lease_timeout: float | None = None,
         unreachable_timeout: float | None = None,
+        liveness_timeout: float | None = None,
     ):
         self._lock = threading.Condition()
         self._nodes = {n: _FakeNode(NodeInfo(n, n)) for n in (nodes or ["local"])}
         self._handles: list[FakeHandle] = []
         self._lease_timeout = lease_timeout
         self.unreachable_timeout = unreachable_timeout
+        self.liveness_timeout = liveness_timeout
         self._seq = itertools.count()
         self.spawned: list[tuple[str, int]] = []  # (node, incarnation), in order
 

@@ -229,6 +229,14 @@ class RemoteHost:
     def ping(self) -> int:
         return os.getpid()
 
+    def liveness(self, timeout: float) -> bool:
+        """The opt-in liveness check: the remote supervisor itself answers a read-only
+        call within `timeout` (the process and the node answering is not enough)."""
+        if self._tree is None or self._ended.is_set():
+            return True  # ending: its exit is on its way
+        self._tree.nanny.count_children().get(timeout=timeout)
+        return True
+
     def kill(self) -> None:
         """The fake's "process death": the tree stops; nobody is told politely."""
         self.killed = True
@@ -291,6 +299,17 @@ class _Probe:
 @dataclass(frozen=True)
 class _Renew:
     pass
+
+
+@dataclass(frozen=True)
+class _Ping:
+    pass
+
+
+@dataclass(frozen=True)
+class _Pong:
+    dead: ExitReason | None = None  # the engine says the remote process is dead
+    failure: str = ""  # no answer in time: why
 
 
 @dataclass(frozen=True)
@@ -376,6 +395,11 @@ class RemoteChild(pykka.ThreadingActor):
         self._unreachable_timeout: float | None = getattr(engine, "unreachable_timeout", None)
         self._unreachable_since = 0.0
         self._timers: list[threading.Timer] = []
+        # Opt-in (off by default): a hung remote supervisor is invisible to the engine;
+        # it is asked this often to answer within this long (remote_unresponsive).
+        self._liveness: float | None = getattr(engine, "liveness_timeout", None)
+        self._pinging = False
+        self._killed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -383,6 +407,8 @@ class RemoteChild(pykka.ThreadingActor):
         self._park()
         if self._lease:
             self._later(self._lease / 3, _Renew())
+        if self._liveness:
+            self._later(self._liveness, _Ping())
 
     def on_stop(self) -> None:
         for timer in self._timers:
@@ -402,6 +428,10 @@ class RemoteChild(pykka.ThreadingActor):
             self._renew()
         elif isinstance(message, _Declare):
             self._tell_exit(message.reason)
+        elif isinstance(message, _Ping):
+            self._ping()
+        elif isinstance(message, _Pong):
+            self._on_pong(message)
         else:
             raise TypeError(f"remote child {self._name!r} got an unknown message {message!r}")
         return None
@@ -551,9 +581,59 @@ class RemoteChild(pykka.ThreadingActor):
             self._unreachable(f"lease renewal failed: {e}")
         self._later(self._lease / 3, _Renew())
 
+    def _ping(self) -> None:
+        """The liveness check, on a thread of its own: the API stays answered meanwhile."""
+        limit = self._liveness
+        if limit is None or self._state not in ("running", "unreachable"):
+            return
+        if self._state == "unreachable" or self._pinging:
+            self._later(limit, _Ping())  # the probe is in charge while it is unreachable
+            return
+        self._pinging = True
+        ref, engine, handle = self.actor_ref, self._engine, self._handle
+
+        def ask() -> None:
+            answer = _Pong()
+            try:
+                engine.call(handle, "liveness", limit, timeout=limit)
+            except RemoteDead as e:
+                answer = _Pong(dead=e.reason)
+            except Exception as e:
+                answer = _Pong(failure=f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            with contextlib.suppress(pykka.ActorDeadError):
+                ref.tell(answer)
+
+        threading.Thread(target=ask, name=f"nannytree-liveness-{self._name}", daemon=True).start()
+
+    def _on_pong(self, message: _Pong) -> None:
+        self._pinging = False
+        if self._state != "running" or self._liveness is None:
+            if self._state == "unreachable" and self._liveness is not None:
+                self._later(self._liveness, _Ping())
+            return
+        if message.dead is not None:
+            self._exit(message.dead)
+        elif message.failure:
+            self._exit(
+                ExitReason(
+                    ExitKind.REMOTE_UNRESPONSIVE,
+                    message=f"the remote supervisor did not answer a liveness check within "
+                    f"{self._liveness}s ({message.failure}); killed",
+                )
+            )
+        else:
+            self._later(self._liveness, _Ping())
+
     def _exit(self, reason: ExitReason) -> None:
         self._state = "exiting"
         wait = 0.0
+        if reason.kind is ExitKind.REMOTE_UNRESPONSIVE:
+            # Hung, or cut off: killed now (on a thread: a kill may wait for the hung
+            # process); restarted elsewhere only once its fence is sure to have
+            # stopped it, if the kill could not reach it.
+            self._killed = True
+            threading.Thread(target=self._kill, daemon=True).start()
+            wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
         if reason.kind is ExitKind.NODE_DOWN:
             self._node_down(self.status.node)
             wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
@@ -567,7 +647,8 @@ class RemoteChild(pykka.ThreadingActor):
         if self._state != "exiting":
             return
         self._state = "stopped"
-        self._kill()  # best effort: Akka's quarantine, this incarnation is over
+        if not self._killed:
+            self._kill()  # best effort: Akka's quarantine, this incarnation is over
         with contextlib.suppress(pykka.ActorDeadError):
             self._parent.tell(ChildExited(self._spec.id, self._incarnation, None, reason))
         self.actor_ref.stop(block=False)

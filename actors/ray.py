@@ -84,7 +84,7 @@ class NannyHost:
 
     @ray.method(concurrency_group="control")
     def call(self, method: str, *args: Any) -> Any:
-        if method not in ("api", "shutdown", "renew_lease", "ping", "launcher_pid"):
+        if method not in ("api", "shutdown", "renew_lease", "ping", "liveness", "launcher_pid"):
             raise ValueError(f"NannyHost has no control call {method!r}")
         if method == "launcher_pid":
             tree = self.host._tree
@@ -113,7 +113,11 @@ class RayEngine:
     three quarters of it, and the parent restarts a subtree of a dead node
     elsewhere only once the lease has run out. `unreachable_timeout` (seconds,
     default None: wait for Ray's verdict) declares node_down after a subtree was
-    unreachable that long, as Erlang's tick timeout would. `detach=False` is for tests only:
+    unreachable that long, as Erlang's tick timeout would. `liveness_timeout` (seconds,
+    default None: off) asks each remote supervisor that often whether it still
+    answers; one that does not answer within that time (a deadlock, a starved GIL:
+    what Ray cannot see) is killed and ends with the abnormal reason
+    `remote_unresponsive`. `detach=False` is for tests only:
     it shows what a launcher that stays a direct child of the Ray worker leaks.
     """
 
@@ -125,12 +129,14 @@ class RayEngine:
         init_kwargs: dict[str, Any] | None = None,
         detach: bool = True,
         unreachable_timeout: float | None = None,
+        liveness_timeout: float | None = None,
     ) -> None:
         self._address = address
         self._lease_timeout = lease_timeout
         self._init_kwargs = dict(init_kwargs or {})
         self._detach = detach
         self.unreachable_timeout = unreachable_timeout
+        self.liveness_timeout = liveness_timeout
         # Nodes it saw declared dead: Ray's node list can lag behind the death report,
         # and a Ray node id is never reused.
         self._dead: set[str] = set()

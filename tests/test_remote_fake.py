@@ -260,3 +260,44 @@ def test_unreachable_timeout_declares_node_down_without_the_engine(trees: list[T
     engine.heal("b")  # the old incarnation was killed when declared: nothing comes back
     engine.replay(engine.handles()[0], Outcome("exited", ExitReason.shutdown()))
     assert info(tree).restarts == 1
+
+
+def test_a_hung_remote_supervisor_is_found_by_the_liveness_check(trees: list[Tree]) -> None:
+    """The engine sees nothing wrong (process and node fine); only the opt-in liveness
+    check finds that the remote nanny no longer answers: remote_unresponsive."""
+    import threading
+
+    engine = FakeEngine(["a", "b"], liveness_timeout=0.3)
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    wait_until(lambda: info(tree).state == "running", what="started")
+    host = engine.handles()[0].host
+    nanny = host._tree.ref._actor_weakref()
+    hung, release = threading.Event(), threading.Event()
+
+    def stuck() -> Any:  # the remote nanny's own thread blocks: a deadlock
+        hung.set()
+        release.wait(30)
+        return {}
+
+    nanny.count_children = stuck
+    try:
+        wait_until(lambda: info(tree).incarnation == 2, what="the restart")
+        assert hung.is_set()
+        reason = info(tree).last_exit
+        assert reason.kind is ExitKind.REMOTE_UNRESPONSIVE and not reason.is_normal
+        assert "liveness" in reason.message
+        assert info(tree).restarts == 1 and info(tree).state == "running"
+    finally:
+        release.set()
+    wait_until(lambda: host.ended, what="the hung incarnation to be stopped")
+
+
+def test_a_healthy_remote_supervisor_passes_its_liveness_checks(trees: list[Tree]) -> None:
+    engine = FakeEngine(["a", "b"], liveness_timeout=0.05)
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+    host = engine.handles()[0].host
+    asked = []
+    real = host.liveness
+    host.liveness = lambda timeout: asked.append(timeout) or real(timeout)  # type: ignore[method-assign]
+    wait_until(lambda: len(asked) >= 5, what="five liveness checks")
+    assert info(tree).restarts == 0 and info(tree).incarnation == 1

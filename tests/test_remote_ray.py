@@ -144,6 +144,27 @@ def test_a_dead_remote_host_is_a_remote_crash_and_leaves_nothing(
     assert wait_gone(pids, timeout=30) == []
 
 
+def test_a_frozen_remote_supervisor_is_found_by_the_liveness_check(
+    ray_session: str, trees: list[Tree]
+) -> None:
+    """SIGSTOP: Ray sees a live process on a live node; only the opt-in liveness check
+    finds that the remote supervisor no longer answers. It is killed and restarted."""
+    engine = RayEngine(lease_timeout=None, liveness_timeout=1.0)
+    tree = Tree.start(root(remote()), engine=engine)
+    trees.append(tree)
+    pids = remote_processes(tree)
+    os.kill(pids[0], signal.SIGSTOP)
+    try:
+        wait_until(lambda: info(tree).incarnation == 2 and info(tree).state == "running", 60)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pids[0], signal.SIGCONT)
+    reason = info(tree).last_exit
+    assert reason.kind is ExitKind.REMOTE_UNRESPONSIVE and "liveness" in reason.message
+    assert info(tree).restarts == 1
+    assert wait_gone(pids, timeout=30) == []
+
+
 def test_stop_leaves_no_remote_process(engine: RayEngine) -> None:
     tree = Tree.start(root(remote()), engine=engine)
     pids = remote_processes(tree)
