@@ -148,6 +148,21 @@ class EventLog:
 
         return unsubscribe
 
+    def since(self, index: int, timeout: float) -> tuple[list[Event], int]:
+        """The events from absolute index `index` on (waiting up to `timeout` for one),
+        and the index to ask from next. Dropped events are skipped."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                base, end = self._dropped, self._dropped + len(self._events)
+                if end > index:
+                    start = max(index - base, 0)
+                    return list(itertools.islice(self._events, start, None)), end
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return [], end
+                self._cond.wait(remaining)
+
     def wait_for(
         self,
         predicate: Callable[[Event], bool],

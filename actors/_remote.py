@@ -53,6 +53,7 @@ CALL_TIMEOUT = 10.0  # seconds for a pass-through API call
 START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
 PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
 PROBE_MAX = 2.0
+EVENT_POLL = 5.0  # seconds a long poll for the remote tree's events waits
 
 # The OTP API calls a RemoteChild forwards to its remote tree.
 API = (
@@ -229,6 +230,14 @@ class RemoteHost:
     def ping(self) -> int:
         return os.getpid()
 
+    def wait_events(self, since: int, timeout: float) -> tuple[list[Any], int, float]:
+        """Long poll: the tree's events from index `since` (waiting up to `timeout`),
+        the next index, and our clock now (the parent maps the times onto its own)."""
+        if self._tree is None:
+            return [], since, time.monotonic()
+        events, index = self._tree.context.log.since(since, timeout)
+        return events, index, time.monotonic()
+
     def liveness(self, timeout: float) -> bool:
         """The opt-in liveness check: the remote supervisor itself answers a read-only
         call within `timeout` (the process and the node answering is not enough)."""
@@ -359,7 +368,7 @@ def start_remote(
     except Exception:
         pid = None
     status = RemoteStatus(node, pid)
-    ref = RemoteChild.start(spec, engine, handle, link, status, down.add)
+    ref = RemoteChild.start(spec, engine, handle, link, status, down.add, context.log)
     return ref, status
 
 
@@ -376,6 +385,7 @@ class RemoteChild(pykka.ThreadingActor):
         link: Any,
         status: RemoteStatus,
         node_down: Callable[[str], None] = lambda node: None,
+        log: Any = None,
     ) -> None:
         super().__init__()
         self._spec = spec
@@ -400,6 +410,8 @@ class RemoteChild(pykka.ThreadingActor):
         self._liveness: float | None = getattr(engine, "liveness_timeout", None)
         self._pinging = False
         self._killed = False
+        self._log = log  # the parent tree's event log: the remote events join it
+        self._forwarding = threading.Event()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -409,8 +421,14 @@ class RemoteChild(pykka.ThreadingActor):
             self._later(self._lease / 3, _Renew())
         if self._liveness:
             self._later(self._liveness, _Ping())
+        if self._log is not None:
+            self._forwarding.set()
+            threading.Thread(
+                target=self._forward_events, name=f"nannytree-events-{self._name}", daemon=True
+            ).start()
 
     def on_stop(self) -> None:
+        self._forwarding.clear()
         for timer in self._timers:
             timer.cancel()
         if self._state in ("running", "unreachable"):
@@ -580,6 +598,33 @@ class RemoteChild(pykka.ThreadingActor):
         except Exception as e:
             self._unreachable(f"lease renewal failed: {e}")
         self._later(self._lease / 3, _Renew())
+
+    def _forward_events(self) -> None:
+        """The remote tree's events, into the parent's log, under this child's path and on
+        the parent's clock (a long poll per batch; retried while unreachable)."""
+        since, prefix = 0, self._name
+        while self._forwarding.is_set():
+            try:
+                events, since, remote_now = self._engine.call(
+                    self._handle,
+                    "wait_events",
+                    since,
+                    EVENT_POLL,
+                    timeout=EVENT_POLL + CALL_TIMEOUT,
+                )
+            except RemoteDead:
+                return
+            except Exception:
+                self._forwarding.wait(1.0)  # unreachable: the state machine is in charge
+                continue
+            offset = time.monotonic() - remote_now
+            for event in events:
+                if not self._forwarding.is_set():
+                    return
+                supervisor = prefix + event.supervisor[len(self._spec.id) :]
+                self._log.append(
+                    dataclasses.replace(event, supervisor=supervisor, time=event.time + offset)
+                )
 
     def _ping(self) -> None:
         """The liveness check, on a thread of its own: the API stays answered meanwhile."""

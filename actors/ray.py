@@ -42,6 +42,15 @@ from ._remote import RemoteApiError, RemoteHost
 __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 
 DEFAULT_LEASE = 30.0
+CONTROL_CALLS = (
+    "api",
+    "shutdown",
+    "renew_lease",
+    "ping",
+    "liveness",
+    "wait_events",
+    "launcher_pid",
+)
 
 
 def _exit_fenced() -> None:
@@ -54,7 +63,8 @@ def _exit_fenced() -> None:
     max_restarts=0,
     max_task_retries=0,
     num_cpus=0,
-    concurrency_groups={"monitor": 1, "control": 4},
+    # control: API calls, the lease, the liveness check and the event long poll.
+    concurrency_groups={"monitor": 1, "control": 6},
 )
 class NannyHost:
     """One remote subtree incarnation: a RemoteHost in its own Ray worker process."""
@@ -84,7 +94,7 @@ class NannyHost:
 
     @ray.method(concurrency_group="control")
     def call(self, method: str, *args: Any) -> Any:
-        if method not in ("api", "shutdown", "renew_lease", "ping", "liveness", "launcher_pid"):
+        if method not in CONTROL_CALLS:
             raise ValueError(f"NannyHost has no control call {method!r}")
         if method == "launcher_pid":
             tree = self.host._tree

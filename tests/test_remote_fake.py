@@ -301,3 +301,32 @@ def test_a_healthy_remote_supervisor_passes_its_liveness_checks(trees: list[Tree
     host.liveness = lambda timeout: asked.append(timeout) or real(timeout)  # type: ignore[method-assign]
     wait_until(lambda: len(asked) >= 5, what="five liveness checks")
     assert info(tree).restarts == 0 and info(tree).incarnation == 1
+
+
+def test_the_remote_tree_events_join_the_parent_log_under_its_path(trees: list[Tree]) -> None:
+    import os
+    import signal
+    import time
+
+    from supervision import EventKind
+
+    engine = FakeEngine(["a", "b"])
+    tree = start(trees, root(remote(Placement(node="b"))), engine)
+
+    def remote_event(kind: EventKind, child: str) -> Any:
+        found = [
+            e
+            for e in tree.events()
+            if e.supervisor == "root/ingest" and e.context is kind and e.offender == child
+        ]
+        return found[-1] if found else None
+
+    wait_until(lambda: remote_event(EventKind.CHILD_STARTED, "parser") is not None)
+    started = remote_event(EventKind.CHILD_STARTED, "reader")
+    assert started is not None and started.pid == remote_pids(tree)[1]
+    victim = remote_pids(tree)[0]  # parser (newest first)
+    os.kill(victim, signal.SIGKILL)
+    wait_until(lambda: remote_event(EventKind.CHILD_EXITED, "parser") is not None)
+    exited = remote_event(EventKind.CHILD_EXITED, "parser")
+    assert exited.pid == victim and exited.reason.kind is ExitKind.KILLED
+    assert abs(exited.time - time.monotonic()) < 30  # on the parent's clock
