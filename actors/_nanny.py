@@ -690,7 +690,10 @@ class NannyActor(pykka.ThreadingActor):
                 )
                 return reason or ExitReason.shutdown()
             worker = self._workers[child_id]
-            return cast(ExitReason, worker.ask(Stop(self._next_token(), self._deadline)))
+            reason = cast(ExitReason, worker.ask(Stop(self._next_token(), self._deadline)))
+            if "supervisor's shutdown deadline" in reason.message:
+                log.warning("%s/%s %s", self._core.name, child_id, reason.message)
+            return reason
         except pykka.ActorDeadError:
             return ExitReason.shutdown("already stopped")
         except Exception as e:
@@ -717,6 +720,18 @@ class NannyActor(pykka.ThreadingActor):
                 results[child_id] = ExitReason.shutdown("already stopped")
             except Exception as e:
                 results[child_id] = _crash_reason(e)
+        late = [c for c, r in results.items() if "supervisor's shutdown deadline" in r.message]
+        if late:
+            shown = ", ".join(late[:5]) + (f" and {len(late) - 5} more" if len(late) > 5 else "")
+            log.warning(
+                "%s: %d of %d children were still running at the shutdown deadline "
+                "(shutdown=%s); killed with SIGKILL: %s",
+                self._core.name,
+                len(late),
+                len(results),
+                shutdown,
+                shown,
+            )
         return results
 
     def _exit(self, action: Exit) -> None:

@@ -510,7 +510,9 @@ class WorkerActor(pykka.ThreadingActor):
                 name = signal_name(int(self.spec.stop_signal))
                 note = f"ignored {name} for {timeout}s; killed with SIGKILL"
             if exit is None:
-                log.warning("child %r (pid %d) %s", self.spec.id, proc.pid, note)
+                # Past its supervisor's deadline, the supervisor says it once for all.
+                level = logging.DEBUG if capped else logging.WARNING
+                log.log(level, "child %r (pid %d) %s", self.spec.id, proc.pid, note)
         if exit is None:
             exit = self._kill_now(proc)
         self._forget(proc)

@@ -279,3 +279,27 @@ def test_a_nested_supervisors_shutdown_bounds_its_whole_subtree(nanny_tree, shut
     assert stopped.reason.signal == signal.SIGKILL
     assert "shutdown deadline" in stopped.reason.message or shutdown == "brutal_kill"
     assert wait_gone([pid]) == []
+
+
+def test_a_shared_shutdown_deadline_is_one_warning_not_one_per_child(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """simple_one_for_one children that ignore SIGTERM all reach the shared timer:
+    the supervisor says so once, naming them, instead of one warning per child."""
+    from actors import Tree
+
+    stubborn = ChildSpec(
+        id="w", command=["sh", "-c", "trap '' TERM; exec sleep 100"], shutdown=0.5
+    )
+    tree = Tree.start(
+        SupervisorSpec(id="pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[stubborn])
+    )
+    pids = [tree.nanny.start_child([]).get().pid for _ in range(7)]
+    caplog.set_level("WARNING", logger="nannytree")
+    tree.stop(timeout=30)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    late = [w for w in warnings if "shutdown deadline" in w]
+    assert len(late) == 1, warnings
+    assert "7 of 7 children" in late[0] and "and 2 more" in late[0]
+    assert not any("ignored SIGTERM" in w for w in warnings)
+    assert wait_gone(pids, timeout=10) == []
