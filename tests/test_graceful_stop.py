@@ -155,3 +155,41 @@ def test_a_real_nginx_stopped_with_sigquit_finishes_the_download(tmp_path: Path)
     )
     got, errors = _stop_during_a_download(spec, lambda: free)
     assert not errors and got == SIZE
+
+
+@pytest.mark.skipif(
+    shutil.which("redis-server") is None,
+    reason="redis-server is not installed (apt install redis-server)",
+)
+def test_a_real_redis_is_ready_on_sd_notify_and_saves_on_sigterm(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    spec = ChildSpec(
+        id="redis",
+        command=[
+            "redis-server",
+            "--port",
+            str(free),
+            "--daemonize",
+            "no",
+            "--supervised",
+            "systemd",
+            "--dir",
+            str(tmp_path),
+            "--save",
+            "3600 1",
+        ],
+        ready="sd_notify",
+        start_timeout=30.0,
+        shutdown=30.0,
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        with socket.create_connection(("127.0.0.1", free), timeout=10) as conn:
+            conn.sendall(b"SET k v\r\n")
+            assert conn.recv(64).startswith(b"+OK")
+        tree.nanny.terminate_child("redis").get()
+        assert (tmp_path / "dump.rdb").exists()  # it saved before it exited
+    finally:
+        tree.stop()
