@@ -255,11 +255,20 @@ class WorkerActor(pykka.ThreadingActor):
             exit = proc.exit
             if exit is None:
                 exit = self._kill_now(proc)
+                if self.spec.pid_file is not None:
+                    why = (
+                        f"its first process did not exit within start_timeout="
+                        f"{self.spec.start_timeout}s; with pid_file the program must fork into "
+                        "the background and its first process exit 0 (systemd's Type=forking): "
+                        "drop pid_file for a program that stays in the foreground"
+                    )
+                else:
+                    why = (
+                        f"not ready within start_timeout={self.spec.start_timeout}s "
+                        f"(ready={ready!r}); make it ready sooner or raise start_timeout"
+                    )
                 reason = ExitReason(
-                    ExitKind.START_TIMEOUT,
-                    message=f"not ready within start_timeout={self.spec.start_timeout}s "
-                    f"(ready={ready!r}); make it ready sooner or raise start_timeout",
-                    stderr_tail=self._tail(exit.stderr),
+                    ExitKind.START_TIMEOUT, message=why, stderr_tail=self._tail(exit.stderr)
                 )
             else:
                 reason = self._classify(exit, stop_requested=False)

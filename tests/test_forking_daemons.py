@@ -249,3 +249,12 @@ def test_status_sent_after_the_start_is_read(tmp_path: Path) -> None:
         wait_until(lambda: worker.proxy().status.get() == "serving 42 clients", 20, "STATUS=")
     finally:
         tree.stop()
+
+
+def test_pid_file_for_a_program_that_stays_in_the_foreground_says_so() -> None:
+    spec = ChildSpec(id="d", command=["sleep", "60"], pid_file="/tmp/x.pid", start_timeout=0.5)
+    with pytest.raises(StartError) as info:
+        Tree.start(SupervisorSpec(id="root", children=[spec]))
+    reason = info.value.reason
+    assert reason.kind is ExitKind.START_TIMEOUT
+    assert "first process did not exit" in reason.message and "drop pid_file" in reason.message
