@@ -108,6 +108,7 @@ class SpawnRequest:
     pid_file: str | None = None  # a command that forks itself (Template.pid_file)
     pid_timeout: float = 30.0
     follow_grace: float = 0.0  # Template.follow_grace
+    pid_env: str | None = None  # Template.pid_env
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -138,6 +139,7 @@ class SpawnRequest:
             pid_file=None if self.pid_file is None else os.path.abspath(self.pid_file),
             pid_timeout=float(self.pid_timeout),
             follow_grace=float(self.follow_grace),
+            pid_env=self.pid_env,
         )
 
 

@@ -201,6 +201,58 @@ def _posix_spawn(
     )
 
 
+def _fork_exec(
+    path: str,
+    argv: list[str],
+    env: dict[str, str],
+    out_fd: int | None,
+    err_fd: int | None,
+    pid_env: str,
+) -> int:
+    """As _posix_spawn, but with the child's own pid in `pid_env` (known only after the
+    fork). The exec's failure comes back on a close-on-exec pipe, as an OSError."""
+    err_r, err_w = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, _CATCHABLE)
+    try:
+        pid = os.fork()
+    except OSError:
+        _bootstrap.unblock_all_signals()
+        os.close(err_r)
+        os.close(err_w)
+        raise
+    if pid == 0:
+        try:
+            signal.set_wakeup_fd(-1)
+            for sig in _CATCHABLE:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.signal(sig, signal.SIG_DFL)
+            os.setpgid(0, 0)
+            if out_fd is not None:
+                os.dup2(out_fd, 1)
+            if err_fd is not None:
+                os.dup2(err_fd, 2)
+            _bootstrap.unblock_all_signals()
+            os.execve(path, argv, {**env, pid_env: str(os.getpid())})
+        except OSError as exc:
+            os.write(err_w, str(exc.errno or 0).encode())
+        finally:
+            os._exit(127)
+    _bootstrap.unblock_all_signals()
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # as the child does: a killpg may come before it runs
+    os.close(err_w)
+    try:
+        said = os.read(err_r, 32)  # EOF at the exec: the pipe is close-on-exec
+    finally:
+        os.close(err_r)
+    if said:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        code = int(said) if said.isdigit() else errno.EIO
+        raise OSError(code, os.strerror(code))
+    return pid
+
+
 def _child_pids(me: int) -> list[int]:
     """Pids of our live children: the kernel's list when it has one, else a /proc scan."""
     try:
@@ -631,8 +683,12 @@ class LauncherLoop:
         path = self._paths.get(key)
         if path is None:
             path = _which(argv[0], search)
+        env = {**t.env, _daemon.TOKEN_ENV: token}
         try:
-            pid = _posix_spawn(path, argv, {**t.env, _daemon.TOKEN_ENV: token}, out_fd, err_fd)
+            if t.pid_env is None:
+                pid = _posix_spawn(path, argv, env, out_fd, err_fd)
+            else:
+                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env)
         except OSError as exc:
             self._paths.pop(key, None)
             raise _SpawnFailed(

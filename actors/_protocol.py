@@ -163,6 +163,7 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     (str, _NONE),
     float,
     float,
+    (str, _NONE),
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -185,6 +186,9 @@ class Template(Record):
     # sd_notify: how long a first process that exited 0 leaving a process behind is
     # given for its MAINPID= to arrive (sent by the host, which reads the socket).
     follow_grace: float = 0.0
+    # A command that must find its own pid in this environment variable (systemd's
+    # WATCHDOG_PID): forked and exec'd, not posix_spawn'd, to know its pid first.
+    pid_env: str | None = None
 
 
 @_record("define", int, Template)

@@ -429,6 +429,8 @@ class WorkerActor(pykka.ThreadingActor):
             }
         elif spec.notify_socket:
             extra = {"follow_grace": MAINPID_GRACE}
+            if spec.watchdog is not None:
+                extra["pid_env"] = "WATCHDOG_PID"  # as systemd sets it, with WATCHDOG_USEC
         else:
             extra = {}
         common: dict[str, Any] = {

@@ -258,3 +258,48 @@ def test_pid_file_for_a_program_that_stays_in_the_foreground_says_so() -> None:
     reason = info.value.reason
     assert reason.kind is ExitKind.START_TIMEOUT
     assert "first process did not exit" in reason.message and "drop pid_file" in reason.message
+
+
+WATCHDOG_ENV = textwrap.dedent(
+    """
+    import os, socket, sys, time
+    with open(sys.argv[1], "w") as f:
+        f.write(f"{os.getpid()} {os.environ.get('WATCHDOG_PID')} {os.environ.get('WATCHDOG_USEC')}")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    sock.sendto(b"READY=1", os.environ["NOTIFY_SOCKET"])
+    while True:
+        sock.sendto(b"WATCHDOG=1", os.environ["NOTIFY_SOCKET"])
+        time.sleep(0.5)
+    """
+)
+
+
+def test_a_watched_command_gets_watchdog_pid_and_usec_as_systemd_sets_them(
+    tmp_path: Path,
+) -> None:
+    script, out = tmp_path / "wd.py", tmp_path / "env"
+    script.write_text(WATCHDOG_ENV)
+    spec = ChildSpec(
+        id="d",
+        command=[sys.executable, str(script), str(out)],
+        ready="sd_notify",
+        watchdog=5.0,
+        start_timeout=20,
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        pid, watchdog_pid, usec = out.read_text().split()
+        assert watchdog_pid == pid == str(tree.nanny.which_child("d").get().pid)
+        assert usec == "5000000"
+    finally:
+        tree.stop()
+
+
+def test_a_watched_command_that_cannot_be_executed_fails_to_start(tmp_path: Path) -> None:
+    script = tmp_path / "not-executable"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    spec = ChildSpec(id="d", command=[str(script)], ready="sd_notify", watchdog=5.0)
+    with pytest.raises(StartError) as info:
+        Tree.start(SupervisorSpec(id="root", children=[spec]))
+    assert info.value.reason.kind is ExitKind.START_FAILURE
+    assert "ermission" in info.value.reason.message or "executable" in info.value.reason.message

@@ -288,9 +288,7 @@ def test_a_shared_shutdown_deadline_is_one_warning_not_one_per_child(
     the supervisor says so once, naming them, instead of one warning per child."""
     from actors import Tree
 
-    stubborn = ChildSpec(
-        id="w", command=["sh", "-c", "trap '' TERM; exec sleep 100"], shutdown=0.5
-    )
+    stubborn = ChildSpec(id="w", command=["sh", "-c", "trap '' TERM; exec sleep 100"], shutdown=0.5)
     tree = Tree.start(
         SupervisorSpec(id="pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[stubborn])
     )

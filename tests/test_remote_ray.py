@@ -120,12 +120,14 @@ def test_a_remote_subtree_runs_in_a_ray_actor(engine: RayEngine, trees: list[Tre
     started = [e.offender for e in proxy.events().get() if e.context.value == "child_started"]
     assert started == ["reader", "parser"]  # the remote tree's own log, in start order
     wait_until(  # and the parent's log has them too, under the subtree's path
-        lambda: [
-            e.offender
-            for e in tree.events()
-            if e.supervisor == "root/ingest" and e.context.value == "child_started"
-        ]
-        == ["reader", "parser"],
+        lambda: (
+            [
+                e.offender
+                for e in tree.events()
+                if e.supervisor == "root/ingest" and e.context.value == "child_started"
+            ]
+            == ["reader", "parser"]
+        ),
         30,
     )
     with pytest.raises(ChildNotFound):  # errors cross as themselves
