@@ -230,3 +230,42 @@ class MemoryGrowth(FaultModel):
             message=f"its process tree used {memory_limit} bytes of RSS, over memory_limit="
             f"{memory_limit}; raise memory_limit or find the leak",
         )
+
+
+@dataclass(frozen=True)
+class Hang(FaultModel):
+    """A child that hangs: its process stays alive but stuck (a deadlock, a call that
+    never returns) `after` seconds after each start, or after an exponentially
+    distributed time of mean `mean` seconds (give exactly one).
+
+    From then on it counts as down for availability, though its supervisor still
+    sees it running. Only a spec's `watchdog` notices: `watchdog` seconds after
+    its last heartbeat (the moment it hung) it is stopped, and, since a hung
+    process ignores SIGTERM (unless `answers_sigterm`), killed after its
+    `shutdown`; it exits with reason `watchdog`, as the live watchdog reports
+    it. Without a watchdog it stays hung until its supervisor stops it.
+    """
+
+    after: float | None = None
+    mean: float | None = None
+    answers_sigterm: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.after is None) == (self.mean is None):
+            raise SpecError(
+                None, "Hang.after", self.after, "give exactly one of after= or mean= (seconds)"
+            )
+        if self.after is not None:
+            object.__setattr__(self, "after", _seconds("Hang", "after", self.after))
+        else:
+            object.__setattr__(self, "mean", _seconds("Hang", "mean", self.mean, positive=True))
+        if not isinstance(self.answers_sigterm, bool):
+            raise SpecError(None, "Hang.answers_sigterm", self.answers_sigterm, "expected a bool")
+
+    def hang_time(self, rng: Rng) -> float:
+        """Seconds from a start to the hang."""
+        if self.after is not None:
+            return self.after
+        assert self.mean is not None
+        return rng.expovariate(1.0 / self.mean)

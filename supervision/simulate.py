@@ -33,6 +33,9 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
   `min_uptime` is the core's: an exit sooner after the start is a failed start.
 - `MemoryGrowth` models a leak: the process is stopped with reason
   memory_limit when its RSS reaches the spec's `memory_limit`.
+- `Hang` models a process that stays alive but stuck: it counts as down from
+  the hang; only the spec's `watchdog` ends it (reason watchdog, after the
+  watchdog's delay and its `shutdown`, since a hung process ignores SIGTERM).
 - A paused child keeps its process (its scripted faults still happen) and
   counts as down for availability until resumed.
 - A simple_one_for_one template's fault model applies to every child started
@@ -76,6 +79,7 @@ from ._sim_faults import (
     START_FAILURE,
     Exponential,
     FaultModel,
+    Hang,
     Healthy,
     MemoryGrowth,
     Scripted,
@@ -114,6 +118,7 @@ __all__ = [
     "Estimate",
     "Exponential",
     "FaultModel",
+    "Hang",
     "Healthy",
     "MemoryGrowth",
     "Scripted",
@@ -191,12 +196,13 @@ class _Faults:
 
 
 class _Process:
-    __slots__ = ("alive", "incarnation", "paused", "reason")
+    __slots__ = ("alive", "hung", "incarnation", "paused", "reason")
 
     def __init__(self, incarnation: int) -> None:
         self.incarnation = incarnation
         self.alive = True
         self.paused = False
+        self.hung = False  # alive but stuck (a Hang fault): ignores SIGTERM
         self.reason: ExitReason | None = None
 
 
@@ -390,6 +396,9 @@ class _Node:
             spec = self.core.get_childspec(child_id)
             limit = spec.memory_limit if isinstance(spec, ChildSpec) else None
             life = model.time_to_limit(limit)
+        elif isinstance(model, Hang):
+            life = None
+            self.sim.at(now + model.hang_time(faults.life), self._hang, (child_id, proc, model))
         else:
             life = faults.lifetime()
         if life is not None:
@@ -404,6 +413,28 @@ class _Node:
         proc.alive, proc.reason = False, reason
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
         self.deliver(_ChildExited(child_id, proc.incarnation, reason))
+
+    def _hang(self, args: tuple[str, _Process, Hang]) -> None:
+        """A process hangs: down for the user; only a watchdog can tell its supervisor."""
+        child_id, proc, model = args
+        if not proc.alive or self.procs.get(child_id) is not proc:
+            return
+        proc.hung = True
+        self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
+        spec = self.core.get_childspec(child_id)
+        if not isinstance(spec, ChildSpec) or spec.watchdog is None:
+            return
+        # The watchdog fires `watchdog` s after the last beat, then stops it as live.
+        if spec.shutdown == BRUTAL_KILL:
+            stop = 0.0
+        elif model.answers_sigterm or spec.shutdown == INFINITY:
+            stop = model.stop_duration
+        else:
+            stop = float(spec.shutdown)
+        reason = ExitReason.watchdog(spec.watchdog)
+        self.sim.at(
+            self.sim.now + spec.watchdog + stop, self._process_exit, (child_id, proc, reason)
+        )
 
     def kill(self, child_id: str, reason: ExitReason) -> None:
         """Scripted absolute exit: the current process of `child_id`, if one runs."""
@@ -421,7 +452,10 @@ class _Node:
             return 0.0, proc.reason
         proc.alive = False
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
-        need = self.sim.faults_of(self.path(child_id)).model.stop_duration
+        model = self.sim.faults_of(self.path(child_id)).model
+        need = model.stop_duration
+        if proc.hung and not (isinstance(model, Hang) and model.answers_sigterm):
+            need = math.inf  # stuck: only SIGKILL ends it
         shutdown = spec.shutdown
         if shutdown == BRUTAL_KILL:
             return 0.0, ExitReason(ExitKind.SHUTDOWN, signal=9)

@@ -16,6 +16,7 @@ from supervision import (
     SupervisorSpec,
 )
 from supervision.simulate import (
+    Hang,
     Healthy,
     MemoryGrowth,
     Scripted,
@@ -249,6 +250,34 @@ def test_memory_limit_alike(nanny_tree):
     live = tree.log.snapshot()
     exited = next(e for e in live if e.context.value == "child_exited")
     assert exited.reason.kind is ExitKind.MEMORY_LIMIT
+    assert event_sequence(live)[: len(expected)] == expected
+
+
+def test_a_hung_child_and_its_watchdog_alike(nanny_tree):
+    # A child that beats 0.25 s, then hangs: its watchdog stops it, and it is
+    # restarted until the root gives up; a healthy sibling is left alone.
+    spec = SupervisorSpec(
+        id="root",
+        intensity=2,
+        period=60.0,
+        children=[
+            ChildSpec(id="ok", target=children.sleep_forever),
+            ChildSpec(
+                id="stuck", target=children.beat_then_hang, args=(5,), watchdog=0.3, shutdown=0.2
+            ),
+        ],
+    )
+    simulated = simulate(spec, {"stuck": Hang(after=0.25)}, duration=30.0)
+    expected = event_sequence(simulated.events)
+    exits = [e for e in simulated.events if e.context.value == "child_exited"]
+    assert [e.reason.kind for e in exits] == [ExitKind.WATCHDOG] * 3
+
+    tree = nanny_tree(spec)
+    tree.log.wait_for(lambda e: e.context.value == "supervisor_stopped", 30)
+    live = tree.log.snapshot()
+    assert [e.reason.kind for e in live if e.context.value == "child_exited"] == [
+        ExitKind.WATCHDOG
+    ] * 3
     assert event_sequence(live)[: len(expected)] == expected
 
 
