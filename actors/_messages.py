@@ -155,6 +155,14 @@ class ChildNote:
     main_pid: int = 0  # the child's main process is now this pid (a forking daemon)
 
 
+@dataclass(frozen=True)
+class ChildStatus:
+    """A command's sd_notify STATUS= text changed (for `status ID`; not an event)."""
+
+    child_id: str
+    status: str
+
+
 # -- internal ------------------------------------------------------------------------
 
 

@@ -64,6 +64,7 @@ from ._messages import (
     ArmExit,
     ChildExited,
     ChildNote,
+    ChildStatus,
     InitTree,
     LauncherLost,
     Pause,
@@ -94,6 +95,7 @@ _READ_ONLY = frozenset(
         "events",
         "event_log",
         "child_nanny",
+        "child_status",
     }
 )
 _LATER = object()  # a call whose answer comes once the core has carried it out
@@ -205,6 +207,7 @@ class NannyActor(pykka.ThreadingActor):
         self._used_seen = 0  # its restarts ahead of a decision that we accounted for
         self._granted = -1
         self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
+        self._statuses: dict[str, str] = {}  # child id -> its last sd_notify STATUS=
 
     @classmethod
     def start(
@@ -341,6 +344,11 @@ class NannyActor(pykka.ThreadingActor):
             return ""
         return cast(str, worker.ask(ReadOutput(1 if stream == "stdout" else 2, previous)))
 
+    def child_status(self, key: str | int) -> str:
+        """A command's last sd_notify STATUS= text ("" if it sent none), as
+        `systemctl status` shows it. Answered at once, even during a start."""
+        return self._statuses.get(self._core.which_child(key).id, "")
+
     def events(self) -> list[Event]:
         """The tree's lifecycle events, oldest first."""
         return self._log.snapshot()
@@ -429,6 +437,8 @@ class NannyActor(pykka.ThreadingActor):
             )
         elif isinstance(message, ChildNote):
             self._note(message, now)
+        elif isinstance(message, ChildStatus):
+            self._statuses[message.child_id] = message.status
         elif isinstance(message, RetryRestart):
             self._run(self._core.retry(message.child_id, now))
         elif isinstance(message, InitTree):

@@ -45,6 +45,7 @@ from ._messages import (
     ArmExit,
     ChildExited,
     ChildNote,
+    ChildStatus,
     MemoryExceeded,
     NotifyReadable,
     Pause,
@@ -379,8 +380,9 @@ class WorkerActor(pykka.ThreadingActor):
 
     def _take_note(self, proc: ChildHandle, note: Notification) -> None:
         """What a running child said on its NOTIFY_SOCKET (the sender was checked)."""
-        if note.status is not None:
+        if note.status is not None and note.status != self.status:
             self.status = note.status
+            self._parent.tell(ChildStatus(self.spec.id, note.status))
         if note.watchdog:
             self._beat = time.monotonic()
         if note.watchdog_trigger:

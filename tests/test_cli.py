@@ -471,6 +471,9 @@ def test_exit_codes_listing_version_and_resume_of_a_running_child(tmp_path, thre
     assert cli("ls", env=env).returncode == 3
     version = cli("--version", env=env)
     assert version.returncode == 0 and re.match(r"nannytree \d+\.\d+", version.stdout)
+    from importlib.metadata import version as installed
+
+    assert version.stdout == f"nannytree {installed('nannytree')}\n"  # one source of truth
     assert cli("status", "--bogus", env=env).returncode == 2
 
 

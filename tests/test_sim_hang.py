@@ -23,18 +23,14 @@ def test_without_a_watchdog_a_hung_child_stays_hung_and_counts_as_down() -> None
 
 def test_a_watchdog_stops_it_after_its_delay_and_its_shutdown() -> None:
     # Hangs 10 s after each start; watchdog 5 s; it ignores SIGTERM for shutdown=2 s.
-    result = simulate(
-        _tree(watchdog=5.0, shutdown=2.0), {"web": Hang(after=10.0)}, duration=60.0
-    )
+    result = simulate(_tree(watchdog=5.0, shutdown=2.0), {"web": Hang(after=10.0)}, duration=60.0)
     exits = [e for e in result.events if e.context is EventKind.CHILD_EXITED]
     starts = [e.time for e in result.events if e.context is EventKind.CHILD_STARTED]
     assert exits and all(e.reason is not None and e.reason.kind is ExitKind.WATCHDOG for e in exits)
     assert [round(e.time, 6) for e in exits[:3]] == [17.0, 34.0, 51.0]  # 10 + 5 + 2 per cycle
     assert starts[:4] == [0.0, 17.0, 34.0, 51.0]
     # Up 10 s of every 17: hung for the watchdog's 5 s and the 2 s stop.
-    assert result.children["web"].availability == pytest.approx(
-        (10 * 3 + 9) / 60.0, abs=1e-6
-    )
+    assert result.children["web"].availability == pytest.approx((10 * 3 + 9) / 60.0, abs=1e-6)
 
 
 def test_a_hung_process_that_answers_sigterm_stops_at_its_stop_duration() -> None:

@@ -185,7 +185,7 @@ def _find(root: Node, key: str) -> list[Node]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from ._view import detail_view, print_to, status_view
+    from ._plain import Painter, detail_lines, status_lines, write
 
     answer = _request(args, {"op": "status"})
     if answer is None:
@@ -206,9 +206,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({**answer, "tree": root.to_dict(), "detail": detail}, indent=2))
     else:
-        print_to(sys.stdout, status_view(answer, root))
+        paint = Painter(sys.stdout)
+        lines = status_lines(paint, answer, root)
         if detail is not None:
-            print_to(sys.stdout, detail_view(detail))
+            lines += ["", *detail_lines(paint, detail)]
+        write(sys.stdout, lines)
     down = [n for _, n in root.walk() if n.state not in ("running",)]
     return NOT_RUNNING if down else 0
 
@@ -523,12 +525,9 @@ class _Version(argparse.Action):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from .._version import __version__
 
-    try:
-        return version("nannytree")
-    except PackageNotFoundError:
-        return "unknown"
+    return __version__
 
 
 def _quiet_logging() -> None:

@@ -675,6 +675,8 @@ class Controller:
             "uptime": uptime,
             "runs": _runs(spec),
             "output": ", ".join(sorted(str(o) for o in outputs)),
+            "status": self._call(t, "child_status", t.child_id),
+            "node": t.info.node,
             "exits": exits,
         }
 

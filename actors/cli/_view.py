@@ -9,12 +9,11 @@ from __future__ import annotations
 import io
 import os
 import shlex
-import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -23,6 +22,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from ._plain import _guided, fmt_bytes, fmt_cpu, fmt_duration, restarts_text
 from ._records import EventRecord, Node
 
 if TYPE_CHECKING:
@@ -40,51 +40,8 @@ STATE_STYLES = {
 }
 
 
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    s = int(seconds)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    if s < 86400:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
-
-
-def fmt_bytes(n: int | None) -> str:
-    if n is None:
-        return "-"
-    size = float(n)
-    for unit in ("B", "K", "M", "G"):
-        if size < 1024 or unit == "G":
-            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
-        size /= 1024
-    return f"{size:.1f}T"  # pragma: no cover
-
-
-def fmt_cpu(percent: float | None) -> str:
-    return "-" if percent is None else f"{percent:.1f}%"
-
-
-def restarts_text(intensity: int | None, period: float | None) -> str:
-    word = "restart" if intensity == 1 else "restarts"
-    return f"max {intensity} {word} in {period:g}s"
-
-
 def _flags(node: Node) -> str:
     return f"{node.strategy}, {restarts_text(node.intensity, node.period)}"
-
-
-def _guided(
-    node: Node, prefix: str = "", last: bool = True, top: bool = True
-) -> Iterator[tuple[str, Node]]:
-    """Rows of a tree with guide lines: ("├─ ", node), ("│  └─ ", child), ..."""
-    yield (prefix if top else prefix + ("└─ " if last else "├─ ")), node
-    inner = prefix if top else prefix + ("   " if last else "│  ")
-    for i, child in enumerate(node.children):
-        yield from _guided(child, inner, i == len(node.children) - 1, False)
 
 
 def tree_table(root: Node) -> Table:
@@ -249,51 +206,6 @@ class LiveView:
 
 
 # -- status and check ---------------------------------------------------------------------
-
-
-def detail_view(detail: dict[str, Any]) -> RenderableType:
-    """`nannytree status ID` of one worker, as `systemctl status UNIT`: what it runs,
-    its process, and its last exits with what they wrote to stderr."""
-    lines: list[RenderableType] = []
-    head = Text("● ", style=STATE_STYLES.get(str(detail.get("state")), ""))
-    head.append(printable(detail["path"]), style="bold")
-    head.append(printable(f" - {detail.get('state')}"))
-    lines.append(head)
-    rows = [
-        ("runs", detail.get("runs")),
-        ("restart", detail.get("restart")),
-        ("pid", detail.get("pid")),
-        ("uptime", fmt_duration(detail.get("uptime"))),
-        ("restarts", detail.get("restarts")),
-        ("output", detail.get("output")),
-    ]
-    for name, value in rows:
-        if value not in (None, ""):
-            lines.append(Text(printable(f"  {name:>9}: {value}")))
-    exits = detail.get("exits") or []
-    lines.append(Text(f"  last exits ({len(exits)}):" if exits else "  no exit yet", style="dim"))
-    for e in exits:
-        clock = time.strftime("%H:%M:%S", time.localtime(e["time"]))
-        style = "red" if e.get("abnormal") else ""
-        lines.append(Text(printable(f"    {clock} pid {e.get('pid')}: {e['reason']}"), style=style))
-        for text in str(e.get("stderr", "")).splitlines():
-            lines.append(Text(printable(f"      | {text}"), style="dim"))
-    return Group(*lines)
-
-
-def status_view(status: dict[str, object], root: Node) -> RenderableType:
-    """`nannytree status`: a systemctl-like summary line, then the tree."""
-    dot = Text("● ", style=STATE_STYLES.get(root.state, ""))
-    dot.append(printable(root.id), style="bold")
-    dot.append(
-        printable(f" - {root.state}, pid {status.get('pid')}, up {fmt_duration(root.uptime)}")
-    )
-    lines: list[RenderableType] = [dot, Text(f"  {_flags(root)}", style="dim")]
-    lines.append(Text(printable(f"  socket {status.get('socket')}"), style="dim"))
-    if status.get("output"):
-        lines.append(Text(printable(f"  children's output: {status['output']}"), style="dim"))
-    lines.append(tree_table(root))
-    return Group(*lines)
 
 
 def _spec_rows(spec: AnySpec, guide: str) -> list[str]:

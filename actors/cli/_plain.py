@@ -1,0 +1,219 @@
+"""`status` without rich: the same summary, tree table and detail view, rendered with
+the standard library alone, so a client command answers fast (rich's import costs
+more than the rest of the command).
+
+Colors are ANSI escapes, only on a terminal and never with NO_COLOR set; every
+text a tree or a child produced is escaped (`printable`) before it is measured.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any, TextIO
+
+from ._records import Node
+from ._text import printable
+
+STATE_COLORS = {
+    "running": "32",
+    "paused": "33",
+    "starting": "36",
+    "restarting": "36",
+    "stopping": "33",
+    "stopped": "90",
+    "backoff": "35",
+}
+RED, BOLD, DIM = "31", "1", "2"
+ELLIPSIS = "…"
+
+Cell = tuple[str, str]  # (text, ANSI style or "")
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def fmt_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    size = float(n)
+    for unit in ("B", "K", "M", "G"):
+        if size < 1024 or unit == "G":
+            return f"{size:.0f}{unit}" if unit == "B" else f"{size:.1f}{unit}"
+        size /= 1024
+    return f"{size:.1f}T"  # pragma: no cover
+
+
+def fmt_cpu(percent: float | None) -> str:
+    return "-" if percent is None else f"{percent:.1f}%"
+
+
+def restarts_text(intensity: int | None, period: float | None) -> str:
+    word = "restart" if intensity == 1 else "restarts"
+    return f"max {intensity} {word} in {period:g}s"
+
+
+class Painter:
+    """Wraps text in ANSI styles, or leaves it as it is."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.color = out.isatty() and not os.environ.get("NO_COLOR")
+        if out.isatty():
+            try:
+                self.width = os.get_terminal_size(out.fileno()).columns
+            except OSError:
+                self.width = 80
+        else:
+            self.width = int(os.environ.get("COLUMNS", "160") or 160)
+
+    def __call__(self, text: str, style: str) -> str:
+        if not self.color or not style:
+            return text
+        return f"\x1b[{style}m{text}\x1b[0m"
+
+
+def _guided(
+    node: Node, prefix: str = "", last: bool = True, top: bool = True
+) -> Iterator[tuple[str, Node]]:
+    """Rows of a tree with guide lines: ("├─ ", node), ("│  └─ ", child), ..."""
+    yield (prefix if top else prefix + ("└─ " if last else "├─ ")), node
+    inner = prefix if top else prefix + ("   " if last else "│  ")
+    for i, child in enumerate(node.children):
+        yield from _guided(child, inner, i == len(node.children) - 1, False)
+
+
+def _cut(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: max(width - 1, 0)] + ELLIPSIS
+
+
+def table(
+    paint: Painter,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Cell]],
+    *,
+    right: frozenset[int] = frozenset(),
+    shrink: Sequence[int] = (),
+) -> list[str]:
+    """Columns two spaces apart, a rule under the header; the `shrink` columns give
+    way (cut with an ellipsis, last one first) when the table is wider than the
+    terminal."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        for i, (text, _) in enumerate(row):
+            widths[i] = max(widths[i], len(text))
+    over = sum(widths) + 2 * (len(widths) - 1) - paint.width
+    for i in reversed(shrink):
+        if over <= 0:
+            break
+        give = min(over, widths[i] - max(len(headers[i]), 9))
+        if give > 0:
+            widths[i] -= give
+            over -= give
+
+    def line(cells: Sequence[Cell]) -> str:
+        parts = []
+        for i, (text, style) in enumerate(cells):
+            text = _cut(text, widths[i])
+            pad = " " * (widths[i] - len(text))
+            shown = paint(text, style)
+            parts.append(pad + shown if i in right else shown + pad)
+        return "  ".join(parts).rstrip()
+
+    out = [line([(h, BOLD) for h in headers])]
+    out.append(paint("─" * (sum(widths) + 2 * (len(widths) - 1)), DIM))
+    out.extend(line(row) for row in rows)
+    return out
+
+
+def tree_rows(root: Node) -> list[list[Cell]]:
+    rows = []
+    for guide, node in _guided(root):
+        if node.type == "supervisor":
+            name = f"{guide}{printable(node.id)} ({node.strategy})"
+        else:
+            name = guide + printable(node.id)
+        gave_up = "max_restart_intensity" in (node.last_exit or "")
+        exit_style = "" if node.last_exit_normal and not gave_up else RED
+        rows.append(
+            [
+                (name, BOLD if node.type == "supervisor" else ""),
+                (printable(node.state), STATE_COLORS.get(node.state, "")),
+                (str(node.pid) if node.pid is not None else "-", ""),
+                (fmt_duration(node.uptime), ""),
+                (str(node.restarts), ""),
+                (fmt_cpu(node.cpu), ""),
+                (fmt_bytes(node.rss), ""),
+                (printable(node.last_exit or "-"), exit_style if node.last_exit else ""),
+            ]
+        )
+    return rows
+
+
+HEADERS = ("tree", "state", "pid", "uptime", "restarts", "cpu", "rss", "last exit")
+
+
+def status_lines(paint: Painter, status: dict[str, Any], root: Node) -> list[str]:
+    """`nannytree status`: a systemctl-like summary line, then the tree."""
+    head = paint("● ", STATE_COLORS.get(root.state, "")) + paint(printable(root.id), BOLD)
+    head += printable(f" - {root.state}, pid {status.get('pid')}, up {fmt_duration(root.uptime)}")
+    lines = [head, paint(f"  {root.strategy}, {restarts_text(root.intensity, root.period)}", DIM)]
+    lines.append(paint(printable(f"  socket {status.get('socket')}"), DIM))
+    if status.get("output"):
+        lines.append(paint(printable(f"  children's output: {status['output']}"), DIM))
+    lines.append("")
+    lines.extend(
+        table(
+            paint,
+            HEADERS,
+            tree_rows(root),
+            right=frozenset({2, 3, 4, 5, 6}),
+            shrink=(0, 7),
+        )
+    )
+    return lines
+
+
+def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
+    """`nannytree status ID` of one worker, as `systemctl status UNIT`: what it runs,
+    its process, its sd_notify status, and its last exits with their stderr tails."""
+    state = str(detail.get("state"))
+    head = paint("● ", STATE_COLORS.get(state, "")) + paint(printable(detail["path"]), BOLD)
+    lines = [head + printable(f" - {state}")]
+    rows = [
+        ("runs", detail.get("runs")),
+        ("restart", detail.get("restart")),
+        ("node", detail.get("node")),
+        ("pid", detail.get("pid")),
+        ("uptime", fmt_duration(detail.get("uptime"))),
+        ("restarts", detail.get("restarts")),
+        ("status", detail.get("status")),
+        ("output", detail.get("output")),
+    ]
+    for name, value in rows:
+        if value not in (None, ""):
+            lines.append(printable(f"  {name:>9}: {value}"))
+    exits = detail.get("exits") or []
+    lines.append(paint(f"  last exits ({len(exits)}):" if exits else "  no exit yet", DIM))
+    for e in exits:
+        clock = time.strftime("%H:%M:%S", time.localtime(e["time"]))
+        style = RED if e.get("abnormal") else ""
+        lines.append(paint(printable(f"    {clock} pid {e.get('pid')}: {e['reason']}"), style))
+        for text in str(e.get("stderr", "")).splitlines():
+            lines.append(paint(printable(f"      | {text}"), DIM))
+    return lines
+
+
+def write(out: TextIO, lines: Sequence[str]) -> None:
+    out.write("\n".join(lines) + "\n")
+    out.flush()
