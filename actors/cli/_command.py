@@ -196,7 +196,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if not found:
             _error(f"no child {args.id!r} in tree {root.id!r}")
             return 1
-        root = Node(**{**root.__dict__, "children": found})
+        root = Node(**{**root.to_dict(), "children": found})
     else:
         found = []
     detail = None

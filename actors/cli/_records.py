@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._text import printable
@@ -17,65 +16,154 @@ if TYPE_CHECKING:
     from supervision import Event
 
 # -- the snapshot ------------------------------------------------------------------
+# Plain classes, not dataclasses: `dataclasses` imports `inspect`, which is a sixth
+# of a client command's time.
 
 
-@dataclass
-class Node:
+class _Record:
+    FIELDS: tuple[tuple[str, Any], ...] = ()  # (name, default); _REQUIRED: no default
+
+    def _fill(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        names = [name for name, _ in self.FIELDS]
+        if len(args) > len(names):
+            raise TypeError(f"{type(self).__name__} takes at most {len(names)} fields")
+        values = dict(zip(names, args, strict=False))
+        for name, value in kwargs.items():
+            if name not in names or name in values:
+                raise TypeError(f"{type(self).__name__}: bad or repeated field {name!r}")
+            values[name] = value
+        for name, default in self.FIELDS:
+            if name not in values:
+                if default is _REQUIRED:
+                    raise TypeError(f"{type(self).__name__}: field {name!r} is required")
+                values[name] = [] if default is _LIST else default
+            object.__setattr__(self, name, values[name])
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for name, _ in self.FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, list):
+                value = [v.to_dict() if isinstance(v, _Record) else v for v in value]
+            out[name] = value
+        return out
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, _Record)
+            and type(other) is type(self)
+            and self.to_dict() == other.to_dict()
+        )
+
+    def __hash__(self) -> int:
+        return hash(tuple(repr(getattr(self, n)) for n, _ in self.FIELDS))
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n}={getattr(self, n)!r}" for n, _ in self.FIELDS)
+        return f"{type(self).__name__}({shown})"
+
+    @classmethod
+    def _known(cls, data: dict[str, Any]) -> dict[str, Any]:
+        names = {n for n, _ in cls.FIELDS}
+        return {k: v for k, v in data.items() if k in names}
+
+
+_REQUIRED = object()
+_LIST = object()
+
+
+class Node(_Record):
     """One supervisor or worker of a running tree, as `status` and the view show it.
 
     `path` is "root/pool/w1" (the root's path is its id); `uptime` seconds since
     the current incarnation started; `cpu` percent and `rss` bytes cover the
-    process and its descendants (for a supervisor: its whole subtree).
+    process and its descendants (for a supervisor: its whole subtree); `node` is
+    the host of a remote subtree's child (None: this host).
     """
 
+    FIELDS = (
+        ("id", _REQUIRED),
+        ("path", _REQUIRED),
+        ("type", _REQUIRED),
+        ("state", _REQUIRED),
+        ("pid", None),
+        ("uptime", None),
+        ("restarts", 0),
+        ("incarnation", 0),
+        ("restart", "permanent"),
+        ("last_exit", None),
+        ("last_exit_normal", True),
+        ("cpu", None),
+        ("rss", None),
+        ("strategy", None),
+        ("intensity", None),
+        ("period", None),
+        ("node", None),
+        ("children", _LIST),
+    )
     id: str
     path: str
     type: str
     state: str
-    pid: int | None = None
-    uptime: float | None = None
-    restarts: int = 0
-    incarnation: int = 0
-    restart: str = "permanent"
-    last_exit: str | None = None
-    last_exit_normal: bool = True
-    cpu: float | None = None
-    rss: int | None = None
-    strategy: str | None = None
-    intensity: int | None = None
-    period: float | None = None
-    children: list[Node] = field(default_factory=list)
+    pid: int | None
+    uptime: float | None
+    restarts: int
+    incarnation: int
+    restart: str
+    last_exit: str | None
+    last_exit_normal: bool
+    cpu: float | None
+    rss: int | None
+    strategy: str | None
+    intensity: int | None
+    period: float | None
+    node: str | None
+    children: list[Node]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._fill(args, kwargs)
 
     def walk(self, depth: int = 0) -> Iterator[tuple[int, Node]]:
         yield depth, self
         for child in self.children:
             yield from child.walk(depth + 1)
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Node:
         kids = [cls.from_dict(c) for c in data.get("children", [])]
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**{**known, "children": kids})
+        return cls(**{**cls._known(data), "children": kids})
 
 
 # -- events as records -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class EventRecord:
+class EventRecord(_Record):
     """An Event made printable and portable: wall-clock time, JSON-able fields."""
 
+    FIELDS = (
+        ("time", _REQUIRED),
+        ("who", _REQUIRED),
+        ("what", _REQUIRED),
+        ("pid", None),
+        ("reason", None),
+        ("abnormal", False),
+        ("detail", ""),
+        ("stderr", ""),  # the last lines a crashed child wrote to its captured stderr
+    )
     time: float
     who: str
     what: str
-    pid: int | None = None
-    reason: str | None = None
-    abnormal: bool = False
-    detail: str = ""
-    stderr: str = ""  # the last lines a crashed child wrote to its captured stderr
+    pid: int | None
+    reason: str | None
+    abnormal: bool
+    detail: str
+    stderr: str
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._fill(args, kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"EventRecord is read-only: cannot set {name!r}")
 
     @classmethod
     def from_event(cls, event: Event) -> EventRecord:
@@ -92,12 +180,9 @@ class EventRecord:
             stderr=stderr_lines(event.reason.stderr_tail if event.reason is not None else ""),
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EventRecord:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+        return cls(**cls._known(data))
 
     def __str__(self) -> str:
         clock = time.strftime("%H:%M:%S", time.localtime(self.time))
