@@ -1025,3 +1025,16 @@ def test_logs_of_a_child_writing_to_the_terminal_says_how_to_keep_it(tmp_path, e
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(seen)) == []
+
+
+def test_the_client_path_imports_nothing_heavy():
+    """What `status`, `logs`, `events` and the other client commands import: no rich,
+    pykka, psutil, ray or dataclasses (they are what made a command slow)."""
+    code = (
+        "import sys\n"
+        "import actors.cli._command, actors.cli._control, actors.cli._plain\n"
+        "heavy = ('rich', 'pykka', 'psutil', 'ray', 'dataclasses', 'supervision')\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
