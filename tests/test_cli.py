@@ -1038,3 +1038,64 @@ def test_the_client_path_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+DAEMONS = """
+[supervisor]
+id = "d"
+strategy = "rest_for_one"
+intensity = 5
+
+[[supervisor.children]]
+id = "db"
+command = ["sh", "-c", "trap 'echo reloaded >> {marker}' HUP; while true; do sleep 0.05; done"]
+reload = {{ signal = "HUP", check = ["sh", "-c", "test -e {ok}"] }}
+
+[[supervisor.children]]
+id = "app"
+command = ["sleep", "600"]
+
+[[supervisor.children]]
+id = "client"
+command = ["sleep", "600"]
+"""
+
+
+def test_reload_ids_and_stop_with_dependents(tmp_path):
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = _env(tmp_path, XDG_RUNTIME_DIR=str(xdg))
+    marker, ok = tmp_path / "reloads", tmp_path / "config-ok"
+    tree = tmp_path / "d.toml"
+    tree.write_text(DAEMONS.format(marker=marker, ok=ok))
+    with Proc("run", str(tree), "--plain", env=env) as run:
+        run.expect(r"d/client child_started")
+        sock = xdg / "nannytree" / "d.sock"
+        seen = set(pids(status(sock, env)).values())
+        # A failed check refuses the reload and says why; nothing is signalled.
+        refused = cli("reload", "db", env=env)
+        assert refused.returncode == 1 and "its check" in refused.stderr, refused.stderr
+        assert not marker.exists()
+        ok.touch()
+        done = cli("reload", "db", env=env)
+        assert done.returncode == 0 and done.stdout.startswith("reloaded d/db (pid "), done
+        _until(lambda: marker.exists() and marker.read_text() == "reloaded\n")
+        run.expect(r"d/db child_reloaded")
+        no_reload = cli("reload", "app", env=env)
+        assert no_reload.returncode == 1 and "has no reload" in no_reload.stderr
+        unchanged = cli("update", env=env)  # supervisorctl's name for "apply the file"
+        assert unchanged.returncode == 0, unchanged.stderr
+        # A plain stop leaves the dependents running (OTP); --with-dependents stops them.
+        assert cli("stop", "app", env=env).returncode == 0
+        states = {p: n["state"] for p, n in workers(status(sock, env)).items()}
+        assert states == {"d/db": "running", "d/app": "stopped", "d/client": "running"}
+        assert cli("start", "app", env=env).returncode == 0
+        seen |= set(pids(status(sock, env)).values())
+        both = cli("stop", "--with-dependents", "db", env=env)
+        assert both.returncode == 0, both.stderr
+        assert both.stdout == "stopped d/db and its dependents: d/client, d/app\n"
+        states = {p: n["state"] for p, n in workers(status(sock, env)).items()}
+        assert set(states.values()) == {"stopped"}
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []

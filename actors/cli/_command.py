@@ -233,6 +233,8 @@ def _action(op: str) -> Callable[[argparse.Namespace], int]:
         request: dict[str, Any] = {"op": op, "id": args.id}
         if op == "signal":
             request["signal"] = args.sig
+        if op == "stop" and args.with_dependents:
+            request["with_dependents"] = True
         answer = _request(args, request)
         if answer is None:
             return 1
@@ -363,11 +365,23 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    answer = _request(args, {"op": "reload"})
-    if answer is None:
-        return 1
-    print(printable(answer["message"], lines=True))
-    return 0
+    """`reload` alone (or `update`): apply the edited tree file; `reload ID...`: reload
+    those children in place, as their spec's `reload` says (systemctl reload)."""
+    ids = getattr(args, "ids", None) or []
+    if not ids:
+        answer = _request(args, {"op": "reload"})
+        if answer is None:
+            return 1
+        print(printable(answer["message"], lines=True))
+        return 0
+    failed = False
+    for key in ids:
+        answer = _request(args, {"op": "reload_child", "id": key})
+        if answer is None:
+            failed = True
+            continue
+        print(printable(answer["message"], lines=True))
+    return 1 if failed else 0
 
 
 def cmd_shutdown(args: argparse.Namespace) -> int:
@@ -467,13 +481,20 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_status)
     for op, text in (
         ("start", "start a stopped child"),
-        ("stop", "stop a child (its spec is kept)"),
+        ("stop", "stop a child (its spec is kept); its dependents keep running"),
         ("restart", "stop a child (or a whole subtree, or `all`) if running, then start it"),
         ("pause", "SIGSTOP a child's process group"),
         ("resume", "SIGCONT a paused child"),
     ):
         p = sub.add_parser(op, parents=[client], help=text)
         p.add_argument("id", help="child id, or its path such as pool/worker")
+        if op == "stop":
+            p.add_argument(
+                "--with-dependents",
+                action="store_true",
+                help="also stop the siblings started after it (rest_for_one) or all of them "
+                "(one_for_all), last first, as systemd's Requires=",
+            )
         p.set_defaults(func=_action(op))
     p = sub.add_parser(
         "add", parents=[client], help="start a new child of a simple_one_for_one supervisor"
@@ -505,7 +526,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_events)
     p = sub.add_parser(
-        "reload", parents=[client], help="apply the edited tree file (supervisorctl update)"
+        "reload",
+        parents=[client],
+        help="reload children in place (their spec's reload: a check, then a signal); "
+        "with no ID, apply the edited tree file",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="children to reload (none: the file)")
+    p.set_defaults(func=cmd_reload)
+    p = sub.add_parser(
+        "update", parents=[client], help="apply the edited tree file (supervisorctl update)"
     )
     p.set_defaults(func=cmd_reload)
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")

@@ -469,6 +469,11 @@ class Controller:
             return {"message": self._restart_all()}
         if op == "reload":
             return {"message": self._reload()}
+        if op == "reload_child":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return {"message": self._reload_child(self.inspector.find(key))}
         if op == "add":
             return {"message": self._add(request)}
         if op == "logs":
@@ -506,10 +511,34 @@ class Controller:
         return f"started {t.path}" + (f", pid {info.pid}" if info.pid else "")
 
     def _stop(self, t: Target, request: dict[str, Any]) -> str:
+        if request.get("with_dependents") is True:
+            return self._stop_with_dependents(t)
         if t.info.state == "stopped":
             return f"{t.path} was not running"
         self._call(t, "terminate_child", t.child_id)
         return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
+
+    def _stop_with_dependents(self, t: Target) -> str:
+        """The child and what depends on it in its group (rest_for_one: the siblings
+        started after it; one_for_all: all of them), last started first."""
+        before = {c.id: c.state for c in self._call(t, "which_children")}
+        self._call(t, "terminate_child", t.child_id, True)
+        after = {c.id: c.state for c in self._call(t, "which_children")}
+        parent = t.path.rpartition("/")[0]
+        others = [
+            f"{parent}/{cid}"
+            for cid, state in before.items()
+            if cid != t.child_id and state != "stopped" and after.get(cid) == "stopped"
+        ]
+        if before.get(t.child_id) == "stopped" and not others:
+            return f"{t.path} was not running, nor anything that depends on it"
+        more = f" and its dependents: {', '.join(others)}" if others else ""
+        return f"stopped {t.path}{more}"
+
+    def _reload_child(self, t: Target) -> str:
+        self._worker_only(t, "reload")
+        self._call(t, "reload_child", t.child_id)
+        return f"reloaded {t.path} (pid {t.info.pid})"
 
     def _restart(self, t: Target, request: dict[str, Any]) -> str:
         if t.info.state != "stopped":
