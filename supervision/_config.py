@@ -95,6 +95,8 @@ class ConfigError(NannyError, ValueError):
         self.path = path
         self.value = value
         self.expected = expected
+        # Every problem found in the file (a check reports them all); this one first.
+        self.errors: list[ConfigError] = [self]
         where = f"{filename}: {path}" if path else filename
         if not path and value is MISSING:
             super().__init__(f"{filename}: {expected}")
@@ -102,6 +104,18 @@ class ConfigError(NannyError, ValueError):
             super().__init__(f"{where} is missing; {expected}")
         else:
             super().__init__(f"{where} is {show(value)}; {expected}")
+
+    @classmethod
+    def several(cls, errors: list[ConfigError]) -> ConfigError:
+        """One error for many: the first's fields, every message, `errors` all of them."""
+        first = errors[0]
+        if len(errors) == 1:
+            return first
+        combined = cls(first.filename, first.path, first.value, first.expected)
+        combined.errors = list(errors)
+        lines = "\n".join(f"  {e}" for e in errors)
+        combined.args = (f"{first.filename}: {len(errors)} problems:\n{lines}",)
+        return combined
 
 
 def show(value: Any, limit: int = 80) -> str:
@@ -112,6 +126,10 @@ def show(value: Any, limit: int = 80) -> str:
 
 def _choices(enum: Any) -> str:
     return "expected one of " + ", ".join(f'"{m.value}"' for m in enum)
+
+
+class _Skipped(Exception):
+    """A supervisor not built because its children had problems (already recorded)."""
 
 
 @dataclass(frozen=True)
@@ -151,6 +169,7 @@ class _Loader:
         self.filename = filename
         self.resolve = resolve
         self.base = None if filename == NO_FILE else PurePath(filename).parent
+        self.errors: list[ConfigError] = []  # every child's first problem, in file order
 
     def error(self, path: str, value: Any, expected: str) -> ConfigError:
         return ConfigError(self.filename, path, value, expected)
@@ -158,6 +177,17 @@ class _Loader:
     # -- the document -------------------------------------------------------------
 
     def load(self, text: str | bytes) -> SupervisorSpec:
+        try:
+            spec = self._load(text)
+        except ConfigError as e:
+            self.errors.extend(e.errors)
+        except _Skipped:
+            pass
+        if self.errors:
+            raise ConfigError.several(self.errors)
+        return spec
+
+    def _load(self, text: str | bytes) -> SupervisorSpec:
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -188,16 +218,19 @@ class _Loader:
         return self.supervisor(root, "supervisor", nested=False)
 
     def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
+        unknown = []
         for key in table:
             if key not in allowed:
                 near = difflib.get_close_matches(key, allowed, n=1)
                 hint = f'did you mean "{near[0]}"? ' if near else ""
                 where = f"{path}.{key}" if path else key
-                raise self.error(
-                    where,
-                    table[key],
-                    f"unknown key; {hint}allowed here: {', '.join(allowed)}",
+                unknown.append(
+                    self.error(
+                        where, table[key], f"unknown key; {hint}allowed here: {', '.join(allowed)}"
+                    )
                 )
+        if unknown:
+            raise ConfigError.several(unknown)  # every unknown key is reported
 
     # -- supervisors -----------------------------------------------------------------
 
@@ -235,25 +268,42 @@ class _Loader:
     ) -> list[AnySpec]:
         seen: dict[str, str] = {}
         specs: list[AnySpec] = []
+        before = len(self.errors)
         for i, table in enumerate(raw):
             where = f"{path}[{i}]"
-            cid = self.ident(table, where)
-            if cid in seen:
-                raise self.error(
-                    f"{where}.id", cid, f"duplicate id (also {seen[cid]}); ids must be unique"
-                )
-            seen[cid] = where
-            spec = self.child(table, where)
-            if spec.significant and auto_shutdown in (None, AutoShutdown.NEVER):
-                raise self.error(
-                    f"{where}.significant",
-                    True,
-                    "only a supervisor with auto_shutdown set watches significant "
-                    'children: set auto_shutdown = "any_significant" (or '
-                    '"all_significant") on the supervisor, or drop significant',
-                )
-            specs.append(spec)
+            try:
+                specs.append(self._one_child(table, where, seen, auto_shutdown))
+            except ConfigError as e:
+                self.errors.extend(e.errors)  # reported with the others; the next child is read
+            except _Skipped:
+                pass  # a nested supervisor whose own children had problems
+        if len(self.errors) > before:
+            raise _Skipped  # this supervisor is not built: its errors would only follow
         return specs
+
+    def _one_child(
+        self,
+        table: dict[str, Any],
+        where: str,
+        seen: dict[str, str],
+        auto_shutdown: AutoShutdown | None,
+    ) -> AnySpec:
+        cid = self.ident(table, where)
+        if cid in seen:
+            raise self.error(
+                f"{where}.id", cid, f"duplicate id (also {seen[cid]}); ids must be unique"
+            )
+        seen[cid] = where
+        spec = self.child(table, where)
+        if spec.significant and auto_shutdown in (None, AutoShutdown.NEVER):
+            raise self.error(
+                f"{where}.significant",
+                True,
+                "only a supervisor with auto_shutdown set watches significant "
+                'children: set auto_shutdown = "any_significant" (or '
+                '"all_significant") on the supervisor, or drop significant',
+            )
+        return spec
 
     def child(self, table: dict[str, Any], path: str) -> AnySpec:
         kind = table.get("type")

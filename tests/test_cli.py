@@ -1099,3 +1099,41 @@ def test_reload_ids_and_stop_with_dependents(tmp_path):
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(seen)) == []
+
+
+def test_check_reports_every_config_error_in_one_run(tmp_path, env):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        "[supervisor]\n"
+        '[[supervisor.children]]\nid = "a"\ncommand = ["true"]\nrestart = "always"\n'
+        '[[supervisor.children]]\nid = "b"\ncommand = ["true"]\nshutdwn = 5\nreddy = 1\n'
+        '[[supervisor.children]]\nid = "pool"\nstrategy = "one_for_one"\n'
+        '[[supervisor.children.children]]\nid = "w"\ncommand = ["true"]\nmemory_limit = "lots"\n'
+        '[[supervisor.children]]\nid = "ok"\ncommand = ["true"]\n'
+    )
+    out = cli("check", str(bad), env=env)
+    assert out.returncode == 1
+    lines = out.stderr.splitlines()
+    assert 'supervisor.children[0].restart is "always"' in lines[0]
+    assert "supervisor.children[1].shutdwn" in lines[1] and 'did you mean "shutdown"' in lines[1]
+    assert "supervisor.children[1].reddy" in lines[2] and 'did you mean "ready"' in lines[2]
+    assert "supervisor.children[2].children[0].memory_limit" in lines[3]
+    assert lines[4] == f"nannytree: {bad}: 4 problems; the tree would not run as written"
+    assert len(lines) == 5
+
+
+def test_load_tree_raises_one_error_carrying_them_all():
+    from supervision import ConfigError, load_tree
+
+    text = (
+        "[supervisor]\nid = 'r'\n"
+        "[[supervisor.children]]\nid = 'a'\ncommand = ['true']\nrestart = 'x'\n"
+        "[[supervisor.children]]\nid = 'a'\ncommand = ['true']\n"
+    )
+    with pytest.raises(ConfigError) as info:
+        load_tree(text, "t.toml")
+    assert [e.path for e in info.value.errors] == [
+        "supervisor.children[0].restart",
+        "supervisor.children[1].id",
+    ]
+    assert str(info.value).startswith("t.toml: 2 problems:\n  t.toml: supervisor.children[0]")

@@ -128,7 +128,12 @@ def cmd_check(args: argparse.Namespace) -> int:
         _error(f"{path}: cannot read it ({e.strerror or e})")
         return 1
     except ConfigError as e:
-        _error(e)
+        for error in e.errors:  # every problem of the file, not only the first
+            _error(error)
+        if len(e.errors) > 1:
+            _error(
+                f"{path}: {_plural(len(e.errors), 'problem')}; the tree would not run as written"
+            )
         return 1
     found = problems(path, spec)
     for problem in found:
