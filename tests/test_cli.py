@@ -554,6 +554,10 @@ def test_status_answers_at_once_during_a_slow_start(tmp_path, env):
     with Proc("run", str(tree), "--socket", str(sock), env=env) as run:
         _until(sock.exists)  # served from before the start
         _until(lambda: workers(status(sock, env))["slow/quick"]["state"] == "running")
+        # The plain event lines come as they happen: quick's start is printed while
+        # sluggish is still starting, not once the whole start is done.
+        run.expect(r"slow/quick child_started")
+        assert workers(status(sock, env))["slow/sluggish"]["state"] == "starting"
         # `sluggish` needs 8 s to count as started; status must not wait for it:
         # 'later' still shows as starting, so this answer came during the start.
         answer = status(sock, env)

@@ -289,6 +289,9 @@ class Runner:
         controller = Controller(inspector, tree.log, info, self.stop.request, control.closing)
         controller.reload_source = self._reload_source(control)
         control.serve(controller.handle)
+        # Plain lines as they happen, a slow start included (the live view starts after).
+        feed = None if self.live else EventFeed(tree.log)
+        early = None if feed is None else _EarlyPrinter(self, feed)
         try:
             try:
                 tree._start()
@@ -300,8 +303,10 @@ class Runner:
                 return 1
             finally:
                 self.stop.starting = False
+                if early is not None:
+                    early.finish()
             inspector.ref = tree.ref
-            return self._serve(tree.ref, spec, control, output, inspector)
+            return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
@@ -315,9 +320,10 @@ class Runner:
         control: ControlSocket,
         output: str | None,
         inspector: TreeInspector,
+        feed: EventFeed | None = None,
     ) -> int:
         log = inspector.log
-        feed = EventFeed(log)
+        feed = EventFeed(log) if feed is None else feed
         view: LiveView | None = None
         snapshots: _Snapshots | None = None
         try:
@@ -414,6 +420,29 @@ class Runner:
             if view is not None and snapshots.latest is not None:
                 view.header.note = ""
                 view.update(_as_stopped(snapshots.latest))
+
+
+class _EarlyPrinter(threading.Thread):
+    """Prints a tree's plain event lines while its start is under way (the main thread
+    is blocked in it); `finish` prints what is left and hands the feed back."""
+
+    def __init__(self, runner: Any, feed: EventFeed) -> None:
+        super().__init__(name="nannytree-start-printer", daemon=True)
+        self.runner, self.feed = runner, feed
+        self.done = threading.Event()
+        self.start()
+
+    def run(self) -> None:
+        while True:
+            event = self.feed.get(0.05)
+            if event is not None:
+                self.runner.emit(EventRecord.from_event(event), None)
+            elif self.done.is_set():
+                return
+
+    def finish(self) -> None:
+        self.done.set()
+        self.join(10.0)
 
 
 def run_tree(
