@@ -330,3 +330,33 @@ def test_the_remote_tree_events_join_the_parent_log_under_its_path(trees: list[T
     exited = remote_event(EventKind.CHILD_EXITED, "parser")
     assert exited.pid == victim and exited.reason.kind is ExitKind.KILLED
     assert abs(exited.time - time.monotonic()) < 30  # on the parent's clock
+
+
+def test_status_shows_a_remote_subtree_with_its_node_and_no_local_figures(
+    trees: list[Tree],
+) -> None:
+    """The CLI's status: a remote child's pid is another host's; it is not sampled here."""
+    from actors.cli._plain import Painter, status_lines
+    from actors.cli._status import TreeInspector
+
+    engine = FakeEngine(["a", "b"])
+    spec = root(ChildSpec(id="web", command=SLEEP), remote(Placement(node="b")))
+    tree = start(trees, spec, engine)
+    inspector = TreeInspector(tree.ref, spec, tree.log)
+    try:
+        snapshot = inspector.snapshot()
+    finally:
+        inspector.close()
+    nodes = {n.path: n for _, n in snapshot.walk()}
+    local, ingest = nodes["root/web"], nodes["root/ingest"]
+    remote_worker = nodes["root/ingest/reader"]
+    assert local.node is None and local.rss is not None and local.rss > 0
+    assert ingest.node == "b" and remote_worker.node == "b"
+    assert remote_worker.pid is not None and remote_worker.cpu is None and remote_worker.rss is None
+
+    class Out:
+        def isatty(self) -> bool:
+            return False
+
+    text = "\n".join(status_lines(Painter(Out()), {"pid": 1}, snapshot))  # type: ignore[arg-type]
+    assert "ingest (one_for_one) @b" in text

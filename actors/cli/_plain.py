@@ -143,6 +143,8 @@ def tree_rows(root: Node) -> list[list[Cell]]:
             name = f"{guide}{printable(node.id)} ({node.strategy})"
         else:
             name = guide + printable(node.id)
+        if node.node is not None and node.type == "supervisor":
+            name += f" @{printable(node.node)[:12]}"  # a subtree on another host
         gave_up = "max_restart_intensity" in (node.last_exit or "")
         exit_style = "" if node.last_exit_normal and not gave_up else RED
         rows.append(

@@ -238,7 +238,9 @@ class TreeInspector:
             node = Node(id=info.id, path=tree.path, type="worker", state=info.state)
             if info.pid is not None:
                 node.pid = info.pid
-                node.cpu, node.rss = self.stats.sample(info.pid)
+                if info.node is None:  # a remote child's pid means nothing on this host
+                    node.cpu, node.rss = self.stats.sample(info.pid)
+        node.node = info.node
         running = info.state in ("running", "paused")
         node.uptime = self.starts.uptime(tree.path, now) if running else None
         node.restarts = info.restarts
