@@ -92,6 +92,8 @@ class SimulationResult:
     children: dict[str, ChildReport]
     tree: TreeReport
     calls: list[CallResult] = field(default_factory=list)  # scripted API calls, in order
+    # Where each remote subtree incarnation ran: (virtual time, path, node).
+    placements: list[tuple[float, str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
         head = (

@@ -72,6 +72,7 @@ from ._actions import (
 from ._core import Supervisor
 from ._errors import NannyError, SpecError, StartError, SupervisorNotRunning
 from ._events import Event, EventKind
+from ._placement import choose_node
 from ._reasons import ExitKind, ExitReason
 from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED, DEFAULT_SEEDS
 from ._sim_faults import (
@@ -83,6 +84,15 @@ from ._sim_faults import (
     Healthy,
     MemoryGrowth,
     Scripted,
+)
+from ._sim_nodes import (
+    Cluster,
+    NodeDown,
+    NodeFailures,
+    NodeFault,
+    NodeTable,
+    NodeUp,
+    Unreachable,
 )
 from ._sim_ops import QUERIES, STOP, Call, CallResult, call
 from ._sim_report import (
@@ -114,6 +124,7 @@ __all__ = [
     "Call",
     "CallResult",
     "ChildReport",
+    "Cluster",
     "ComparisonRow",
     "Estimate",
     "Exponential",
@@ -121,12 +132,16 @@ __all__ = [
     "Hang",
     "Healthy",
     "MemoryGrowth",
+    "NodeDown",
+    "NodeFailures",
+    "NodeUp",
     "Scripted",
     "SimulationResult",
     "SweepRow",
     "SweepTable",
     "Table",
     "TreeReport",
+    "Unreachable",
     "call",
     "compare",
     "event_sequence",
@@ -220,8 +235,10 @@ class _Node:
         parent: _Node | None = None,
         child_id: str = "",
         incarnation: int = 0,
+        host: str | None = None,
     ) -> None:
         self.sim = sim
+        self.host = host  # the node it runs on (None: the root's host)
         self.core = Supervisor(spec, f"{sim.root_name}/{prefix.rstrip('/')}" if prefix else None)
         self.prefix = prefix  # "" for the root, "pool/" below it
         self.parent = parent
@@ -356,7 +373,15 @@ class _Node:
             self.sim.specs[path] = spec
             self.sim.accounts.add(path, spec.type)
         if isinstance(spec, SupervisorSpec):
-            node = _Node(self.sim, spec, self.prefix + child_id + "/", self, child_id, incarnation)
+            host = self.host
+            if spec.placement is not None and self.sim.nodes is not None:
+                placed = self.sim.place(path, spec)
+                if isinstance(placed, ExitReason):
+                    self.queue.extend(self.core.start_failed(child_id, placed, self.sim.now))
+                    return
+                host = placed
+            prefix = self.prefix + child_id + "/"
+            node = _Node(self.sim, spec, prefix, self, child_id, incarnation, host)
             self.nested[child_id] = node
             self.waiting = True
             node.deliver(_Init())
@@ -527,6 +552,21 @@ class _Node:
                 self.sim.answered(queued.call, None, SupervisorNotRunning(self.core.name))
         self.mailbox.clear()
 
+    def lose(self) -> None:
+        """Its node is gone: it and everything under it stop at once, silently."""
+        self.dead = True
+        now = self.sim.now
+        for proc in self.procs.values():
+            proc.alive = False
+        for path in self.sim.accounts.children:
+            if path.startswith(self.prefix):
+                self.sim.accounts.set_state(path, "down", now)
+        self.sim.accounts.set_state(self.prefix.rstrip("/"), "down", now)
+        for nested in self.nested.values():
+            nested.lose()
+        self.mailbox.clear()
+        self.queue.clear()
+
     def _reply_shutdown(self, reason: ExitReason) -> None:
         parent = self.parent
         if parent is not None:
@@ -543,8 +583,13 @@ class _Simulation:
         root_restart_delay: float | None,
         keep_events: bool,
         calls: Iterable[Call] = (),
+        cluster: Cluster | None = None,
     ) -> None:
         self.spec = spec
+        self.cluster = cluster
+        self.nodes = NodeTable(cluster) if cluster is not None else None
+        self.previous: dict[str, str] = {}  # subtree path -> node of its last incarnation
+        self.placements: list[tuple[float, str, str]] = []
         self.calls = sorted(calls, key=lambda c: c.at)  # stable: same time, given order
         self.results: list[CallResult] = []
         self.stop_requested = False
@@ -580,6 +625,9 @@ class _Simulation:
         return faults
 
     def run(self) -> SimulationResult:
+        if self.cluster is not None:
+            for fault in self.cluster.schedule(self.seed, self.duration):
+                self.at(fault.at, self._node_fault, fault)
         for path, model in self.models.items():
             for when, reason in model.absolute_exits():
                 self.at(when, self._kill, (path, reason))
@@ -604,6 +652,7 @@ class _Simulation:
             children=children,
             tree=tree,
             calls=self.results,
+            placements=self.placements,
         )
 
     def answered(self, c: Call, value: Any, error: NannyError | None = None) -> None:
@@ -618,6 +667,74 @@ class _Simulation:
             self.answered(c, None, SupervisorNotRunning(name))
             return
         node.deliver(_Call(c))
+
+    # -- nodes ---------------------------------------------------------------------------
+
+    def place(self, path: str, spec: SupervisorSpec) -> str | ExitReason:
+        """The node a remote subtree starts on (choose_node, as live), or why it cannot."""
+        assert self.nodes is not None and spec.placement is not None
+        node = choose_node(spec.placement, self.nodes.live(), self.previous.get(path))
+        if node is None:
+            names = ", ".join(n.id for n in self.nodes.live()) or "none"
+            return ExitReason.start_failure(
+                f"no live node fits placement {spec.placement} (live nodes: {names})"
+            )
+        if not self.nodes.reachable(node):
+            return ExitReason.start_failure(f"node {node!r} is unreachable; cannot start there")
+        self.previous[path] = node
+        self.placements.append((self.now, path, node))
+        return node
+
+    def _subtrees_on(self, node: str) -> list[_Node]:
+        """The remote subtrees running on `node` (each placed there by its parent)."""
+        found: list[_Node] = []
+        stack = [self.root] if self.root is not None else []
+        while stack:
+            current = stack.pop()
+            for nested in current.nested.values():
+                if nested.host == node and current.host != node and not nested.dead:
+                    found.append(nested)
+                else:
+                    stack.append(nested)
+        return found
+
+    def _node_fault(self, fault: NodeFault) -> None:
+        nodes, cluster = self.nodes, self.cluster
+        assert nodes is not None and cluster is not None
+        if isinstance(fault, NodeUp):
+            nodes.join(fault.node)
+        elif isinstance(fault, NodeDown):
+            self._node_lost(fault.node, cluster.detection)
+        elif fault.node in nodes.alive:
+            nodes.cut_off[fault.node] = nodes.cut_off.get(fault.node, 0) + 1
+            if fault.duration >= cluster.declared_after:
+                self.at(self.now + cluster.declared_after, self._declare, fault.node)
+            else:
+                self.at(self.now + fault.duration, self._heal, fault.node)
+
+    def _heal(self, node: str) -> None:
+        assert self.nodes is not None
+        left = self.nodes.cut_off.get(node, 0) - 1
+        if left > 0:
+            self.nodes.cut_off[node] = left
+        else:
+            self.nodes.cut_off.pop(node, None)
+
+    def _declare(self, node: str) -> None:
+        """A silent node declared dead: its old incarnations are fenced, now."""
+        self._node_lost(node, 0.0)
+
+    def _node_lost(self, node: str, detection: float) -> None:
+        assert self.nodes is not None
+        if not self.nodes.declare_dead(node):
+            return
+        reason = ExitReason(ExitKind.NODE_DOWN, message=f"node {node!r} is dead")
+        for subtree in self._subtrees_on(node):
+            subtree.lose()
+            parent = subtree.parent
+            assert parent is not None
+            message = _ChildExited(subtree.child_id, subtree.incarnation, reason)
+            self.at(self.now + detection, parent.deliver, message)
 
     def _start_root(self, _: object) -> None:
         self.root = _Node(self, self.spec, "")
@@ -747,6 +864,7 @@ def simulate(
     root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     keep_events: bool = True,
     calls: Iterable[Call] = (),
+    cluster: Cluster | None = None,
 ) -> SimulationResult:
     """Run `spec` for `duration` virtual seconds against `faults`; report what happened.
 
@@ -761,6 +879,10 @@ def simulate(
       for long runs.
     - `calls`: API calls at virtual times (`call(5.0, "pause_child", "web")`);
       their outcomes, in the order they were answered, are `result.calls`.
+    - `cluster`: nodes for the subtrees with a `placement` (placed by
+      `choose_node`, as live) and node faults (`NodeDown`, `Unreachable`,
+      `NodeUp`, `NodeFailures`); `result.placements` says where each incarnation
+      ran. Without one, placements are ignored (as a live tree without an engine).
     """
     if not isinstance(spec, SupervisorSpec):
         raise SpecError(None, "spec", spec, "simulate() takes a SupervisorSpec")
@@ -783,8 +905,17 @@ def simulate(
     for c in call_list:
         if not isinstance(c, Call):
             raise SpecError(spec.id, "calls", c, 'expected Call records, e.g. call(5.0, "stop")')
+    if cluster is not None and not isinstance(cluster, Cluster):
+        raise SpecError(spec.id, "cluster", cluster, "expected a Cluster (nodes and node faults)")
     sim = _Simulation(
-        spec, faults or {}, float(duration), seed, root_restart_delay, keep_events, call_list
+        spec,
+        faults or {},
+        float(duration),
+        seed,
+        root_restart_delay,
+        keep_events,
+        call_list,
+        cluster,
     )
     return sim.run()
 

@@ -1,0 +1,219 @@
+"""Nodes for the simulator: a cluster, node faults, and where remote subtrees run.
+
+A `SupervisorSpec` with a `placement` is a remote subtree (as with an engine,
+live): when a `Cluster` is given to `simulate`, it is placed on a node by the
+same pure `choose_node` the live tree uses, and node faults reach it as the
+live tree sees them (actors/_remote.py):
+
+- `NodeDown(at, node)`: the node dies at `at`; everything on it stops at once
+  (down for availability), and its parent learns it `detection` seconds later
+  as the abnormal exit `node_down` (Erlang's noconnection). A node that died
+  never comes back under its old identity (Ray's node ids are not reused);
+  `NodeUp` adds a node (a repaired host that joins again).
+- `Unreachable(at, node, duration)`: a partition, or a silent node. Nothing is
+  charged while it lasts; if it heals within `health_check` (or within the
+  cluster's `unreachable_timeout`, when set and shorter) nothing happens at all.
+  Otherwise the node is declared dead then: `node_down` for its subtrees,
+  whose old incarnation is fenced (its children are stopped; anything it says
+  after is an old incarnation's, which restarts nothing).
+- `NodeFailures(mtbf, repair)`: every node fails at random (exponential, mean
+  `mtbf` seconds) and a fresh node of the same name joins `repair` seconds
+  later; drawn from the run's seed, so a seed replays the same failures.
+
+Defaults, as measured with Ray 2.60 (README "Across hosts"): `detection` 1.3 s
+(a node lost while its OS still answers), `health_check` 4.2 s (a silent node,
+with the tuned health check of the tests; Ray's own default is about 65 s),
+`unreachable_timeout` None (wait for the engine's verdict).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from random import Random
+from typing import Any
+
+from ._errors import SpecError
+from ._placement import NodeInfo
+
+DEFAULT_DETECTION = 1.3
+DEFAULT_HEALTH_CHECK = 4.2
+
+
+def _time(owner: str, name: str, value: Any, *, positive: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(None, f"{owner}.{name}", value, "expected seconds (a finite number)")
+    if value < 0 or (positive and value == 0):
+        raise SpecError(
+            None, f"{owner}.{name}", value, "expected seconds > 0" if positive else ">= 0"
+        )
+    return float(value)
+
+
+def _node(owner: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(None, f"{owner}.node", value, "expected a node name")
+    return value
+
+
+@dataclass(frozen=True)
+class NodeDown:
+    """The node dies at `at` virtual seconds."""
+
+    at: float
+    node: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at", _time("NodeDown", "at", self.at))
+        _node("NodeDown", self.node)
+
+
+@dataclass(frozen=True)
+class Unreachable:
+    """The node is cut off from `at` for `duration` seconds, then heals."""
+
+    at: float
+    node: str
+    duration: float
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at", _time("Unreachable", "at", self.at))
+        object.__setattr__(
+            self, "duration", _time("Unreachable", "duration", self.duration, positive=True)
+        )
+        _node("Unreachable", self.node)
+
+
+@dataclass(frozen=True)
+class NodeUp:
+    """A node joins at `at` (new, or a repaired host joining again under its name)."""
+
+    at: float
+    node: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "at", _time("NodeUp", "at", self.at))
+        _node("NodeUp", self.node)
+
+
+@dataclass(frozen=True)
+class NodeFailures:
+    """Every node fails at random, mean `mtbf` s; a fresh one joins `repair` s later."""
+
+    mtbf: float
+    repair: float = 60.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mtbf", _time("NodeFailures", "mtbf", self.mtbf, positive=True))
+        object.__setattr__(self, "repair", _time("NodeFailures", "repair", self.repair))
+
+
+NodeFault = NodeDown | Unreachable | NodeUp
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The nodes a simulated tree's remote subtrees may run on, and their faults.
+
+    `nodes`: names (or NodeInfo, for labels and resources), up at time 0;
+    `faults`: scripted NodeDown / Unreachable / NodeUp; `failures`: random ones;
+    `detection`: seconds from a node's loss to its parent's `node_down`;
+    `health_check`: seconds after which a silent (unreachable) node is declared
+    dead; `unreachable_timeout`: declare it dead sooner, after this long (opt-in,
+    as `RayEngine(unreachable_timeout=...)`).
+    """
+
+    nodes: Sequence[str | NodeInfo]
+    faults: Sequence[NodeFault] = ()
+    failures: NodeFailures | None = None
+    detection: float = DEFAULT_DETECTION
+    health_check: float = DEFAULT_HEALTH_CHECK
+    unreachable_timeout: float | None = None
+    infos: tuple[NodeInfo, ...] = field(init=False, repr=False, default=())
+
+    def __post_init__(self) -> None:
+        infos = []
+        if isinstance(self.nodes, str) or not self.nodes:
+            raise SpecError(None, "Cluster.nodes", self.nodes, "expected a list of node names")
+        for n in self.nodes:
+            if isinstance(n, str) and n:
+                infos.append(NodeInfo(n, n))
+            elif isinstance(n, NodeInfo):
+                infos.append(n)
+            else:
+                raise SpecError(None, "Cluster.nodes", n, "expected a node name or a NodeInfo")
+        if len({i.id for i in infos}) != len(infos):
+            raise SpecError(None, "Cluster.nodes", self.nodes, "node names must be unique")
+        object.__setattr__(self, "infos", tuple(infos))
+        object.__setattr__(self, "faults", tuple(self.faults))
+        for fault in self.faults:
+            if not isinstance(fault, NodeDown | Unreachable | NodeUp):
+                raise SpecError(
+                    None, "Cluster.faults", fault, "expected NodeDown, Unreachable or NodeUp"
+                )
+        if self.failures is not None and not isinstance(self.failures, NodeFailures):
+            raise SpecError(None, "Cluster.failures", self.failures, "expected NodeFailures")
+        object.__setattr__(self, "detection", _time("Cluster", "detection", self.detection))
+        object.__setattr__(
+            self, "health_check", _time("Cluster", "health_check", self.health_check)
+        )
+        if self.unreachable_timeout is not None:
+            object.__setattr__(
+                self,
+                "unreachable_timeout",
+                _time("Cluster", "unreachable_timeout", self.unreachable_timeout, positive=True),
+            )
+
+    @property
+    def declared_after(self) -> float:
+        """How long a node stays unreachable before it is declared dead."""
+        limit = self.unreachable_timeout
+        return self.health_check if limit is None else min(limit, self.health_check)
+
+    def schedule(self, seed: int, duration: float) -> list[NodeFault]:
+        """The scripted faults and the seed's random ones, in time order."""
+        out: list[NodeFault] = list(self.faults)
+        if self.failures is not None:
+            for info in self.infos:
+                rng = Random(f"{seed}/node/{info.id}")
+                t = 0.0
+                while True:
+                    t += rng.expovariate(1.0 / self.failures.mtbf)
+                    if t > duration:
+                        break
+                    out.append(NodeDown(t, info.id))
+                    t += self.failures.repair
+                    if t > duration:
+                        break
+                    out.append(NodeUp(t, info.id))
+        return sorted(out, key=lambda f: f.at)
+
+
+class NodeTable:
+    """Which nodes are alive now, for `choose_node` (the simulator's engine)."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.infos = {i.id: i for i in cluster.infos}
+        self.alive: set[str] = set(self.infos)
+        self.cut_off: dict[str, int] = {}  # node -> partitions in force
+
+    def live(self) -> list[NodeInfo]:
+        return [self.infos[n] for n in sorted(self.alive)]
+
+    def reachable(self, node: str) -> bool:
+        return node in self.alive and not self.cut_off.get(node)
+
+    def join(self, node: str) -> None:
+        self.infos.setdefault(node, NodeInfo(node, node))
+        self.alive.add(node)
+        self.cut_off.pop(node, None)
+
+    def declare_dead(self, node: str) -> bool:
+        """False when it was already dead."""
+        if node not in self.alive:
+            return False
+        self.alive.discard(node)
+        self.cut_off.pop(node, None)
+        return True
