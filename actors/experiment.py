@@ -56,6 +56,7 @@ def sweep(
     seeds: Iterable[int] = DEFAULT_SEEDS,
     root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     workers: int | None = None,
+    cluster: Any = None,
     **axes: Iterable[Any],
 ) -> SweepTable:
     """`supervision.simulate.sweep` on `workers` processes (default: every core)."""
@@ -66,5 +67,6 @@ def sweep(
         seeds=seeds,
         root_restart_delay=root_restart_delay,
         map=process_map(workers),
+        cluster=cluster,
         **axes,
     )

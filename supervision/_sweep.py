@@ -93,6 +93,7 @@ class SweepTask:
     duration: float
     seed: int
     root_restart_delay: float | None
+    cluster: Any = None  # a Cluster (nodes and node faults), or None
 
 
 def run_task(task: SweepTask) -> tuple[int, RunFigures]:
@@ -106,6 +107,7 @@ def run_task(task: SweepTask) -> tuple[int, RunFigures]:
         seed=task.seed,
         root_restart_delay=task.root_restart_delay,
         keep_events=False,
+        cluster=task.cluster,
     )
     tree = result.tree
     return task.point, RunFigures(
@@ -208,6 +210,7 @@ def sweep(
     seeds: Iterable[int] = DEFAULT_SEEDS,
     root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     map: Mapper = map,
+    cluster: Any = None,
     **axes: Iterable[Any],
 ) -> SweepTable:
     """Run `build(**point)` for every point of the grid of `axes`, over `seeds`.
@@ -217,7 +220,8 @@ def sweep(
     period=[5, 30])`. The same seeds are used at every point, so points share
     their faults as far as the runs allow. `map` runs the tasks: the builtin
     (default, one core) or a pool's, e.g. `actors.experiment.sweep` (every core).
-    `root_restart_delay` has `simulate()`'s meaning and default.
+    `root_restart_delay` and `cluster` (nodes and node faults for the subtrees
+    with a placement) have `simulate()`'s meaning and default.
     """
     if not axes:
         raise SpecError(None, "axes", axes, "expected at least one axis, e.g. intensity=[1, 5]")
@@ -234,7 +238,7 @@ def sweep(
         specs.append(spec)
     fault_map = dict(faults or {})
     tasks: Iterator[SweepTask] = (
-        SweepTask(i, spec, fault_map, float(duration), seed, root_restart_delay)
+        SweepTask(i, spec, fault_map, float(duration), seed, root_restart_delay, cluster)
         for i, spec in enumerate(specs)
         for seed in seed_list
     )

@@ -198,3 +198,18 @@ def test_live_fake_engine_and_simulation_agree_on_a_node_loss() -> None:
         live_tree.stop(timeout=30)
     assert live == expected
     assert [p[2] for p in simulated.placements] == ["b", "c"]
+
+
+def _policy_tree(policy: str) -> SupervisorSpec:
+    return tree(remote(Placement(node="b", policy=policy)), intensity=2, period=60.0)
+
+
+def test_a_sweep_compares_placement_policies_under_node_failures() -> None:
+    from supervision.simulate import sweep
+
+    cluster = Cluster(["a", "b", "c"], failures=NodeFailures(mtbf=3000.0, repair=1800.0))
+    table = sweep(
+        _policy_tree, duration=20000.0, seeds=range(6), cluster=cluster, policy=["prefer", "pinned"]
+    )
+    by_policy = {row.params["policy"]: row for row in table.rows}
+    assert by_policy["prefer"].availability.mean > by_policy["pinned"].availability.mean
