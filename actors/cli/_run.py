@@ -291,7 +291,10 @@ class Runner:
         control.serve(controller.handle)
         # Plain lines as they happen, a slow start included (the live view starts after).
         feed = None if self.live else EventFeed(tree.log)
-        early = None if feed is None else _EarlyPrinter(self, feed)
+        early = None
+        if feed is not None:
+            self._announce(spec, control, output)
+            early = _EarlyPrinter(self, feed)
         try:
             try:
                 tree._start()
@@ -339,13 +342,6 @@ class Runner:
                 snapshots = _Snapshots(inspector, self.opts.refresh)
                 snapshots.start()
                 view.__enter__()
-            else:
-                self.notice(
-                    f"tree {spec.id!r} running, pid {os.getpid()}, control socket "
-                    f"{control.path}; Ctrl-C stops it"
-                )
-                if output:
-                    self.notice(f"children's output: {output}")
             for event in feed.backlog:
                 self.emit(EventRecord.from_event(event), view)
             self._watch(ref, feed, view, snapshots)
@@ -364,6 +360,15 @@ class Runner:
         status, message = _outcome(log, spec.id)
         self.notice(message)
         return status
+
+    def _announce(self, spec: SupervisorSpec, control: ControlSocket, output: str | None) -> None:
+        """Plain mode's first lines: where the tree answers and where output goes."""
+        self.notice(
+            f"tree {spec.id!r} running, pid {os.getpid()}, control socket "
+            f"{control.path}; Ctrl-C stops it"
+        )
+        if output:
+            self.notice(f"children's output: {output}")
 
     def _pump(
         self,
