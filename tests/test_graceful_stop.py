@@ -9,6 +9,7 @@ nginx is used too where it is installed.
 from __future__ import annotations
 
 import http.client
+import os
 import shutil
 import socket
 import sys
@@ -114,6 +115,7 @@ def test_the_default_stop_signal_cuts_it(tmp_path: Path) -> None:
 
 
 NGINX_CONF = """
+{user}
 daemon off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log;
@@ -138,23 +140,31 @@ http {{
 @pytest.mark.skipif(
     shutil.which("nginx") is None, reason="nginx is not installed (apt install nginx-light)"
 )
-def test_a_real_nginx_stopped_with_sigquit_finishes_the_download(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop_signal", ["QUIT", "TERM"])
+def test_a_real_nginx_finishes_a_download_on_sigquit_and_cuts_it_on_sigterm(
+    tmp_path: Path, stop_signal: str
+) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "big").write_bytes(b"x" * SIZE)
     conf = tmp_path / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=free))
+    # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 folders.
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=free, user=user))
     spec = ChildSpec(
         id="nginx",
         command=["nginx", "-c", str(conf), "-p", str(tmp_path)],
-        stop_signal="QUIT",
+        stop_signal=stop_signal,
         shutdown=30.0,
         ready=0.5,
     )
     got, errors = _stop_during_a_download(spec, lambda: free)
-    assert not errors and got == SIZE
+    if stop_signal == "QUIT":  # nginx's graceful stop
+        assert not errors and got == SIZE
+    else:  # its fast one: the issue's "got 22703083 of 60000000 bytes"
+        assert errors or got < SIZE
 
 
 @pytest.mark.skipif(
