@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class ProcStat:
     ppid: int
     pgid: int
     sid: int
+    start: int = 0  # when it started, in clock ticks since boot (see boot_ticks)
 
 
 def proc_stat(pid: int) -> ProcStat | None:
@@ -54,9 +56,24 @@ def proc_stat(pid: int) -> ProcStat | None:
     # The command name is in parentheses and may hold spaces or ')': cut at the last one.
     fields = data[data.rfind(b")") + 2 :].split()
     try:
-        return ProcStat(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]))
+        return ProcStat(
+            pid,
+            fields[0].decode(),
+            int(fields[1]),
+            int(fields[2]),
+            int(fields[3]),
+            int(fields[19]),
+        )
     except (IndexError, ValueError):
         return None
+
+
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def boot_ticks() -> int:
+    """Now, on the clock of ProcStat.start: a process started later has a start >= it."""
+    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS)
 
 
 def is_alive(pid: int) -> bool:

@@ -94,6 +94,7 @@ class _Child:
     __slots__ = (
         "arm",
         "beat",
+        "born",
         "captures",
         "control_fd",
         "decoder",
@@ -129,6 +130,10 @@ class _Child:
         self.pid_deadline = 0.0
         self.follow = 0  # MAINPID=: the main process once this one exits
         self.follow_grace = 0.0  # how long to wait for a MAINPID= after its first exit
+        # Just before its spawn, on the clock of /proc's start times: a process that
+        # started later may be one it forked, even once its environment (and token)
+        # is overwritten, as nginx and redis do to show their process titles.
+        self.born = 0
 
 
 def _which(command: str, path: str) -> str:
@@ -600,6 +605,7 @@ class LauncherLoop:
             err_fd = _open_output(template.stderr, "stderr", captures)
             control_fd = None
             token = ""
+            born = _daemon.boot_ticks() - 1  # a tick of margin: the clocks round apart
             if template.command is not None:
                 token = _daemon.child_token()
                 pid = self._spawn_command(template, out_fd, err_fd, token)
@@ -620,6 +626,7 @@ class LauncherLoop:
                     os.close(fd)
         child = _Child(pid, control_fd, template_id)
         child.token = token
+        child.born = born
         if template.pid_file is not None:
             child.pid_file = template.pid_file
             child.pid_deadline = child.started + template.pid_timeout
@@ -982,12 +989,15 @@ class LauncherLoop:
         st = _daemon.proc_stat(main)
         if st is None or st.state in ("Z", "X") or st.ppid != self.pid or main in self.children:
             return False
-        if st.pgid != child.pgid and not _daemon.has_token(main, child.token):
+        if not (
+            st.pgid == child.pgid or st.start >= child.born or _daemon.has_token(main, child.token)
+        ):
             return False
         old = child.pid
         child.pid, child.pgid, child.follow = main, st.pgid, 0
         child.pid_file = None  # found: its main process's exit is the child's exit
         self.may_fork.pop(child.token, None)
+        self._schedule_scan()  # what was spared while its pid file was awaited
         self.children[main] = child
         self._watch(child)
         self.report(Forked(old, main, st.pgid))
@@ -1027,6 +1037,7 @@ class LauncherLoop:
         uptime = time.monotonic() - child.started
         self.may_fork.pop(child.token, None)
         self.report(Exited(child.pid, 0, uptime, Failure("PidFileError", why, ""), 0, []))
+        self._schedule_scan()  # what it forked was spared while its pid file was awaited
         self._schedule_scan()  # what it forked, re-parented to us, goes with the scan
 
     def _detached(self, child: _Child) -> list[int]:
@@ -1039,6 +1050,7 @@ class LauncherLoop:
         except OSError:
             grouped = False
         known = self.children
+        groups = {c.pgid for c in known.values()}
         for _ in range(3):  # again while an orphan is mid-exit: its children move to us
             unsettled = False
             for pid in _child_pids(self.pid):
@@ -1051,6 +1063,8 @@ class LauncherLoop:
                     unsettled = True
                 elif (grouped and st.pgid == child.pgid) or _daemon.has_token(pid, child.token):
                     found.append(pid)
+                elif st.start >= child.born and st.pgid not in groups:
+                    found.append(pid)  # its token overwritten (setproctitle), not another's
                 elif _daemon.exiting(pid):
                     # An intermediate of a double fork, exiting: its environment is gone,
                     # but the daemon it forked is still its child for a moment.
@@ -1092,6 +1106,10 @@ class LauncherLoop:
         known = set(self.children)
         known.update(c.pid for c, _ in self.standbys.values())
         known.update(self.discarded)
+        # A pid file still to come: what started since that child did may be its daemon
+        # (its token may be gone with its environment); spared until it is settled.
+        pending = [c.born for c in self.may_fork.values() if c.pid_file is not None]
+        spare_after = min(pending) if pending else None
         for pid in _child_pids(self.pid):
             if pid not in known:
                 st = _daemon.proc_stat(pid)
@@ -1102,6 +1120,8 @@ class LauncherLoop:
                     continue
                 if self.may_fork and _daemon.token_of(pid) in self.may_fork:
                     continue  # a daemon whose pid file or MAINPID= is still to come
+                if spare_after is not None and st.start >= spare_after:
+                    continue  # maybe a daemon whose pid file is still to be written
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
                 with contextlib.suppress(OSError):

@@ -203,3 +203,115 @@ def test_a_real_redis_is_ready_on_sd_notify_and_saves_on_sigterm(tmp_path: Path)
         assert (tmp_path / "dump.rdb").exists()  # it saved before it exited
     finally:
         tree.stop()
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None, reason="nginx is not installed (apt install nginx-light)"
+)
+def test_a_real_nginx_with_daemon_on_is_supervised_through_its_pid_file(tmp_path: Path) -> None:
+    from actors.testing import wait_gone
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    (tmp_path / "www").mkdir()
+    (tmp_path / "www" / "index.html").write_text("hello\n")
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf = tmp_path / "nginx.conf"
+    text = NGINX_CONF.format(dir=tmp_path, port=free, user=user)
+    conf.write_text(text.replace("daemon off;", "daemon on;"))
+    pid_file = tmp_path / "nginx.pid"
+    spec = ChildSpec(
+        id="nginx",
+        command=["nginx", "-c", str(conf), "-p", str(tmp_path)],
+        pid_file=str(pid_file),
+        stop_signal="QUIT",
+        start_timeout=20.0,
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        master = tree.nanny.which_child("nginx").get().pid
+        assert master == int(pid_file.read_text())  # the daemon, not the first process
+        conn = http.client.HTTPConnection("127.0.0.1", free, timeout=10)
+        conn.request("GET", "/index.html")
+        assert conn.getresponse().read() == b"hello\n"
+        conn.close()
+        tree.nanny.terminate_child("nginx").get()
+        assert wait_gone([master], timeout=20) == []
+    finally:
+        tree.stop()
+
+
+@pytest.mark.skipif(
+    shutil.which("redis-server") is None,
+    reason="redis-server is not installed (apt install redis-server)",
+)
+def test_a_real_redis_with_daemonize_yes_is_supervised_through_its_pid_file(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    pid_file = tmp_path / "redis.pid"
+    spec = ChildSpec(
+        id="redis",
+        command=[
+            "redis-server",
+            "--port",
+            str(free),
+            "--daemonize",
+            "yes",
+            "--pidfile",
+            str(pid_file),
+            "--dir",
+            str(tmp_path),
+        ],
+        pid_file=str(pid_file),
+        start_timeout=20.0,
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        main = tree.nanny.which_child("redis").get().pid
+        assert main == int(pid_file.read_text())
+        os.kill(main, 9)  # a crash of the daemon is the child's exit: restarted
+        from tests.support import wait_until
+
+        wait_until(lambda: tree.nanny.which_child("redis").get().restarts == 1, 20, "restart")
+        again = tree.nanny.which_child("redis").get().pid
+        assert again not in (None, main)
+        with socket.create_connection(("127.0.0.1", free), timeout=10) as conn:
+            conn.sendall(b"PING\r\n")
+            assert conn.recv(64).startswith(b"+PONG")
+    finally:
+        tree.stop()
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None, reason="nginx is not installed (apt install nginx-light)"
+)
+def test_a_real_nginx_with_daemon_on_and_no_pid_file_is_told_what_to_set(tmp_path: Path) -> None:
+    from actors.testing import wait_gone
+    from supervision import EventKind, ExitKind
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = s.getsockname()[1]
+    (tmp_path / "www").mkdir()
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf = tmp_path / "nginx.conf"
+    text = NGINX_CONF.format(dir=tmp_path, port=free, user=user)
+    conf.write_text(text.replace("daemon off;", "daemon on;"))
+    spec = ChildSpec(
+        id="nginx", command=["nginx", "-c", str(conf), "-p", str(tmp_path)], restart="temporary"
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        from tests.support import wait_event
+
+        exited = wait_event(tree.ref, EventKind.CHILD_EXITED, "nginx")
+        assert exited.reason is not None and exited.reason.kind is ExitKind.DAEMONIZED
+        assert "set pid_file" in exited.reason.message
+        left = int(exited.reason.message.split("pid ", 1)[1].split(",")[0].split()[0])
+        assert wait_gone([left], timeout=20) == []  # nothing left running unsupervised
+    finally:
+        tree.stop()
