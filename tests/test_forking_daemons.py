@@ -191,7 +191,9 @@ MAINPID = textwrap.dedent(
             time.sleep(1)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.sendto(f"READY=1\\nSTATUS=serving\\nMAINPID={child}".encode(), os.environ["NOTIFY_SOCKET"])
-    open(marker, "w").write(str(child))
+    with open(marker + ".tmp", "w") as f:
+        f.write(str(child))
+    os.rename(marker + ".tmp", marker)
     os._exit(0)
     """
 )

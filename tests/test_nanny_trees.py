@@ -21,7 +21,7 @@ from supervision import (
     TooManyChildren,
 )
 from tests import children
-from tests.support import children_by_id, event_log, wait_event
+from tests.support import children_by_id, event_log, wait_event, wait_until
 
 
 def _stopper(path, name: str, **kw) -> ChildSpec:
@@ -282,17 +282,22 @@ def test_a_nested_supervisors_shutdown_bounds_its_whole_subtree(nanny_tree, shut
 
 
 def test_a_shared_shutdown_deadline_is_one_warning_not_one_per_child(
-    caplog: pytest.LogCaptureFixture,
+    caplog: pytest.LogCaptureFixture, tmp_path
 ) -> None:
     """simple_one_for_one children that ignore SIGTERM all reach the shared timer:
     the supervisor says so once, naming them, instead of one warning per child."""
     from actors import Tree
 
-    stubborn = ChildSpec(id="w", command=["sh", "-c", "trap '' TERM; exec sleep 100"], shutdown=0.5)
+    marks = tmp_path / "trapped"
+    marks.mkdir()
+    # Each says when its trap is set: a SIGTERM before that would still end it.
+    script = f"trap '' TERM; touch {marks}/$$; exec sleep 100"
+    stubborn = ChildSpec(id="w", command=["sh", "-c", script], shutdown=0.5)
     tree = Tree.start(
         SupervisorSpec(id="pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[stubborn])
     )
     pids = [tree.nanny.start_child([]).get().pid for _ in range(7)]
+    wait_until(lambda: len(list(marks.iterdir())) == 7, 20, "seven traps set")
     caplog.set_level("WARNING", logger="nannytree")
     tree.stop(timeout=30)
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
