@@ -305,3 +305,44 @@ def test_a_watched_command_that_cannot_be_executed_fails_to_start(tmp_path: Path
         Tree.start(SupervisorSpec(id="root", children=[spec]))
     assert info.value.reason.kind is ExitKind.START_FAILURE
     assert "ermission" in info.value.reason.message or "executable" in info.value.reason.message
+
+
+FLOOD = textwrap.dedent(
+    """
+    import os, socket, sys
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = os.environ["NOTIFY_SOCKET"]
+    sock.sendto(b"READY=1", path)
+    for i in range(20000):
+        sock.sendto(f"STATUS=step {i}".encode() + b"x" * 2000, path)
+    sock.sendto(b"STATUS=done", path)
+    with open(sys.argv[1] + ".tmp", "w") as f:
+        f.write("sent")
+    os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+    sock.close()
+    import time
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def test_a_child_flooding_its_notify_socket_is_read_and_never_blocked(tmp_path: Path) -> None:
+    """20,000 datagrams of 2 KB after READY=1: the child is never left blocked on a
+    full socket (the tree keeps reading it), the tree keeps answering, and the
+    last STATUS= wins."""
+    script, sent = tmp_path / "flood.py", tmp_path / "sent"
+    script.write_text(FLOOD)
+    spec = ChildSpec(
+        id="d",
+        command=[sys.executable, str(script), str(sent)],
+        ready="sd_notify",
+        start_timeout=20,
+    )
+    tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
+    try:
+        wait_until(sent.exists, 60, "the child to get every datagram out")
+        assert tree.nanny.which_child("d").get(timeout=5).state == "running"
+        wait_until(lambda: tree.nanny.child_status("d").get(timeout=5) == "done", 30, "STATUS")
+    finally:
+        tree.stop()
