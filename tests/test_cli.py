@@ -8,6 +8,7 @@ with a deadline.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import fcntl
 import io
@@ -923,6 +924,27 @@ def test_signals_by_name_or_number(text, number):
     assert signal_arg(text) == number
 
 
+def test_the_cli_signal_parser_agrees_with_the_core():
+    """The client parses signals with the stdlib alone (importing the core would cost
+    half a command); it must take and refuse exactly what `parse_signal` does."""
+    from supervision import parse_signal
+
+    names = list(signal.Signals.__members__)
+    texts = names + [n.lower() for n in names] + [n[3:] for n in names]
+    texts += [str(n) for n in range(0, 80)] + ["SIG_DFL", "DFL", "NOPE", "", "SIG"]
+    texts += ["\uff28UP", "\uff11"]  # full-width letters and digits
+    for text in texts:
+        try:
+            expected: int | None = parse_signal(int(text) if text.isdigit() else text)
+        except ValueError:
+            expected = None
+        try:
+            got: int | None = signal_arg(text)
+        except argparse.ArgumentTypeError:
+            got = None
+        assert got == expected, text
+
+
 def _until(check: Any, timeout: float = DEADLINE) -> Any:
     """Call check() until it returns something true; fail after `timeout`."""
     deadline = time.monotonic() + timeout
@@ -1042,6 +1064,21 @@ def test_the_client_path_imports_nothing_heavy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_check_imports_no_rich_pykka_or_psutil():
+    """`check` loads the spec (the pure core) but draws its table without rich and
+    never touches the live layer's imports."""
+    code = (
+        "import sys\n"
+        "from actors.cli._command import main\n"
+        "rc = main(['check', 'examples/tree.toml'])\n"
+        "heavy = ('rich', 'pykka', 'psutil', 'ray')\n"
+        "print(rc, sorted({m.split('.')[0] for m in sys.modules} & set(heavy)), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "├─ web" in out.stdout
+    assert out.stderr.strip() == "0 []"
 
 
 DAEMONS = """

@@ -9,12 +9,16 @@ text a tree or a child produced is escaped (`printable`) before it is measured.
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._records import Node
 from ._text import printable
+
+if TYPE_CHECKING:
+    from supervision import AnySpec, SupervisorSpec
 
 STATE_COLORS = {
     "running": "32",
@@ -214,6 +218,60 @@ def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
         for text in str(e.get("stderr", "")).splitlines():
             lines.append(paint(printable(f"      | {text}"), DIM))
     return lines
+
+
+def _spec_runs(spec: AnySpec) -> tuple[str, str]:
+    """(type, what it runs) of one spec, as `check` lists it."""
+    from supervision import ChildSpec, SupervisorSpec
+
+    if isinstance(spec, SupervisorSpec):
+        what = restarts_text(spec.intensity, spec.period)
+        if spec.auto_shutdown.value != "never":
+            what += f", auto_shutdown {spec.auto_shutdown.value}"
+        return spec.strategy.value, what
+    assert isinstance(spec, ChildSpec)
+    if spec.command is not None:
+        return "worker", shlex.join(spec.command)
+    ref = getattr(spec.target, "ref", None)
+    name = ref or getattr(spec.target, "__qualname__", repr(spec.target))
+    module = getattr(spec.target, "__module__", "")
+    what = ref or f"{module}:{name}"
+    if spec.args or spec.kwargs:
+        params = [repr(a) for a in spec.args]
+        params += [f"{k}={v!r}" for k, v in spec.kwargs.items()]
+        what += f"({', '.join(params)})"
+    return "worker", what
+
+
+def _spec_guided(
+    spec: AnySpec, prefix: str = "", last: bool = True, top: bool = True
+) -> Iterator[tuple[str, AnySpec, bool]]:
+    yield (prefix if top else prefix + ("└─ " if last else "├─ ")), spec, top
+    inner = prefix if top else prefix + ("   " if last else "│  ")
+    children = getattr(spec, "children", ())
+    for i, child in enumerate(children):
+        yield from _spec_guided(child, inner, i == len(children) - 1, False)
+
+
+def spec_lines(paint: Painter, spec: SupervisorSpec) -> list[str]:
+    """`nannytree check`: the tree a file would start. A file's ids and commands are
+    escaped; what it runs is never cut (the operator checks exactly that)."""
+    rows: list[list[Cell]] = []
+    for guide, s, top in _spec_guided(spec):
+        kind, what = _spec_runs(s)
+        restart = "-" if top else s.restart.value
+        shutdown = "-" if top else str(s.shutdown)
+        name_style = BOLD if kind != "worker" else ""
+        rows.append(
+            [
+                (printable(guide + s.id), name_style),
+                (printable(kind), ""),
+                (printable(restart), ""),
+                (printable(shutdown), ""),
+                (printable(what), ""),
+            ]
+        )
+    return table(paint, ("tree", "type", "restart", "shutdown", "runs"), rows)
 
 
 def write(out: TextIO, lines: Sequence[str]) -> None:

@@ -6,14 +6,10 @@ talks to the tree, so each piece renders the same in a test's recording console.
 
 from __future__ import annotations
 
-import io
-import os
-import shlex
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import TYPE_CHECKING, TextIO
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -24,9 +20,6 @@ from rich.text import Text
 
 from ._plain import _guided, fmt_bytes, fmt_cpu, fmt_duration, restarts_text
 from ._records import EventRecord, Node
-
-if TYPE_CHECKING:
-    from supervision import AnySpec, SupervisorSpec
 from ._text import printable
 
 STATE_STYLES = {
@@ -205,68 +198,9 @@ class LiveView:
         self._live.update(frame, refresh=True)
 
 
-# -- status and check ---------------------------------------------------------------------
-
-
-def _spec_rows(spec: AnySpec, guide: str) -> list[str]:
-    from supervision import ChildSpec, SupervisorSpec
-
-    if isinstance(spec, SupervisorSpec):
-        what = restarts_text(spec.intensity, spec.period)
-        if spec.auto_shutdown.value != "never":
-            what += f", auto_shutdown {spec.auto_shutdown.value}"
-        return [guide, spec.strategy.value, what]
-    assert isinstance(spec, ChildSpec)
-    if spec.command is not None:
-        what = shlex.join(spec.command)
-    else:
-        ref = getattr(spec.target, "ref", None)
-        name = ref or getattr(spec.target, "__qualname__", repr(spec.target))
-        module = getattr(spec.target, "__module__", "")
-        what = ref or f"{module}:{name}"
-        if spec.args or spec.kwargs:
-            params = [repr(a) for a in spec.args]
-            params += [f"{k}={v!r}" for k, v in spec.kwargs.items()]
-            what += f"({', '.join(params)})"
-    return [guide, "worker", what]
-
-
-def spec_table(spec: SupervisorSpec) -> Table:
-    """`nannytree check`: the tree a file would start."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for name in ("tree", "type", "restart", "shutdown", "runs"):
-        table.add_column(name, no_wrap=name != "runs", overflow="fold")
-
-    from supervision import SupervisorSpec
-
-    def add(s: AnySpec, prefix: str, last: bool, top: bool) -> None:
-        guide = prefix if top else prefix + ("└─ " if last else "├─ ")
-        name, kind, what = _spec_rows(s, guide + s.id)
-        restart = "-" if top else s.restart.value
-        shutdown = "-" if top else str(s.shutdown)
-        # Text, not str: a file's ids and commands are neither markup nor escapes.
-        table.add_row(*(Text(printable(c)) for c in (name, kind, restart, shutdown, what)))
-        if isinstance(s, SupervisorSpec):
-            inner = prefix if top else prefix + ("   " if last else "│  ")
-            for i, c in enumerate(s.children):
-                add(c, inner, i == len(s.children) - 1, False)
-
-    add(spec, "", True, True)
-    return table
+# -- plain lines ---------------------------------------------------------------------
 
 
 def plain_line(record: EventRecord) -> str:
     """One event per line, for pipes and CI logs."""
     return str(record)  # escaped by EventRecord
-
-
-def print_to(out: TextIO, renderable: RenderableType) -> None:
-    """Print with rich: styled on a terminal; plain, wide and right-trimmed otherwise."""
-    if out.isatty():
-        Console(file=out, highlight=False).print(renderable)
-        return
-    buffer = io.StringIO()
-    width = int(os.environ.get("COLUMNS", "160"))
-    Console(file=buffer, highlight=False, width=width, no_color=True).print(renderable)
-    out.write("\n".join(line.rstrip() for line in buffer.getvalue().splitlines()) + "\n")
-    out.flush()
