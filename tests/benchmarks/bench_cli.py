@@ -43,12 +43,23 @@ COMMANDS = {
     "logs ID": ["logs", "b"],
     "events -n 5": ["events", "-n", "5"],
     "ls": ["ls"],
+    "signal ID": ["signal", "a", "CONT"],
+    "check FILE": ["check", "{tree}"],
+    # stop and start alternate, so each stop stops a running child and each start
+    # starts a stopped one; restart restarts a running one.
+    "stop ID": ["stop", "c"],
+    "start ID": ["start", "c"],
+    "restart ID": ["restart", "c"],
 }
 
 
 def _p95(values: list[float]) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+
+
+def _client(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([*CLI, *args], capture_output=True, env=env, cwd=ROOT, check=False)
 
 
 def main() -> None:
@@ -73,15 +84,18 @@ def main() -> None:
                 if "bench/c child_started" in line:
                     break
             print(f"{'command':<16}{'median ms':>10}{'p95 ms':>10}   ({samples} samples)")
-            for name, args in COMMANDS.items():
+            for name, template in COMMANDS.items():
+                args = [a.format(tree=tree) for a in template]
                 walls = []
                 for _ in range(samples):
+                    if name == "start ID":  # untimed: the child must be stopped first
+                        _client(COMMANDS["stop ID"], env)
                     started = time.perf_counter()
-                    done = subprocess.run(
-                        [*CLI, *args], capture_output=True, env=env, cwd=ROOT, check=False
-                    )
+                    done = _client(args, env)
                     walls.append(1000 * (time.perf_counter() - started))
                     assert done.returncode in (0, 3), (name, done.stderr)
+                    if name == "stop ID":  # untimed: running again for the next stop
+                        _client(COMMANDS["start ID"], env)
                 print(f"{name:<16}{statistics.median(walls):>10.0f}{_p95(walls):>10.0f}")
         finally:
             run.send_signal(signal.SIGINT)
