@@ -120,6 +120,7 @@ class TreeNode:
     info: ChildInfo
     path: str
     children: tuple[TreeNode, ...] = ()
+    status: str = ""  # a command's last sd_notify STATUS= text, for `nannytree status`
 
 
 @dataclass(frozen=True)
@@ -265,7 +266,8 @@ class NannyActor(pykka.ThreadingActor):
             if nested is not None and info.state == "running":
                 with contextlib.suppress(pykka.ActorDeadError):
                     below = cast(list[TreeNode], nested.proxy().which_tree().get())
-            nodes.append(TreeNode(self._remote_view(info), path, tuple(below)))
+            status = self._statuses.get(info.id, "")
+            nodes.append(TreeNode(self._remote_view(info), path, tuple(below), status))
         return nodes
 
     def child_nanny(self, key: str) -> pykka.ActorRef[Any]:
