@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import signal
 import time
 from pathlib import Path
@@ -15,12 +16,13 @@ from typing import Any
 
 from rich.console import Console
 
+from actors.cli._plain import Painter, status_lines
 from actors.cli._status import EventRecord, Node
 from actors.cli._text import printable
 from actors.cli._view import Header, screen
 from actors.testing import wait_gone
 
-from .test_cli import Proc, cli, env, pids, status
+from .test_cli import Proc, cli, env, pids, status, workers
 
 ESC = "\x1b"
 # Retitle the terminal, clear the screen, and a C1 CSI: none may arrive raw.
@@ -165,3 +167,80 @@ def test_the_live_view_escapes_ids_reasons_and_notes():
     text = buffer.getvalue()
     assert "\x1b[2J" not in text and "\x1b]0;x" not in text and "\x07" not in text
     assert text.count("\\x1b") >= 5
+
+
+NOTIFIER = """
+import os, socket, sys, time
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+text = b"READY=1\\nSTATUS=" + sys.argv[1].encode() + b" \\x1b[2J up"
+sock.sendto(text, os.environ["NOTIFY_SOCKET"])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+sock.sendto(b"STATUS=draining", os.environ["NOTIFY_SOCKET"])
+time.sleep(600)
+"""
+
+NOTIFYING_TREE = """
+[supervisor]
+id = "n"
+[[supervisor.children]]
+id = "db"
+command = ["python3", "{script}", "db", "{go}"]
+ready = "sd_notify"
+[[supervisor.children]]
+id = "plain"
+command = ["sleep", "600"]
+[[supervisor.children]]
+id = "pool"
+strategy = "one_for_one"
+[[supervisor.children.children]]
+id = "cache"
+command = ["python3", "{script}", "cache", "{go}"]
+ready = "sd_notify"
+"""
+
+
+def test_status_shows_each_childs_sd_notify_status_escaped(tmp_path, env):
+    """`status` gains a status column (a nested child's too) and `status ID` a status
+    line, with the child's last STATUS= text escaped; `--json` keeps it exact."""
+    script, go = tmp_path / "notifier.py", tmp_path / "go"
+    script.write_text(NOTIFIER)
+    tree = tmp_path / "n.toml"
+    tree.write_text(NOTIFYING_TREE.format(script=script, go=go))
+    sock = tmp_path / "n.sock"
+    with Proc("run", str(tree), "--plain", "--socket", str(sock), env=env) as run:
+        run.expect(r"n/pool/cache child_started")
+        answer = status(sock, env)
+        seen = set(pids(answer).values())
+        found = {p: n["status"] for p, n in workers(answer).items()}
+        assert found == {
+            "n/db": "db \x1b[2J up",
+            "n/plain": "",
+            "n/pool/cache": "cache \x1b[2J up",
+        }
+        shown = cli("status", "--socket", str(sock), env=env)
+        _no_raw_escape(shown.stdout)
+        header = next(line for line in shown.stdout.splitlines() if line.startswith("tree"))
+        assert header.split()[-1] == "status"
+        assert re.search(r"├─ db\s+running.*db \\x1b\[2J up$", shown.stdout, re.M)
+        assert re.search(r"└─ cache\s+running.*cache \\x1b\[2J up$", shown.stdout, re.M)
+        detail = cli("status", "db", "--socket", str(sock), env=env)
+        _no_raw_escape(detail.stdout)
+        assert re.search(r"^\s+status: db \\x1b\[2J up$", detail.stdout, re.M), detail.stdout
+        go.touch()  # the children's next STATUS= replaces the last one
+        want = {"n/db": "draining", "n/plain": "", "n/pool/cache": "draining"}
+        deadline = time.monotonic() + 20
+        while (found := {p: n["status"] for p, n in workers(status(sock, env)).items()}) != want:
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_status_has_no_status_column_when_no_child_sent_one():
+    root = Node(id="t", path="t", type="supervisor", state="running")
+    root.strategy, root.intensity, root.period = "one_for_one", 3, 5.0
+    root.children = [Node(id="a", path="t/a", type="worker", state="running")]
+    header = status_lines(Painter(io.StringIO()), {"pid": 1}, root)[4]
+    assert header.split()[-2:] == ["last", "exit"]

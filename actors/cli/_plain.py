@@ -140,7 +140,9 @@ def table(
     return out
 
 
-def tree_rows(root: Node) -> list[list[Cell]]:
+def tree_rows(root: Node, notes: bool = False) -> list[list[Cell]]:
+    """One row per node; with `notes`, a last column of each child's sd_notify
+    STATUS= text (child-produced: escaped)."""
     rows = []
     for guide, node in _guided(root):
         if node.type == "supervisor":
@@ -163,6 +165,8 @@ def tree_rows(root: Node) -> list[list[Cell]]:
                 (printable(node.last_exit or "-"), exit_style if node.last_exit else ""),
             ]
         )
+        if notes:
+            rows[-1].append((printable(node.status or ""), DIM))
     return rows
 
 
@@ -178,13 +182,15 @@ def status_lines(paint: Painter, status: dict[str, Any], root: Node) -> list[str
     if status.get("output"):
         lines.append(paint(printable(f"  children's output: {status['output']}"), DIM))
     lines.append("")
+    # The STATUS= column only when a child has sent one (most trees: none).
+    notes = any(n.status for _, n in root.walk())
     lines.extend(
         table(
             paint,
-            HEADERS,
-            tree_rows(root),
+            (*HEADERS, "status") if notes else HEADERS,
+            tree_rows(root, notes),
             right=frozenset({2, 3, 4, 5, 6}),
-            shrink=(0, 7),
+            shrink=(0, 7, 8) if notes else (0, 7),
         )
     )
     return lines

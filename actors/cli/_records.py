@@ -78,7 +78,8 @@ class Node(_Record):
     `path` is "root/pool/w1" (the root's path is its id); `uptime` seconds since
     the current incarnation started; `cpu` percent and `rss` bytes cover the
     process and its descendants (for a supervisor: its whole subtree); `node` is
-    the host of a remote subtree's child (None: this host).
+    the host of a remote subtree's child (None: this host); `status` a command's
+    last sd_notify STATUS= text.
     """
 
     FIELDS = (
@@ -99,6 +100,7 @@ class Node(_Record):
         ("intensity", None),
         ("period", None),
         ("node", None),
+        ("status", ""),
         ("children", _LIST),
     )
     id: str
@@ -118,6 +120,7 @@ class Node(_Record):
     intensity: int | None
     period: float | None
     node: str | None
+    status: str  # a command's last sd_notify STATUS= text ("" if none)
     children: list[Node]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -241,6 +241,7 @@ class TreeInspector:
                 if info.node is None:  # a remote child's pid means nothing on this host
                     node.cpu, node.rss = self.stats.sample(info.pid)
         node.node = info.node
+        node.status = tree.status
         running = info.state in ("running", "paused")
         node.uptime = self.starts.uptime(tree.path, now) if running else None
         node.restarts = info.restarts
