@@ -1178,3 +1178,42 @@ def test_load_tree_raises_one_error_carrying_them_all():
         "supervisor.children[1].id",
     ]
     assert str(info.value).startswith("t.toml: 2 problems:\n  t.toml: supervisor.children[0]")
+
+
+def test_stop_with_dependents_in_one_for_all_and_one_for_one(tmp_path):
+    """In a one_for_all group, as in rest_for_one, the siblings started after the child
+    stop with it, newest first (those before it run on); under one_for_one the child
+    has no dependents."""
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    env = _env(tmp_path, XDG_RUNTIME_DIR=str(xdg))
+    tree = tmp_path / "all.toml"
+    tree.write_text(
+        '[supervisor]\nid = "o"\n'
+        '[[supervisor.children]]\nid = "solo"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "g"\nstrategy = "one_for_all"\n'
+        + "".join(
+            f'[[supervisor.children.children]]\nid = "{c}"\ncommand = ["sleep", "600"]\n'
+            for c in ("a", "b", "c")
+        )
+    )
+    with Proc("run", str(tree), "--plain", env=env) as run:
+        run.expect(r"o/g/c child_started")
+        sock = xdg / "nannytree" / "o.sock"
+        seen = set(pids(status(sock, env)).values())
+        group = cli("stop", "--with-dependents", "g/b", env=env)
+        assert group.returncode == 0, group.stderr
+        assert group.stdout == "stopped o/g/b and its dependents: o/g/c\n"
+        states = {p: n["state"] for p, n in workers(status(sock, env)).items()}
+        assert states == {
+            "o/solo": "running",
+            "o/g/a": "running",
+            "o/g/b": "stopped",
+            "o/g/c": "stopped",
+        }
+        alone = cli("stop", "--with-dependents", "solo", env=env)
+        assert alone.returncode == 0, alone.stderr
+        assert workers(status(sock, env))["o/solo"]["state"] == "stopped"
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []

@@ -505,8 +505,8 @@ def _parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--with-dependents",
                 action="store_true",
-                help="also stop the siblings started after it (rest_for_one) or all of them "
-                "(one_for_all), last first, as systemd's Requires=",
+                help="also stop the siblings started after it in a rest_for_one or "
+                "one_for_all group, last first, as systemd's Requires=",
             )
         p.set_defaults(func=_action(op))
     p = sub.add_parser(

@@ -519,8 +519,8 @@ class Controller:
         return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
 
     def _stop_with_dependents(self, t: Target) -> str:
-        """The child and what depends on it in its group (rest_for_one: the siblings
-        started after it; one_for_all: all of them), last started first."""
+        """The child and what depends on it in its group (rest_for_one or one_for_all:
+        the siblings started after it, as the core decides), last started first."""
         before = {c.id: c.state for c in self._call(t, "which_children")}
         self._call(t, "terminate_child", t.child_id, True)
         after = {c.id: c.state for c in self._call(t, "which_children")}
