@@ -2,10 +2,12 @@
 process, not the actor.
 
 One path per exit: the launcher's reader thread only tells the worker
-`ProcessNote(pid, "exited")`; the worker, in its own thread, classifies the exit
-once and tells its nanny `ChildExited`. An exit during a start is a failed
-start, seen by the start itself; an exit the worker caused (a stop) is the
-stop's answer. Nothing of the worker is touched from another thread.
+`ProcessNote(pid, "exited")`; the worker, handling one message at a time,
+classifies the exit once and tells its nanny `ChildExited`. An exit during a
+start is a failed start, seen by the start itself; an exit the worker caused (a
+stop) is the stop's answer. A worker has no thread of its own: a shared pool
+serves its mailbox (actors/_dispatch.py), never on two threads at once, so
+nothing of the worker is touched by two threads together.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import cloudpickle
 import pykka
+from pykka import messages as pykka_messages
 
 from supervision import (
     CAPTURE,
@@ -39,6 +42,7 @@ from supervision import (
 from supervision import Reload as ReloadSpec
 
 from ._daemon import daemonized_message
+from ._dispatch import PooledActor
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
@@ -78,12 +82,15 @@ MAINPID_GRACE = 1.0
 CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
+_QUICK = (ProcessNote, ArmExit, NotifyReadable, ReadOutput, Signal, Pause, Resume)
+
+
 class _Failed(Exception):
     def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
 
 
-class WorkerActor(pykka.ThreadingActor):
+class WorkerActor(PooledActor):
     """One child of a nanny: starts, stops, signals and watches its OS process.
 
     Its nanny tells it `Start` (it answers `StartDone` or `StartFailed`) and asks
@@ -91,8 +98,6 @@ class WorkerActor(pykka.ThreadingActor):
     `ReadOutput`;
     it tells its nanny `ChildExited` when the process ends by itself.
     """
-
-    use_daemon_thread = True
 
     def __init__(
         self,
@@ -129,6 +134,14 @@ class WorkerActor(pykka.ThreadingActor):
         self._memory_pid = 0  # the pid whose tree the memory limit is watched on
 
     # -- messages -------------------------------------------------------------
+
+    def may_block(self, message: Any) -> bool:
+        # These never wait; a Start, a Stop, a reload or a watchdog's stop may.
+        if isinstance(message, _QUICK):
+            return False
+        if isinstance(message, pykka_messages._ActorStop):
+            return self._proc is not None or self._successor is not None
+        return True
 
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, ProcessNote):

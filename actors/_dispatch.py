@@ -1,0 +1,246 @@
+"""Actors without a thread each: a mailbox that a shared pool of threads serves.
+
+A pykka ThreadingActor keeps a thread for its whole life, so a tree of 10,000
+children was 10,000 threads, and idle threads are not free: with 8,000 of them
+in the host, each child's start took 1.1 ms longer and each stop 0.8 ms
+(docs/scale.md). A `PooledActor`'s mailbox instead puts the actor on a shared
+pool when a message arrives; a pool thread handles its messages one at a time,
+in order, and moves on. An actor is never on two threads at once, so its
+state is still touched by one thread at a time, as with pykka's own actors.
+
+A handler that waits (a stop waiting out a child's `shutdown`) holds its pool
+thread: the actor says so first (`may_block`), and if others' messages are
+then waiting with no free thread, the pool starts one more. So a slow stop
+never delays another child, and the number of threads follows the number of
+actors busy at the same moment, not the number of actors. Threads beyond a
+few retire after a while idle.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pykka
+from pykka import messages as pykka_messages
+
+log = logging.getLogger("nannytree")
+
+RUNNABLE = 2  # threads that run Python at once: more only fight over the GIL
+KEEP = 2  # pool threads kept however long they are idle
+IDLE_RETIRE = 5.0  # seconds an extra pool thread stays idle before it ends
+BATCH = 32  # messages one actor handles before the others get a turn
+
+
+class _Pool:
+    """Threads that run tasks; more are started while others wait (`blocking`)."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._lock = threading.Lock()
+        self._tasks: deque[Callable[[], None]] = deque()
+        self._idle: list[threading.Lock] = []  # one waker per idle thread, newest last
+        self._threads = 0
+        self._blocked = 0
+        self._started = 0
+        self._local = threading.local()
+
+    @property
+    def threads(self) -> int:
+        return self._threads
+
+    def submit(self, task: Callable[[], None]) -> None:
+        with self._lock:
+            self._tasks.append(task)
+            if self._idle:
+                self._idle.pop().release()
+            elif self._threads - self._blocked < RUNNABLE:
+                self._spawn()
+
+    @contextlib.contextmanager
+    def blocking(self) -> Iterator[None]:
+        """Around a wait on a pool thread: others' work gets a thread meanwhile."""
+        if getattr(self._local, "pool", None) is not self:
+            yield
+            return
+        with self._lock:
+            self._blocked += 1
+            if self._tasks and not self._idle and self._threads - self._blocked < RUNNABLE:
+                self._spawn()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._blocked -= 1
+
+    def _spawn(self) -> None:
+        # Called with the lock held.
+        self._threads += 1
+        self._started += 1
+        thread = threading.Thread(
+            target=self._serve, name=f"{self._name}-{self._started}", daemon=True
+        )
+        thread.start()
+
+    def _serve(self) -> None:
+        self._local.pool = self
+        waker = threading.Lock()
+        waker.acquire()
+        while True:
+            with self._lock:
+                task = self._tasks.popleft() if self._tasks else None
+                if task is None:
+                    self._idle.append(waker)
+            if task is not None:
+                try:
+                    task()
+                except BaseException:  # a task must never take a pool thread down
+                    log.exception("a task on the %s pool failed", self._name)
+                continue
+            if waker.acquire(timeout=IDLE_RETIRE):
+                continue
+            with self._lock:
+                if waker in self._idle:  # not woken: still idle
+                    self._idle.remove(waker)
+                    if self._threads > KEEP:
+                        self._threads -= 1
+                        return
+                    continue
+            waker.acquire()  # woken just as the wait ran out: take the wake-up
+
+
+_pool = _Pool("nannytree-worker")
+
+
+def pool_threads() -> int:
+    """How many threads serve pooled actors now."""
+    return _pool.threads
+
+
+class _Mailbox:
+    """A pykka inbox that schedules its actor on the pool when a message arrives."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[Any] = deque()
+        self._scheduled = True  # until the actor starts: messages wait for on_start
+        self._closed = False
+        self._actor: PooledActor | None = None
+
+    def put(self, envelope: Any, /) -> None:
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._queue.append(envelope)
+                if self._scheduled:
+                    return
+                self._scheduled = True
+        if closed:
+            _answer_dead(envelope)
+            return
+        _pool.submit(self._run)
+
+    def get(self) -> Any:
+        with self._lock:
+            return self._queue.popleft()
+
+    def empty(self) -> bool:
+        with self._lock:
+            return not self._queue
+
+    def start(self, actor: PooledActor) -> None:
+        self._actor = actor
+        _pool.submit(self._first)
+
+    def _first(self) -> None:
+        actor = self._actor
+        assert actor is not None
+        actor._actor_loop_setup()
+        self._run()
+
+    def _run(self) -> None:
+        actor = self._actor
+        assert actor is not None
+        for _ in range(BATCH):
+            if actor.actor_stopped.is_set():
+                self._close(actor)
+                return
+            with self._lock:
+                if not self._queue:
+                    self._scheduled = False
+                    return
+                envelope = self._queue.popleft()
+            actor._handle_envelope(envelope)
+        if actor.actor_stopped.is_set():
+            self._close(actor)
+            return
+        _pool.submit(self._run)  # the others' turn; this actor's messages stay in order
+
+    def _close(self, actor: PooledActor) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        actor._actor_loop_teardown()
+
+
+def _answer_dead(envelope: Any) -> None:
+    if envelope.reply_to is None:
+        return
+    if isinstance(envelope.message, pykka_messages._ActorStop):
+        envelope.reply_to.set(None)
+        return
+    dead = pykka.ActorDeadError("the actor stopped before handling the message")
+    envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
+
+
+class PooledActor(pykka.Actor):
+    """A pykka actor served by the shared pool instead of a thread of its own.
+
+    `may_block(message)` says whether handling a message may wait (for a
+    process, a timeout); such a handler lets the pool start another thread.
+    """
+
+    actor_inbox: _Mailbox
+
+    @staticmethod
+    def _create_actor_inbox() -> Any:
+        return _Mailbox()
+
+    @staticmethod
+    def _create_future() -> pykka.Future[Any]:
+        return pykka.ThreadingFuture()
+
+    def _start_actor_loop(self) -> None:
+        self.actor_inbox.start(self)
+
+    def may_block(self, message: Any) -> bool:
+        return True
+
+    def _handle_envelope(self, envelope: Any) -> None:
+        # pykka's loop body (pykka/_actor.py, _actor_loop_running), one message.
+        try:
+            if self.may_block(envelope.message):
+                with _pool.blocking():
+                    response = self._handle_receive(envelope.message)
+            else:
+                response = self._handle_receive(envelope.message)
+            if envelope.reply_to is not None:
+                envelope.reply_to.set(response)
+        except Exception:
+            if envelope.reply_to is not None:
+                envelope.reply_to.set_exception()
+            else:
+                self._handle_failure(*sys.exc_info())
+                try:
+                    self.on_failure(*sys.exc_info())
+                except Exception:
+                    self._handle_failure(*sys.exc_info())
+        except BaseException:
+            self._stop()
+            pykka.ActorRegistry.stop_all(block=False)

@@ -1,0 +1,131 @@
+"""Pooled actors: no thread per actor, one message at a time per actor, in order,
+and a handler that waits never holds up another actor."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pykka
+import pytest
+
+from actors import _dispatch
+from actors._dispatch import PooledActor, pool_threads
+from supervision import ChildSpec, SupervisorSpec
+from tests.support import wait_until
+
+
+class Recorder(PooledActor):
+    def __init__(
+        self, gate: threading.Event | None = None, entered: list[int] | None = None
+    ) -> None:
+        super().__init__()
+        self.gate = gate
+        self.entered = entered
+        self.seen: list[Any] = []
+        self.inside = 0
+        self.overlap = False
+
+    def may_block(self, message: Any) -> bool:
+        return message == "wait"
+
+    def on_receive(self, message: Any) -> Any:
+        self.inside += 1
+        if self.inside > 1:
+            self.overlap = True
+        try:
+            if message == "report":
+                return list(self.seen), self.overlap
+            if message == "wait":
+                assert self.gate is not None and self.entered is not None
+                self.entered.append(1)
+                self.gate.wait(30)
+            elif message == "boom":
+                raise ValueError("boom")
+            self.seen.append(message)
+            return message
+        finally:
+            self.inside -= 1
+
+
+def test_an_actor_handles_its_messages_in_order_one_at_a_time() -> None:
+    refs = [Recorder.start() for _ in range(20)]
+    try:
+        for i in range(200):
+            for ref in refs:
+                ref.tell(i)
+        for ref in refs:
+            assert ref.ask("end") == "end"
+            assert ref.ask("report") == ([*range(200), "end"], False)
+    finally:
+        for ref in refs:
+            ref.stop()
+
+
+def test_a_thousand_idle_actors_hold_no_thread_each() -> None:
+    before = threading.active_count()
+    refs = [Recorder.start() for _ in range(1000)]
+    try:
+        for ref in refs:
+            ref.ask("ping")
+        assert threading.active_count() - before <= _dispatch.RUNNABLE + 2
+    finally:
+        for ref in refs:
+            ref.stop()
+
+
+def test_a_waiting_handler_does_not_hold_up_other_actors() -> None:
+    gate, entered = threading.Event(), []
+    waiting = [Recorder.start(gate, entered) for _ in range(_dispatch.RUNNABLE + 3)]
+    other = Recorder.start()
+    try:
+        for ref in waiting:
+            ref.tell("wait")
+        wait_until(lambda: len(entered) == len(waiting), 10, "all handlers waiting")
+        assert other.ask("still served", timeout=10) == "still served"
+    finally:
+        gate.set()
+        for ref in [*waiting, other]:
+            ref.stop()
+
+
+def test_a_stopped_actor_answers_dead_and_a_failing_one_stops() -> None:
+    ref = Recorder.start()
+    ref.stop()
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("late")
+    failing = Recorder.start()
+    with pytest.raises(ValueError, match="boom"):
+        failing.ask("boom")  # an asked failure is the caller's
+    assert failing.is_alive()
+    failing.tell("boom")  # a told one stops the actor, as with pykka's own
+    wait_until(lambda: not failing.is_alive(), 10, "the failing actor stopped")
+
+
+def test_extra_pool_threads_retire_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_dispatch, "IDLE_RETIRE", 0.05)
+    gate, entered = threading.Event(), []
+    refs = [Recorder.start(gate, entered) for _ in range(8)]
+    try:
+        for ref in refs:
+            ref.tell("wait")
+        wait_until(lambda: pool_threads() >= 8, 10, "a thread per waiting handler")
+    finally:
+        gate.set()
+        for ref in refs:
+            ref.stop()
+    # Threads already idle may sleep out the old timeout once before they see the new one.
+    wait_until(lambda: pool_threads() <= _dispatch.KEEP, 15, "extra threads retired")
+
+
+def test_a_tree_of_command_children_costs_no_thread_per_child(tree: Any) -> None:
+    n = 200
+    before = threading.active_count()
+    spec = SupervisorSpec(
+        id="many",
+        children=[ChildSpec(id=f"c{i}", command=["sleep", "1000"]) for i in range(n)],
+    )
+    ref = tree(spec)
+    children = ref.proxy().which_children().get()
+    assert len(children) == n and all(c.pid for c in children)
+    assert threading.active_count() - before < 20  # was one per child
