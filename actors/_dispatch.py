@@ -35,6 +35,7 @@ RUNNABLE = 2  # threads that run Python at once: more only fight over the GIL
 KEEP = 2  # pool threads kept however long they are idle
 IDLE_RETIRE = 5.0  # seconds an extra pool thread stays idle before it ends
 BATCH = 32  # messages one actor handles before the others get a turn
+LATER: Any = object()  # a handler's answer: the reply is set later (take_reply)
 
 
 class _Pool:
@@ -153,6 +154,15 @@ class _Mailbox:
         with self._lock:
             return not self._queue
 
+    def put_back(self, envelopes: list[Any]) -> None:
+        """Messages held while the actor finished something: first again, in order."""
+        with self._lock:
+            self._queue.extendleft(reversed(envelopes))
+            if self._scheduled or self._closed:
+                return
+            self._scheduled = True
+        _pool.submit(self._run)
+
     def start(self, actor: PooledActor) -> None:
         self._actor = actor
         _pool.submit(self._first)
@@ -186,6 +196,9 @@ class _Mailbox:
             if self._closed:
                 return
             self._closed = True
+        held, actor._held = actor._held or [], None
+        for envelope in held:
+            _answer_dead(envelope)
         actor._actor_loop_teardown()
 
 
@@ -204,7 +217,14 @@ class PooledActor(pykka.Actor):
 
     `may_block(message)` says whether handling a message may wait (for a
     process, a timeout); such a handler lets the pool start another thread.
+
+    A handler that must wait for another message to answer (a stop waits for
+    the exit) need not hold a thread: it keeps `take_reply()` and returns
+    `LATER`; until it calls `release_held()`, messages it `holds` are set aside.
     """
+
+    _reply: pykka.Future[Any] | None = None
+    _held: list[Any] | None = None
 
     actor_inbox: _Mailbox
 
@@ -222,14 +242,38 @@ class PooledActor(pykka.Actor):
     def may_block(self, message: Any) -> bool:
         return True
 
+    def holds(self, message: Any) -> bool:
+        """Whether a message waits until `release_held()`; ask only while holding."""
+        return False
+
+    def take_reply(self) -> pykka.Future[Any] | None:
+        """The current message's reply, to be set later (the handler returns LATER)."""
+        reply, self._reply = self._reply, None
+        return reply
+
+    def hold(self) -> None:
+        """From now on, messages `holds` accepts wait for `release_held()`."""
+        self._held = []
+
+    def release_held(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self.actor_inbox.put_back(held)
+
     def _handle_envelope(self, envelope: Any) -> None:
+        if self._held is not None and self.holds(envelope.message):
+            self._held.append(envelope)
+            return
         # pykka's loop body (pykka/_actor.py, _actor_loop_running), one message.
+        self._reply = envelope.reply_to
         try:
             if self.may_block(envelope.message):
                 with _pool.blocking():
                     response = self._handle_receive(envelope.message)
             else:
                 response = self._handle_receive(envelope.message)
+            if response is LATER:
+                return
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
         except Exception:

@@ -52,6 +52,13 @@ class ReloadChild:
 
 
 @dataclass(frozen=True)
+class StopTimeout:
+    """From the tree's timer: the stop with this token ran out of time."""
+
+    token: int
+
+
+@dataclass(frozen=True)
 class WatchdogTick:
     """From the tree's timer: is the child with this incarnation still beating?"""
 

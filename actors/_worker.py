@@ -42,7 +42,7 @@ from supervision import (
 from supervision import Reload as ReloadSpec
 
 from ._daemon import daemonized_message
-from ._dispatch import PooledActor
+from ._dispatch import LATER, PooledActor
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
@@ -62,6 +62,7 @@ from ._messages import (
     StartDone,
     StartFailed,
     Stop,
+    StopTimeout,
     WatchdogTick,
 )
 from ._notify import Notification, NotifyEndpoint
@@ -83,11 +84,23 @@ CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
 _QUICK = (ProcessNote, ArmExit, NotifyReadable, ReadOutput, Signal, Pause, Resume)
+# What a stop in progress still handles; the rest waits until it is done.
+_DURING_STOP = (ProcessNote, StopTimeout, NotifyReadable, ReadOutput)
 
 
 class _Failed(Exception):
     def __init__(self, reason: ExitReason) -> None:
         self.reason = reason
+
+
+class _Stopping:
+    """A Stop sent its signal and waits for the exit (or its timeout) without a thread."""
+
+    def __init__(
+        self, token: int, proc: ChildHandle, reply: Any, timeout: float | None, capped: bool
+    ) -> None:
+        self.token, self.proc, self.reply = token, proc, reply
+        self.timeout, self.capped = timeout, capped
 
 
 class WorkerActor(PooledActor):
@@ -132,6 +145,8 @@ class WorkerActor(PooledActor):
         self._beat = 0.0  # when the child last said it was alive (watchdog)
         self._watchdog_trigger = False  # WATCHDOG=trigger: the child asked to be restarted
         self._memory_pid = 0  # the pid whose tree the memory limit is watched on
+        self._stopping: _Stopping | None = None
+        self._stops = 0
 
     # -- messages -------------------------------------------------------------
 
@@ -143,13 +158,18 @@ class WorkerActor(PooledActor):
             return self._proc is not None or self._successor is not None
         return True
 
+    def holds(self, message: Any) -> bool:
+        return self._stopping is not None and not isinstance(message, _DURING_STOP)
+
     def on_receive(self, message: Any) -> Any:
         if isinstance(message, ProcessNote):
             return self._on_note(message)
         if isinstance(message, Start):
             return self._start(message.token, message.arm)
         if isinstance(message, Stop):
-            return self._stop_process(message.deadline)
+            return self._stop_later(message.deadline)
+        if isinstance(message, StopTimeout):
+            return self._on_stop_timeout(message)
         if isinstance(message, MemoryExceeded):
             return self._on_memory_exceeded(message)
         if isinstance(message, ArmExit):
@@ -504,6 +524,99 @@ class WorkerActor(PooledActor):
         self._last_exit = reason
         return reason
 
+    def _stop_later(self, deadline: float | None) -> Any:
+        """A Stop that waits for the exit as a message, not on a thread (a thousand
+        children stopped at once are a thousand timers, not a thousand threads)."""
+        self._discard_standby()  # part of the child: stopped with it
+        self._drop_successor()
+        proc = self._proc
+        if proc is None:
+            return self._last_exit or ExitReason.shutdown()
+        if self.spec.shutdown == "brutal_kill":
+            return self._stop_process(deadline)
+        timeout, capped = self._begin_terminate(proc, deadline)
+        if proc.exit is not None or timeout == 0:  # nothing to wait for
+            exit, note = proc.exit, ""
+            if exit is None:
+                note = self._timeout_note(proc, timeout, capped)
+                exit = self._kill_now(proc)
+            return self._conclude(proc, exit, note)
+        self._stops += 1
+        self._stopping = _Stopping(self._stops, proc, self.take_reply(), timeout, capped)
+        self.hold()
+        if timeout is not None:
+            ref, token = self.actor_ref, self._stops
+
+            def ran_out() -> None:
+                with contextlib.suppress(pykka.ActorDeadError):
+                    ref.tell(StopTimeout(token))
+
+            self._context.scheduler.call_later(timeout, ran_out)
+        if proc.exit is not None:  # exited as we armed the timer: its note may be gone
+            self._finish_stop(proc.exit, "")
+        return LATER
+
+    def _on_stop_timeout(self, message: StopTimeout) -> None:
+        stopping = self._stopping
+        if stopping is None or stopping.token != message.token:
+            return
+        exit = stopping.proc.exit
+        if exit is not None:
+            self._finish_stop(exit, "")
+            return
+        note = self._timeout_note(stopping.proc, stopping.timeout, stopping.capped)
+        self._finish_stop(self._kill_now(stopping.proc), note)
+
+    def _finish_stop(self, exit: ProcessExit, note: str) -> None:
+        stopping, self._stopping = self._stopping, None
+        assert stopping is not None
+        reason = self._conclude(stopping.proc, exit, note)
+        if stopping.reply is not None:
+            stopping.reply.set(reason)
+        self.release_held()
+
+    def _conclude(self, proc: ChildHandle, exit: ProcessExit, note: str) -> ExitReason:
+        """A stopped process's exit reason (a stop's answer)."""
+        self._forget(proc)
+        reason = self._classify(exit, stop_requested=True)
+        if note:
+            reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
+        self._last_exit = reason
+        return reason
+
+    def _begin_terminate(
+        self, proc: ChildHandle, deadline: float | None
+    ) -> tuple[float | None, bool]:
+        """The stop signal sent; how long to wait for the exit, and whether that is
+        the supervisor's deadline rather than the child's own shutdown."""
+        self._context.memory.unwatch(proc.pid)
+        if self._template is not None:
+            self._template[0].disarm(proc)  # this exit is ours: no restart ahead of it
+        # The stop signal to the group, or to the main process alone (kill_mode
+        # "main", systemd's KillMode=mixed: the group goes when the main one exits).
+        proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
+        if self._paused:
+            proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
+        shutdown = self.spec.shutdown
+        timeout = None if shutdown == "infinity" else float(shutdown)
+        capped = False
+        if deadline is not None:
+            left = max(0.0, deadline - time.monotonic())
+            capped = timeout is None or left < timeout
+            timeout = left if capped else timeout
+        return timeout, capped
+
+    def _timeout_note(self, proc: ChildHandle, timeout: float | None, capped: bool) -> str:
+        if capped:
+            note = "still running at its supervisor's shutdown deadline; killed with SIGKILL"
+        else:
+            name = signal_name(int(self.spec.stop_signal))
+            note = f"ignored {name} for {timeout}s; killed with SIGKILL"
+        # Past its supervisor's deadline, the supervisor says it once for all.
+        level = logging.DEBUG if capped else logging.WARNING
+        log.log(level, "child %r (pid %d) %s", self.spec.id, proc.pid, note)
+        return note
+
     def _terminate(
         self, proc: ChildHandle, deadline: float | None = None
     ) -> tuple[ProcessExit, str]:
@@ -511,34 +624,17 @@ class WorkerActor(PooledActor):
 
         A `deadline` from a supervisor above cuts the wait short.
         """
-        self._context.memory.unwatch(proc.pid)
-        if self._template is not None:
-            self._template[0].disarm(proc)  # this exit is ours: no restart ahead of it
         note = ""
-        shutdown = self.spec.shutdown
         exit: ProcessExit | None = None
-        if shutdown != "brutal_kill":
-            # The stop signal to the group, or to the main process alone (kill_mode
-            # "main", systemd's KillMode=mixed: the group goes when the main one exits).
-            proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
-            if self._paused:
-                proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
-            timeout = None if shutdown == "infinity" else float(shutdown)
-            capped = False
-            if deadline is not None:
-                left = max(0.0, deadline - time.monotonic())
-                capped = timeout is None or left < timeout
-                timeout = left if capped else timeout
+        if self.spec.shutdown != "brutal_kill":
+            timeout, capped = self._begin_terminate(proc, deadline)
             exit = proc.wait(timeout)
-            if exit is None and capped:
-                note = "still running at its supervisor's shutdown deadline; killed with SIGKILL"
-            elif exit is None:
-                name = signal_name(int(self.spec.stop_signal))
-                note = f"ignored {name} for {timeout}s; killed with SIGKILL"
             if exit is None:
-                # Past its supervisor's deadline, the supervisor says it once for all.
-                level = logging.DEBUG if capped else logging.WARNING
-                log.log(level, "child %r (pid %d) %s", self.spec.id, proc.pid, note)
+                note = self._timeout_note(proc, timeout, capped)
+        else:
+            self._context.memory.unwatch(proc.pid)
+            if self._template is not None:
+                self._template[0].disarm(proc)
         if exit is None:
             exit = self._kill_now(proc)
         self._forget(proc)
@@ -682,6 +778,9 @@ class WorkerActor(PooledActor):
             return
         exit = proc.exit
         if exit is None:
+            return
+        if self._stopping is not None and self._stopping.proc is proc:
+            self._finish_stop(exit, "")
             return
         self._forget(proc)
         self._successor = proc.successor

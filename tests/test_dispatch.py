@@ -11,7 +11,7 @@ import pytest
 
 from actors import _dispatch
 from actors._dispatch import PooledActor, pool_threads
-from supervision import ChildSpec, SupervisorSpec
+from supervision import ChildSpec, Strategy, SupervisorSpec
 from tests.support import wait_until
 
 
@@ -129,3 +129,34 @@ def test_a_tree_of_command_children_costs_no_thread_per_child(tree: Any) -> None
     children = ref.proxy().which_children().get()
     assert len(children) == n and all(c.pid for c in children)
     assert threading.active_count() - before < 20  # was one per child
+
+
+def test_children_stopped_at_once_wait_on_timers_not_threads(tree: Any, tmp_path: Any) -> None:
+    """simple_one_for_one children are all sent SIGTERM at once (OTP); each stop
+    then waits for its exit as a message, so 40 slow stops hold no 40 threads."""
+    n = 40
+    release = tmp_path / "release"
+    script = (
+        f'trap \'touch "{tmp_path}/term-$1"; while [ ! -e "{release}" ]; do sleep 0.02; done; '
+        "exit 0' TERM; while :; do sleep 0.05; done"
+    )
+    spec = SupervisorSpec(
+        id="pool",
+        strategy=Strategy.SIMPLE_ONE_FOR_ONE,
+        children=[ChildSpec(id="w", command=["sh", "-c", script, "sh"], shutdown=30)],
+    )
+    ref = tree(spec)
+    nanny = ref.proxy()
+    for i in range(n):
+        nanny.start_child((str(i),)).get()
+    wait_until(lambda: len(nanny.which_children().get()) == n, 30, "all started")
+    threads = pool_threads()  # those left by earlier tests retire later
+    stopper = threading.Thread(target=lambda: ref.stop(timeout=60))
+    stopper.start()
+    try:
+        wait_until(lambda: len(list(tmp_path.glob("term-*"))) == n, 30, "every child got SIGTERM")
+        assert pool_threads() - threads < n // 4
+    finally:
+        release.touch()
+        stopper.join(60)
+    assert not stopper.is_alive()

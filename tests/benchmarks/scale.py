@@ -7,7 +7,7 @@ one in reverse, as OTP; simple_one_for_one children at once), restart
 (SIGKILL -> the nanny's child_started) p50/p95, detection (SIGKILL -> the
 nanny's child_exited) p50, `which_children` p50, host RSS and threads per
 child. The baseline is one process with one pidfd per child, no actors:
-posix_spawn, poll, waitpid. Then the busy host (a CPU-bound thread in the
+posix_spawn, epoll, waitpid. Then the busy host (a CPU-bound thread in the
 host, default switch interval): kill -> the replacement runs (a Python target
 and a command, each reporting on a datagram socket), idle and busy; and the
 crash storm: a Python child that exits at once, intensity 10^6, with the CPU
@@ -56,7 +56,7 @@ def figure(name: str, value: float, unit: str) -> None:
 
 class Baseline:
     def __init__(self) -> None:
-        self.poll = select.poll()
+        self.poll = select.epoll()  # O(1) per wake-up, whatever N
         self.fds: dict[int, int] = {}  # pidfd -> pid
         self.pids: dict[int, int] = {}  # pid -> pidfd
         self.order: list[int] = []
@@ -65,7 +65,7 @@ class Baseline:
     def spawn(self) -> int:
         pid = os.posix_spawnp(SLEEP[0], SLEEP, os.environ, setpgroup=0)
         fd = os.pidfd_open(pid)
-        self.poll.register(fd, select.POLLIN)
+        self.poll.register(fd, select.EPOLLIN)
         self.fds[fd], self.pids[pid] = pid, fd
         return pid
 
@@ -90,10 +90,10 @@ class Baseline:
             os.kill(pid, signal.SIGKILL)
             (fd, _), *_ = self.poll.poll()
             detect.append(time.monotonic() - t0)
-            dead = self.reap(fd)
+            self.reap(fd)
             new = self.spawn()
             restart.append(time.monotonic() - t0)
-            self.order[self.order.index(dead)] = new
+            self.order[(k * 7919) % len(self.order)] = new
         return restart, detect
 
     def stop(self) -> float:
