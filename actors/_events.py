@@ -8,7 +8,6 @@ so a slow or failing listener never holds up a nanny.
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -157,7 +156,8 @@ class EventLog:
                 base, end = self._dropped, self._dropped + len(self._events)
                 if end > index:
                     start = max(index - base, 0)
-                    return list(itertools.islice(self._events, start, None)), end
+                    events = self._events
+                    return [events[i] for i in range(start, len(events))], end
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return [], end
@@ -180,7 +180,10 @@ class EventLog:
             while True:
                 base = self._dropped
                 events = self._events
-                for event in itertools.islice(events, max(index - base, 0), None):
+                # By index, not islice: skipping to `index` must not walk the whole log
+                # (a deque indexes from its nearer end; new events are at the end).
+                for i in range(max(index - base, 0), len(events)):
+                    event = events[i]
                     if predicate(event):
                         return event
                 index = max(index, base + len(events))

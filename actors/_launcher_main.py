@@ -79,6 +79,8 @@ OUTBOX_LIMIT = 8 << 20
 # Escaped descendants of exited children are looked for at most this often: the scan
 # reads our whole child list, so it stays off the exit path and is coalesced.
 ORPHAN_SCAN_INTERVAL = 0.05
+SCAN_SHARE = 0.05  # of the launcher's time, at most, spent scanning for orphans
+SCAN_CHUNK = 4096  # bytes of the child list read per turn of the loop (~680 pids)
 # How often a daemon's pid file is looked at while it is being written.
 PID_FILE_POLL = 0.01
 
@@ -374,6 +376,10 @@ class LauncherLoop:
         self.host_gone = False
         self.scan_due: float | None = None
         self.last_scan = 0.0
+        self.scan_cost = 0.0  # seconds the last orphan scan took
+        self.scan_fd: int | None = None  # the child list being read, a piece at a time
+        self.scan_data = bytearray()
+        self.scan_busy = 0.0
         # Forking daemons whose first process exited 0: first pid -> child, until
         # their pid file names their main process (or their pid_timeout passes).
         self.daemonizing: dict[int, _Child] = {}
@@ -465,7 +471,9 @@ class LauncherLoop:
     def run(self) -> None:
         while not self.stopping:
             timeout = None
-            if self.scan_due is not None:
+            if self.scan_fd is not None:
+                timeout = 0.0  # a scan under way: its next piece after what is ready
+            elif self.scan_due is not None:
                 timeout = max(0.0, self.scan_due - time.monotonic())
             if self.daemonizing:
                 timeout = min(timeout, PID_FILE_POLL) if timeout is not None else PID_FILE_POLL
@@ -476,9 +484,13 @@ class LauncherLoop:
                     break
             if self.daemonizing:
                 self._look_for_daemons()
-            if self.scan_due is not None and time.monotonic() >= self.scan_due:
+            if self.scan_fd is not None:
+                self.flush()  # the exits' reports first: the scan must never delay them
+                self._scan_step()
+            elif self.scan_due is not None and time.monotonic() >= self.scan_due:
+                self.flush()
                 self._reap()
-                self._kill_orphans()
+                self._start_scan()
             self.flush()
         self.kill_everything()
 
@@ -911,7 +923,10 @@ class LauncherLoop:
 
     def _schedule_scan(self) -> None:
         if self.scan_due is None:
-            self.scan_due = max(time.monotonic(), self.last_scan + ORPHAN_SCAN_INTERVAL)
+            # The scan's own cost sets its pace: at most SCAN_SHARE of the loop's time
+            # (the kernel's list of 10,000 children takes ~9 ms to read).
+            interval = max(ORPHAN_SCAN_INTERVAL, self.scan_cost / SCAN_SHARE)
+            self.scan_due = max(time.monotonic(), self.last_scan + interval)
 
     def _reap(self) -> None:
         """Reap every child that ended: ours (reported), standbys and orphans."""
@@ -1100,9 +1115,41 @@ class LauncherLoop:
         self.used[arm.group] = used + 1
         return successor.pid
 
-    def _kill_orphans(self) -> None:
+    def _start_scan(self) -> None:
+        """Read the kernel's list of our children a piece per turn of the loop: at
+        10,000 children the whole list takes ~9 ms, which no exit may wait behind."""
         self.scan_due = None
         self.last_scan = time.monotonic()
+        self.scan_busy = 0.0
+        try:
+            self.scan_fd = os.open(f"/proc/self/task/{self.pid}/children", os.O_RDONLY)
+        except OSError:  # no such list (an old kernel): the slow way, at once
+            self._kill_orphans(_child_pids(self.pid))
+            self.scan_cost = time.monotonic() - self.last_scan
+            return
+        self.scan_data = bytearray()
+        self._scan_step()
+
+    def _scan_step(self) -> None:
+        fd = self.scan_fd
+        assert fd is not None
+        began = time.monotonic()
+        try:
+            chunk = os.read(fd, SCAN_CHUNK)
+        except OSError:
+            chunk = b""
+        self.scan_data += chunk
+        if chunk:
+            self.scan_busy += time.monotonic() - began
+            return
+        os.close(fd)
+        self.scan_fd = None
+        pids = [int(p) for p in self.scan_data.split()]
+        self.scan_data = bytearray()
+        self._kill_orphans(pids)
+        self.scan_cost = self.scan_busy + time.monotonic() - began
+
+    def _kill_orphans(self, children: list[int]) -> None:
         known = set(self.children)
         known.update(c.pid for c, _ in self.standbys.values())
         known.update(self.discarded)
@@ -1110,9 +1157,11 @@ class LauncherLoop:
         # (its token may be gone with its environment); spared until it is settled.
         pending = [c.born for c in self.may_fork.values() if c.pid_file is not None]
         spare_after = min(pending) if pending else None
-        for pid in _child_pids(self.pid):
+        for pid in children:
             if pid not in known:
                 st = _daemon.proc_stat(pid)
+                if st is not None and st.ppid != self.pid:
+                    continue  # gone since the list was read, its pid now another's
                 if st is None or st.state in ("Z", "X") or _daemon.exiting(pid):
                     # Ended or ending (reaped next): what it left was re-parented to us
                     # and is seen on its own; its group may hold a daemon still starting.

@@ -1,5 +1,6 @@
-"""Delayed calls for a tree (backoff retries): one thread and one heap per tree,
-started on first use, so a crash storm with backoff creates no thread per retry."""
+"""Delayed calls for a tree (backoff retries, stop timeouts, watchdogs): one thread
+and one heap per tree, started on first use, so a crash storm with backoff creates
+no thread per retry, and a thousand stops under way are a thousand heap entries."""
 
 from __future__ import annotations
 
@@ -25,13 +26,15 @@ class Scheduler:
         with self._cond:
             if self._closed:
                 return
-            heapq.heappush(self._heap, (time.monotonic() + delay, next(self._seq), fn))
+            entry = (time.monotonic() + delay, next(self._seq), fn)
+            heapq.heappush(self._heap, entry)
             if self._thread is None:
                 self._thread = threading.Thread(
                     target=self._run, name="nannytree-timer", daemon=True
                 )
                 self._thread.start()
-            self._cond.notify()
+            if self._heap[0] is entry:  # else the thread's wait ends no later than needed
+                self._cond.notify()
 
     def close(self) -> None:
         with self._cond:

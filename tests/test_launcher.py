@@ -649,6 +649,46 @@ def test_preload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert launcher_threads() == []
 
 
+SLOW_SCAN = """
+import os, sys, time
+main = sys.modules["__main__"]  # the launcher runs as python -m actors._launcher_main
+real = main.LauncherLoop._start_scan
+marker = os.environ["NT_SCAN_MARKER"]
+
+
+def _start_scan(self):
+    # Held like the scan of a very large tree, until the test lets it go.
+    open(marker, "a").close()
+    while not os.path.exists(marker + ".release"):
+        time.sleep(0.01)
+    return real(self)
+
+
+main.LauncherLoop._start_scan = _start_scan
+"""
+
+
+def test_an_exit_is_reported_before_the_orphan_scan(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The orphan scan reads the kernel's list of all our children (9 ms at 10,000):
+    it runs after the exit that scheduled it has been reported, never before."""
+    (tmp_path / "nt_slow_scan.py").write_text(SLOW_SCAN)
+    scanning = tmp_path / "scanning"
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("NT_SCAN_MARKER", str(scanning))
+    launcher = Launcher.start(preload=["nt_slow_scan"])
+    try:
+        child = launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name="sleeper"))
+        assert child.send_signal(signal.SIGKILL)
+        exit = child.wait(10)  # reported while the scan it scheduled is held
+        assert exit is not None and exit.returncode == -signal.SIGKILL
+        wait_until(scanning.exists, 10, "the scan that exit scheduled")
+    finally:
+        (tmp_path / "scanning.release").touch()
+        launcher.close()
+
+
 # -- teardown and deaths -----------------------------------------------------------
 
 

@@ -126,6 +126,7 @@ def _kill(tree: Tree, n: int, kills: int) -> tuple[list[float], list[float]]:
         child = f"c{(k * 7919) % n}"
         info = tree.nanny.which_child(child).get()
         time.sleep(0.005)
+        since = len(tree.log)  # only the events from now on are looked at
         t0 = time.monotonic()
         os.kill(info.pid, signal.SIGKILL)
         started = tree.log.wait_for(
@@ -133,9 +134,12 @@ def _kill(tree: Tree, n: int, kills: int) -> tuple[list[float], list[float]]:
                 e.context is EventKind.CHILD_STARTED and e.offender == c and e.incarnation == i + 1
             ),
             20,
+            start=since,
         )
         exited = tree.log.wait_for(
-            lambda e, p=info.pid: e.context is EventKind.CHILD_EXITED and e.pid == p, 20
+            lambda e, p=info.pid: e.context is EventKind.CHILD_EXITED and e.pid == p,
+            20,
+            start=since,
         )
         restart.append(started.time - t0)
         detect.append(exited.time - t0)
