@@ -377,6 +377,7 @@ class LauncherLoop:
         self.scan_due: float | None = None
         self.last_scan = 0.0
         self.scan_cost = 0.0  # seconds the last orphan scan took
+        self.unwatched: set[int] = set()  # children without a pidfd: reaped on SIGCHLD
         self.scan_fd: int | None = None  # the child list being read, a piece at a time
         self.scan_data = bytearray()
         self.scan_busy = 0.0
@@ -510,13 +511,13 @@ class LauncherLoop:
                 pass
         # A stop or a discard the host sent before this exit must be seen first.
         self._read_requests()
-        if self.pidfds:
+        if self.pidfds and not self.unwatched:
             # Our children report through their pidfds; a SIGCHLD is then an orphan's
             # or a standby's, reaped with the next (coalesced) scan: waitpid(-1) walks
             # the kernel's list of all our children, which is O(N) per call.
             self._schedule_scan()
         else:
-            self._reap()
+            self._reap()  # some child has no pidfd (past our fd limit): it may be this one
 
     def _on_socket(self, mask: int) -> None:
         if mask & selectors.EVENT_READ:
@@ -896,10 +897,12 @@ class LauncherLoop:
     def _watch(self, child: _Child) -> None:
         """Learn of the child's exit through a pidfd, while we have fds to spare."""
         if not self.pidfds or len(self.children) > self.fd_room:
+            self.unwatched.add(child.pid)
             return
         try:
             child.pidfd = os.pidfd_open(child.pid)
         except OSError:
+            self.unwatched.add(child.pid)
             return
         self.sel.register(child.pidfd, selectors.EVENT_READ, lambda mask: self._on_pidfd(child))
 
@@ -950,6 +953,7 @@ class LauncherLoop:
 
     def _exited(self, child: _Child, status: int) -> None:
         """One of our children was reaped: kill what it left, report it (and maybe restart it)."""
+        self.unwatched.discard(child.pid)
         self._unwatch(child)
         code = os.waitstatus_to_exitcode(status)
         if child.token and self._forked(child, code):

@@ -689,6 +689,36 @@ def test_an_exit_is_reported_before_the_orphan_scan(
         launcher.close()
 
 
+def test_a_child_past_the_fd_limit_is_reaped_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past its fd limit the launcher watches children without a pidfd: their exit
+    comes as a SIGCHLD and is reaped then, not at the next (held) orphan scan."""
+    import resource
+
+    (tmp_path / "nt_slow_scan.py").write_text(SLOW_SCAN)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setenv("NT_SCAN_MARKER", str(tmp_path / "scanning"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (262, hard))  # room for 3 pidfds
+    try:
+        launcher = Launcher.start(preload=["nt_slow_scan"])
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        children = [
+            launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
+            for i in range(6)
+        ]
+        last = children[-1]  # started past the room: no pidfd
+        assert last.send_signal(signal.SIGKILL)
+        exit = last.wait(10)
+        assert exit is not None and exit.returncode == -signal.SIGKILL
+    finally:
+        (tmp_path / "scanning.release").touch()
+        launcher.close()
+
+
 # -- teardown and deaths -----------------------------------------------------------
 
 
