@@ -8,9 +8,9 @@ pool when a message arrives; a pool thread handles its messages one at a time,
 in order, and moves on. An actor is never on two threads at once, so its
 state is still touched by one thread at a time, as with pykka's own actors.
 
-A handler that waits (a stop waiting out a child's `shutdown`) holds its pool
-thread: the actor says so first (`may_block`), and if others' messages are
-then waiting with no free thread, the pool starts one more. So a slow stop
+A handler that waits (a start waiting for its process, a kill for its report)
+holds its pool thread: it waits inside `blocking()`, and if others' messages
+are then waiting with no free thread, the pool starts one more. So a slow stop
 never delays another child, and the number of threads follows the number of
 actors busy at the same moment, not the number of actors. Threads beyond a
 few retire after a while idle.
@@ -118,6 +118,11 @@ class _Pool:
 _pool = _Pool("nannytree-worker")
 
 
+def blocking() -> contextlib.AbstractContextManager[None]:
+    """Around a wait in a pooled actor's handler (a no-op on other threads)."""
+    return _pool.blocking()
+
+
 def pool_threads() -> int:
     """How many threads serve pooled actors now."""
     return _pool.threads
@@ -215,8 +220,8 @@ def _answer_dead(envelope: Any) -> None:
 class PooledActor(pykka.Actor):
     """A pykka actor served by the shared pool instead of a thread of its own.
 
-    `may_block(message)` says whether handling a message may wait (for a
-    process, a timeout); such a handler lets the pool start another thread.
+    A handler that waits (for a process, a reply) does so inside `blocking()`,
+    which lets the pool start another thread if others' messages are waiting.
 
     A handler that must wait for another message to answer (a stop waits for
     the exit) need not hold a thread: it keeps `take_reply()` and returns
@@ -238,9 +243,6 @@ class PooledActor(pykka.Actor):
 
     def _start_actor_loop(self) -> None:
         self.actor_inbox.start(self)
-
-    def may_block(self, message: Any) -> bool:
-        return True
 
     def holds(self, message: Any) -> bool:
         """Whether a message waits until `release_held()`; ask only while holding."""
@@ -267,11 +269,7 @@ class PooledActor(pykka.Actor):
         # pykka's loop body (pykka/_actor.py, _actor_loop_running), one message.
         self._reply = envelope.reply_to
         try:
-            if self.may_block(envelope.message):
-                with _pool.blocking():
-                    response = self._handle_receive(envelope.message)
-            else:
-                response = self._handle_receive(envelope.message)
+            response = self._handle_receive(envelope.message)
             if response is LATER:
                 return
             if envelope.reply_to is not None:

@@ -490,6 +490,7 @@ class LauncherLoop:
                 self._scan_step()
             elif self.scan_due is not None and time.monotonic() >= self.scan_due:
                 self.flush()
+                self._read_requests()  # a Disarm sent before an exit is seen before it
                 self._reap()
                 self._start_scan()
             self.flush()

@@ -513,9 +513,11 @@ class NannyActor(pykka.ThreadingActor):
             elif isinstance(action, StartChild):
                 self._start_child(action.child_id, action.spec)
             elif isinstance(action, TerminateChild):
+                self._grant()
                 reason = self._terminate(action.child_id, action.spec.shutdown)
                 queue.extend(self._core.terminated(action.child_id, reason, time.monotonic()))
             elif isinstance(action, TerminateChildren):
+                self._grant()  # shutting down: no restart ahead of the stops
                 results = self._terminate_many(action.child_ids, action.shutdown)
                 queue.extend(self._core.terminated_all(results, time.monotonic()))
             elif isinstance(action, ScheduleRetry):

@@ -26,7 +26,6 @@ from typing import Any
 
 import cloudpickle
 import pykka
-from pykka import messages as pykka_messages
 
 from supervision import (
     CAPTURE,
@@ -42,7 +41,7 @@ from supervision import (
 from supervision import Reload as ReloadSpec
 
 from ._daemon import daemonized_message
-from ._dispatch import LATER, PooledActor
+from ._dispatch import LATER, PooledActor, blocking
 from ._executor import ChildHandle, Executor
 from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
 from ._messages import (
@@ -83,7 +82,6 @@ MAINPID_GRACE = 1.0
 CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
-_QUICK = (ProcessNote, ArmExit, NotifyReadable, ReadOutput, Signal, Pause, Resume)
 # What a stop in progress still handles; the rest waits until it is done.
 _DURING_STOP = (ProcessNote, StopTimeout, NotifyReadable, ReadOutput)
 
@@ -150,14 +148,6 @@ class WorkerActor(PooledActor):
 
     # -- messages -------------------------------------------------------------
 
-    def may_block(self, message: Any) -> bool:
-        # These never wait; a Start, a Stop, a reload or a watchdog's stop may.
-        if isinstance(message, _QUICK):
-            return False
-        if isinstance(message, pykka_messages._ActorStop):
-            return self._proc is not None or self._successor is not None
-        return True
-
     def holds(self, message: Any) -> bool:
         return self._stopping is not None and not isinstance(message, _DURING_STOP)
 
@@ -206,7 +196,8 @@ class WorkerActor(PooledActor):
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.send_signal(signal.SIGKILL)
-            proc.wait(5.0)
+            with blocking():
+                proc.wait(5.0)
         reason = ExitReason(
             ExitKind.ACTOR_CRASHED,
             exc_type=exception_type.__name__ if exception_type else None,
@@ -271,12 +262,13 @@ class WorkerActor(PooledActor):
             if successor is not None and successor.exit is None:
                 self._kill_now(successor)  # started from a request that no longer holds
             try:
-                proc = launcher.spawn(
-                    template,
-                    name=self.spec.id,
-                    notify=notify,
-                    standby=self._take_standby(launcher, template),
-                )
+                with blocking():
+                    proc = launcher.spawn(
+                        template,
+                        name=self.spec.id,
+                        notify=notify,
+                        standby=self._take_standby(launcher, template),
+                    )
             except LaunchError as e:
                 raise _Failed(ExitReason.start_failure(str(e))) from None
         self._proc_template = template
@@ -285,7 +277,9 @@ class WorkerActor(PooledActor):
         self._incarnation += 1  # a process was started: a new incarnation
         incarnation = self._incarnation
         self._proc, self._paused = proc, False
-        if not self._wait_ready(proc):
+        with blocking():
+            ready_now = self._wait_ready(proc)
+        if not ready_now:
             exit = proc.exit
             if exit is None:
                 exit = self._kill_now(proc)
@@ -443,7 +437,8 @@ class WorkerActor(PooledActor):
         if cached is not None:
             cached[0].forget(cached[2])
         try:
-            template = launcher.define(self._build_request())
+            with blocking():  # a send: it waits when the launcher does not read
+                template = launcher.define(self._build_request())
         except LaunchError as e:
             raise _Failed(ExitReason.start_failure(str(e))) from None
         self._template = (launcher, key, template)
@@ -628,7 +623,8 @@ class WorkerActor(PooledActor):
         exit: ProcessExit | None = None
         if self.spec.shutdown != "brutal_kill":
             timeout, capped = self._begin_terminate(proc, deadline)
-            exit = proc.wait(timeout)
+            with blocking():
+                exit = proc.wait(timeout)
             if exit is None:
                 note = self._timeout_note(proc, timeout, capped)
         else:
@@ -693,15 +689,16 @@ class WorkerActor(PooledActor):
         cwd = os.fspath(self.spec.cwd) if self.spec.cwd is not None else None
         command = shlex.join(argv)
         try:
-            done = subprocess.run(
-                argv,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                timeout=timeout,
-            )
+            with blocking():
+                done = subprocess.run(
+                    argv,
+                    env=env,
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                )
         except subprocess.TimeoutExpired:
             raise ReloadRefused(
                 self._supervisor, self.spec.id, f"its check {command!r} ran over {timeout}s"
@@ -739,6 +736,10 @@ class WorkerActor(PooledActor):
 
     def _kill_now(self, proc: ChildHandle) -> ProcessExit:
         """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""
+        with blocking():
+            return self._kill_and_wait(proc)
+
+    def _kill_and_wait(self, proc: ChildHandle) -> ProcessExit:
         proc.send_signal(signal.SIGKILL)
         exit = proc.wait(KILL_REPORT_GRACE)
         while exit is None:

@@ -10,7 +10,7 @@ import pykka
 import pytest
 
 from actors import _dispatch
-from actors._dispatch import PooledActor, pool_threads
+from actors._dispatch import PooledActor, blocking, pool_threads
 from supervision import ChildSpec, Strategy, SupervisorSpec
 from tests.support import wait_until
 
@@ -26,9 +26,6 @@ class Recorder(PooledActor):
         self.inside = 0
         self.overlap = False
 
-    def may_block(self, message: Any) -> bool:
-        return message == "wait"
-
     def on_receive(self, message: Any) -> Any:
         self.inside += 1
         if self.inside > 1:
@@ -39,7 +36,8 @@ class Recorder(PooledActor):
             if message == "wait":
                 assert self.gate is not None and self.entered is not None
                 self.entered.append(1)
-                self.gate.wait(30)
+                with blocking():
+                    self.gate.wait(30)
             elif message == "boom":
                 raise ValueError("boom")
             self.seen.append(message)

@@ -139,3 +139,32 @@ def test_nothing_beyond_the_intensity_is_started_ahead() -> None:
     assert reason is not None and reason.message == "reached_max_restart_intensity"
     assert wait_gone(pids, 2.0) == []
     assert len([e for e in tree.events() if e.context is EventKind.CHILD_STARTED]) == 2
+
+
+def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hundreds of armed children stopped at once: the launcher restarts none of
+    them on the way out (the grant drops to nothing before the stops)."""
+    from actors import _launcher
+
+    respawned = []
+    dispatch = _launcher.Launcher._dispatch
+
+    def spy(self: _launcher.Launcher, record: object) -> None:
+        if isinstance(record, _launcher.Exited) and record.respawned:
+            respawned.append(record.pid)
+        dispatch(self, record)
+
+    monkeypatch.setattr(_launcher.Launcher, "_dispatch", spy)
+    spec = SupervisorSpec(
+        id="dyn",
+        strategy=Strategy.SIMPLE_ONE_FOR_ONE,
+        intensity=10**6,
+        period=1.0,
+        children=[ChildSpec(id="c", command=["sleep", "1000"])],
+    )
+    for _ in range(3):
+        tree = Tree.start(spec)
+        for _ in range(300):
+            tree.nanny.start_child(()).get()
+        tree.stop()
+    assert respawned == []
