@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import threading
 from collections import deque
@@ -116,6 +117,15 @@ class _Pool:
 
 
 _pool = _Pool("nannytree-worker")
+
+
+def _after_fork_in_child() -> None:
+    # The pool's threads are not in a forked child: start it afresh there.
+    global _pool
+    _pool = _Pool("nannytree-worker")
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def blocking() -> contextlib.AbstractContextManager[None]:

@@ -158,3 +158,28 @@ def test_children_stopped_at_once_wait_on_timers_not_threads(tree: Any, tmp_path
         release.touch()
         stopper.join(60)
     assert not stopper.is_alive()
+
+
+def test_a_forked_host_gets_a_pool_of_its_own() -> None:
+    """After os.fork() the pool's threads are not in the child: the child's actors
+    must still be served, by a pool started afresh there."""
+    import os
+    import warnings
+
+    ref = Recorder.start()
+    ref.ask("warm")  # the parent's pool has threads now
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+        pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through its exit code
+        code = 1
+        try:
+            child = Recorder.start()
+            code = 0 if child.ask("here", timeout=10) == "here" else 2
+        finally:
+            os._exit(code)
+    try:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        ref.stop()
