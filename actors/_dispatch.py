@@ -200,7 +200,10 @@ class _Mailbox:
                     self._scheduled = False
                     return
                 envelope = self._queue.popleft()
-            actor._handle_envelope(envelope)
+            try:
+                actor._handle_envelope(envelope)
+            except BaseException:  # a bug past pykka's own handling: never wedge the mailbox
+                log.exception("actor %s failed handling %r", actor, envelope.message)
         if actor.actor_stopped.is_set():
             self._close(actor)
             return
