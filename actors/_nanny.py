@@ -876,8 +876,8 @@ class NannyActor(pykka.ThreadingActor):
 
 def _answers_now(message: Any) -> bool:
     """Whether a message is handled even while the core waits for a start."""
-    if isinstance(message, StartDone | StartFailed | ChildNote):
-        return True
+    if isinstance(message, StartDone | StartFailed | ChildNote | ChildStatus):
+        return True  # answers, and what a child said: never held behind a start
     if isinstance(message, pykka_messages.ProxyCall | pykka_messages.ProxyGetAttr):
         return message.attr_path[-1] in _READ_ONLY
     return False
