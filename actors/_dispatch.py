@@ -220,6 +220,19 @@ class _Mailbox:
         actor._actor_loop_teardown()
 
 
+def answer_failure(actor: pykka.Actor, reply_to: pykka.Future[Any] | None) -> None:
+    """pykka's answer to a handler that raised (call it in the `except`): an asker
+    gets the error; a told message's error stops the actor, after on_failure."""
+    if reply_to is not None:
+        reply_to.set_exception()
+        return
+    actor._handle_failure(*sys.exc_info())
+    try:
+        actor.on_failure(*sys.exc_info())
+    except Exception:
+        actor._handle_failure(*sys.exc_info())
+
+
 def _answer_dead(envelope: Any) -> None:
     if envelope.reply_to is None:
         return
@@ -288,14 +301,7 @@ class PooledActor(pykka.Actor):
             if envelope.reply_to is not None:
                 envelope.reply_to.set(response)
         except Exception:
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception()
-            else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+            answer_failure(self, envelope.reply_to)
         except BaseException:
             self._stop()
             pykka.ActorRegistry.stop_all(block=False)

@@ -17,7 +17,6 @@ import atexit
 import contextlib
 import dataclasses
 import logging
-import sys
 import time
 import weakref
 from collections import deque
@@ -59,6 +58,7 @@ from supervision import (
     signal_name,
 )
 
+from ._dispatch import answer_failure
 from ._events import EventLog
 from ._messages import (
     ArmExit,
@@ -393,14 +393,7 @@ class NannyActor(pykka.ThreadingActor):
         except Exception:
             if self._call is envelope.reply_to:
                 self._call = None
-            if envelope.reply_to is not None:
-                envelope.reply_to.set_exception()
-            else:
-                self._handle_failure(*sys.exc_info())
-                try:
-                    self.on_failure(*sys.exc_info())
-                except Exception:
-                    self._handle_failure(*sys.exc_info())
+            answer_failure(self, envelope.reply_to)
         except BaseException:
             self._stop()
             pykka.ActorRegistry.stop_all()

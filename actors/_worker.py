@@ -513,11 +513,7 @@ class WorkerActor(PooledActor):
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
         exit, note = self._terminate(proc, deadline)
-        reason = self._classify(exit, stop_requested=True)
-        if note:
-            reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
-        self._last_exit = reason
-        return reason
+        return self._stop_reason(exit, note)
 
     def _stop_later(self, deadline: float | None) -> Any:
         """A Stop that waits for the exit as a message, not on a thread (a thousand
@@ -531,11 +527,7 @@ class WorkerActor(PooledActor):
             return self._stop_process(deadline)
         timeout, capped = self._begin_terminate(proc, deadline)
         if proc.exit is not None or timeout == 0:  # nothing to wait for
-            exit, note = proc.exit, ""
-            if exit is None:
-                note = self._timeout_note(proc, timeout, capped)
-                exit = self._kill_now(proc)
-            return self._conclude(proc, exit, note)
+            return self._conclude(proc, *self._exit_or_kill(proc, timeout, capped))
         self._stops += 1
         self._stopping = _Stopping(self._stops, proc, self.take_reply(), timeout, capped)
         self.hold()
@@ -555,12 +547,16 @@ class WorkerActor(PooledActor):
         stopping = self._stopping
         if stopping is None or stopping.token != message.token:
             return
-        exit = stopping.proc.exit
-        if exit is not None:
-            self._finish_stop(exit, "")
-            return
-        note = self._timeout_note(stopping.proc, stopping.timeout, stopping.capped)
-        self._finish_stop(self._kill_now(stopping.proc), note)
+        self._finish_stop(*self._exit_or_kill(stopping.proc, stopping.timeout, stopping.capped))
+
+    def _exit_or_kill(
+        self, proc: ChildHandle, timeout: float | None, capped: bool
+    ) -> tuple[ProcessExit, str]:
+        """Its exit if it came; else it ran out of time: SIGKILL, and the note why."""
+        if proc.exit is not None:
+            return proc.exit, ""
+        note = self._timeout_note(proc, timeout, capped)
+        return self._kill_now(proc), note
 
     def _finish_stop(self, exit: ProcessExit, note: str) -> None:
         stopping, self._stopping = self._stopping, None
@@ -571,8 +567,11 @@ class WorkerActor(PooledActor):
         self.release_held()
 
     def _conclude(self, proc: ChildHandle, exit: ProcessExit, note: str) -> ExitReason:
-        """A stopped process's exit reason (a stop's answer)."""
+        """A stopped process's exit reason (a stop's answer), the process forgotten."""
         self._forget(proc)
+        return self._stop_reason(exit, note)
+
+    def _stop_reason(self, exit: ProcessExit, note: str) -> ExitReason:
         reason = self._classify(exit, stop_requested=True)
         if note:
             reason = ExitReason(ExitKind.SHUTDOWN, signal=reason.signal, message=note)
@@ -584,9 +583,7 @@ class WorkerActor(PooledActor):
     ) -> tuple[float | None, bool]:
         """The stop signal sent; how long to wait for the exit, and whether that is
         the supervisor's deadline rather than the child's own shutdown."""
-        self._context.memory.unwatch(proc.pid)
-        if self._template is not None:
-            self._template[0].disarm(proc)  # this exit is ours: no restart ahead of it
+        self._take_back(proc)
         # The stop signal to the group, or to the main process alone (kill_mode
         # "main", systemd's KillMode=mixed: the group goes when the main one exits).
         proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
@@ -600,6 +597,12 @@ class WorkerActor(PooledActor):
             capped = timeout is None or left < timeout
             timeout = left if capped else timeout
         return timeout, capped
+
+    def _take_back(self, proc: ChildHandle) -> None:
+        """The exit to come is ours: no memory watch, no restart ahead of it."""
+        self._context.memory.unwatch(proc.pid)
+        if self._template is not None:
+            self._template[0].disarm(proc)
 
     def _timeout_note(self, proc: ChildHandle, timeout: float | None, capped: bool) -> str:
         if capped:
@@ -628,9 +631,7 @@ class WorkerActor(PooledActor):
             if exit is None:
                 note = self._timeout_note(proc, timeout, capped)
         else:
-            self._context.memory.unwatch(proc.pid)
-            if self._template is not None:
-                self._template[0].disarm(proc)
+            self._take_back(proc)
         if exit is None:
             exit = self._kill_now(proc)
         self._forget(proc)
