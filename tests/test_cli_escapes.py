@@ -209,15 +209,19 @@ def test_status_shows_each_childs_sd_notify_status_escaped(tmp_path, env):
     tree.write_text(NOTIFYING_TREE.format(script=script, go=go))
     sock = tmp_path / "n.sock"
     with Proc("run", str(tree), "--plain", "--socket", str(sock), env=env) as run:
-        run.expect(r"n/pool/cache child_started")
-        answer = status(sock, env)
+        run.expect(r"n/pool child_started")
+        want = {"n/db": "db \x1b[2J up", "n/plain": "", "n/pool/cache": "cache \x1b[2J up"}
+        # Until the root has answered its start, status answers from the events
+        # (rows without STATUS=): wait for the tree to be up.
+        deadline = time.monotonic() + 20
+        while True:
+            answer = status(sock, env)
+            found = {p: n["status"] for p, n in workers(answer).items()}
+            if found == want:
+                break
+            assert time.monotonic() < deadline, found
+            time.sleep(0.05)
         seen = set(pids(answer).values())
-        found = {p: n["status"] for p, n in workers(answer).items()}
-        assert found == {
-            "n/db": "db \x1b[2J up",
-            "n/plain": "",
-            "n/pool/cache": "cache \x1b[2J up",
-        }
         shown = cli("status", "--socket", str(sock), env=env)
         _no_raw_escape(shown.stdout)
         header = next(line for line in shown.stdout.splitlines() if line.startswith("tree"))
