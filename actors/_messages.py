@@ -9,6 +9,7 @@ is bounded by the child's shutdown.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from supervision import ExitPlan, ExitReason
 
@@ -37,6 +38,22 @@ class Stop:
 
     token: int
     deadline: float | None = None
+
+
+@dataclass(frozen=True)
+class PrepareStop:
+    """The first half of a stop its supervisor carries out itself (asked): the worker
+    lets go of the process (no restart ahead, no memory watch) and answers a
+    StopOrder, or the ExitReason when there is no process left to stop. Until its
+    FinishStop, it holds its other messages."""
+
+
+@dataclass(frozen=True)
+class FinishStop:
+    """The second half (asked): the process is gone, as `outcome` says; answered with
+    the stop's ExitReason."""
+
+    outcome: Any  # _stopping.StopOutcome
 
 
 @dataclass(frozen=True)

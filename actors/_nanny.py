@@ -65,9 +65,11 @@ from ._messages import (
     ChildExited,
     ChildNote,
     ChildStatus,
+    FinishStop,
     InitTree,
     LauncherLost,
     Pause,
+    PrepareStop,
     ReadOutput,
     ReloadChild,
     Resume,
@@ -79,6 +81,7 @@ from ._messages import (
     StartFailed,
     Stop,
 )
+from ._stopping import StopOutcome, carry_out
 from ._tree import TreeContext
 from ._worker import WorkerActor
 
@@ -148,6 +151,12 @@ def _crash_reason(e: BaseException) -> ExitReason:
     return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e)[:8192])
 
 
+def _failed_stop(e: BaseException) -> ExitReason:
+    if isinstance(e, pykka.ActorDeadError):
+        return ExitReason.shutdown("already stopped")
+    return _crash_reason(e)
+
+
 def signal_number(sig: int | str, child: str) -> int:
     """A signal given as a number or a name ("HUP", "SIGHUP"); SpecError otherwise."""
     try:
@@ -209,6 +218,9 @@ class NannyActor(pykka.ThreadingActor):
         self._granted = -1
         self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
         self._statuses: dict[str, str] = {}  # child id -> its last sd_notify STATUS=
+        # Children of a run of stops already stopped (why, and when), until the core
+        # asks for them.
+        self._stopped_ahead: dict[str, tuple[ExitReason, float]] = {}
 
     @classmethod
     def start(
@@ -507,8 +519,8 @@ class NannyActor(pykka.ThreadingActor):
                 self._start_child(action.child_id, action.spec)
             elif isinstance(action, TerminateChild):
                 self._grant()
-                reason = self._terminate(action.child_id, action.spec.shutdown)
-                queue.extend(self._core.terminated(action.child_id, reason, time.monotonic()))
+                reason, when = self._terminate_in_turn(action.child_id, action.spec.shutdown)
+                queue.extend(self._core.terminated(action.child_id, reason, when))
             elif isinstance(action, TerminateChildren):
                 self._grant()  # shutting down: no restart ahead of the stops
                 results = self._terminate_many(action.child_ids, action.shutdown)
@@ -533,6 +545,9 @@ class NannyActor(pykka.ThreadingActor):
             elif isinstance(action, Exit):
                 self._exit(action)
         self._log_events()
+        if self._stopped_ahead and not self._core.busy:
+            log.error("nanny %r stopped %s ahead, unasked", self._core.name, self._stopped_ahead)
+            self._stopped_ahead.clear()
         self._grant()
         if self._starting is None and not self._core.busy and self._on_idle is not None:
             on_idle, self._on_idle = self._on_idle, None
@@ -698,13 +713,61 @@ class NannyActor(pykka.ThreadingActor):
                 return reason or ExitReason.shutdown()
             worker = self._workers[child_id]
             reason = cast(ExitReason, worker.ask(Stop(self._next_token(), self._deadline)))
-            if "supervisor's shutdown deadline" in reason.message:
-                log.warning("%s/%s %s", self._core.name, child_id, reason.message)
+            self._warn_if_late(child_id, reason)
             return reason
-        except pykka.ActorDeadError:
-            return ExitReason.shutdown("already stopped")
         except Exception as e:
-            return _crash_reason(e)
+            return _failed_stop(e)
+
+    def _terminate_in_turn(self, child_id: str, shutdown: Shutdown) -> tuple[ExitReason, float]:
+        """Stop a worker's child, and the worker children the core stops right after
+        it, one after the other on this thread: a stop signal goes out once the
+        process before has exited (OTP's order), with no round trip through a worker
+        or the core between two of them (docs/scale.md, "A run of stops")."""
+        if child_id in self._stopped_ahead:
+            return self._stopped_ahead.pop(child_id)
+        if child_id not in self._workers or child_id in self._nested:
+            return self._terminate(child_id, shutdown), time.monotonic()
+        run = [child_id]
+        for next_id in self._core.next_terminations():
+            if next_id not in self._workers or next_id in self._nested:
+                break
+            run.append(next_id)
+        # Every worker lets go of its process at once; then the stops, in order.
+        asked = [(c, self._workers[c].ask(PrepareStop(), block=False)) for c in run]
+        results: dict[str, ExitReason] = {}
+        stopped_at: dict[str, float] = {}  # each stop's own time, for its event
+        finishing = []
+        for c, future in asked:
+            try:
+                order = future.get()
+            except Exception as e:
+                order = _failed_stop(e)
+            stopped_at[c] = time.monotonic()
+            if isinstance(order, ExitReason):  # it had no process left
+                results[c] = order
+                continue
+            try:
+                outcome = carry_out(order, self._deadline, time.monotonic())
+            except Exception:
+                log.exception("nanny %r: cannot stop %r; its worker kills it", self._core.name, c)
+                outcome = StopOutcome(None, False, False, None, False)
+            stopped_at[c] = time.monotonic()
+            finishing.append((c, outcome))
+        # Told after the run: handling them on the pool meanwhile would slow the run
+        # (the GIL: a busy pool thread keeps it for a switch interval).
+        told = [(c, self._workers[c].ask(FinishStop(o), block=False)) for c, o in finishing]
+        for c, future in told:
+            try:
+                results[c] = cast(ExitReason, future.get())
+                self._warn_if_late(c, results[c])
+            except Exception as e:
+                results[c] = _failed_stop(e)
+        self._stopped_ahead.update((c, (r, stopped_at[c])) for c, r in results.items())
+        return self._stopped_ahead.pop(child_id)
+
+    def _warn_if_late(self, child_id: str, reason: ExitReason) -> None:
+        if "supervisor's shutdown deadline" in reason.message:
+            log.warning("%s/%s %s", self._core.name, child_id, reason.message)
 
     def _terminate_many(
         self, child_ids: tuple[str, ...], shutdown: Shutdown
@@ -723,10 +786,8 @@ class NannyActor(pykka.ThreadingActor):
         for child_id, future in futures.items():
             try:
                 results[child_id] = future.get() or ExitReason.shutdown()
-            except pykka.ActorDeadError:
-                results[child_id] = ExitReason.shutdown("already stopped")
             except Exception as e:
-                results[child_id] = _crash_reason(e)
+                results[child_id] = _failed_stop(e)
         late = [c for c, r in results.items() if "supervisor's shutdown deadline" in r.message]
         if late:
             shown = ", ".join(late[:5]) + (f" and {len(late) - 5} more" if len(late) > 5 else "")

@@ -49,9 +49,11 @@ from ._messages import (
     ChildExited,
     ChildNote,
     ChildStatus,
+    FinishStop,
     MemoryExceeded,
     NotifyReadable,
     Pause,
+    PrepareStop,
     ProcessNote,
     ReadOutput,
     ReloadChild,
@@ -65,16 +67,13 @@ from ._messages import (
     WatchdogTick,
 )
 from ._notify import Notification, NotifyEndpoint
+from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, kill_and_wait, stop_timeout
 from ._tree import TreeContext
 
 log = logging.getLogger("nannytree")
 STDERR_TAIL_LINES = 20
 STDERR_TAIL_BYTES = 4096
 READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
-# After SIGKILL, how long the launcher has to report the exit before the worker asks
-# the OS itself (a launcher that is stopped or hung must not hang a stop).
-KILL_REPORT_GRACE = 2.0
-GONE_POLL = 0.05
 NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
 # An sd_notify child's first process that exited 0 leaving a process behind: how long
 # its MAINPID= is waited for (it crosses the host on its way to the launcher).
@@ -83,7 +82,7 @@ CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
 # What a stop in progress still handles; the rest waits until it is done.
-_DURING_STOP = (ProcessNote, StopTimeout, NotifyReadable, ReadOutput)
+_DURING_STOP = (ProcessNote, StopTimeout, FinishStop, NotifyReadable, ReadOutput)
 
 
 class _Failed(Exception):
@@ -92,13 +91,22 @@ class _Failed(Exception):
 
 
 class _Stopping:
-    """A Stop sent its signal and waits for the exit (or its timeout) without a thread."""
+    """A Stop sent its signal and waits for the exit (or its timeout) without a thread;
+    or (`by_supervisor`) the supervisor stops the process and says so with FinishStop."""
 
     def __init__(
-        self, token: int, proc: ChildHandle, reply: Any, timeout: float | None, capped: bool
+        self,
+        token: int,
+        proc: ChildHandle,
+        reply: Any,
+        timeout: float | None,
+        capped: bool,
+        *,
+        by_supervisor: bool = False,
     ) -> None:
         self.token, self.proc, self.reply = token, proc, reply
         self.timeout, self.capped = timeout, capped
+        self.by_supervisor = by_supervisor
 
 
 class WorkerActor(PooledActor):
@@ -160,6 +168,10 @@ class WorkerActor(PooledActor):
             return self._stop_later(message.deadline)
         if isinstance(message, StopTimeout):
             return self._on_stop_timeout(message)
+        if isinstance(message, PrepareStop):
+            return self._prepare_stop()
+        if isinstance(message, FinishStop):
+            return self._finish_stop_by_supervisor(message.outcome)
         if isinstance(message, MemoryExceeded):
             return self._on_memory_exceeded(message)
         if isinstance(message, ArmExit):
@@ -543,6 +555,38 @@ class WorkerActor(PooledActor):
             self._finish_stop(proc.exit, "")
         return LATER
 
+    def _prepare_stop(self) -> StopOrder | ExitReason:
+        """Let go of the process for the supervisor to stop it (its run of stops)."""
+        self._discard_standby()  # part of the child: stopped with it
+        self._drop_successor()
+        proc = self._proc
+        if proc is None:
+            return self._last_exit or ExitReason.shutdown()
+        if proc.exit is not None:
+            return self._conclude(proc, proc.exit, "")
+        self._take_back(proc)
+        self._stops += 1
+        self._stopping = _Stopping(self._stops, proc, None, None, False, by_supervisor=True)
+        self.hold()
+        group = self.spec.kill_mode == "group"
+        return StopOrder(proc, int(self.spec.stop_signal), group, self._paused, self.spec.shutdown)
+
+    def _finish_stop_by_supervisor(self, outcome: StopOutcome) -> ExitReason:
+        stopping = self._stopping
+        if stopping is None or not stopping.by_supervisor:
+            return self._last_exit or ExitReason.shutdown()
+        proc, self._stopping = stopping.proc, None
+        exit = outcome.exit or proc.exit
+        if exit is None and outcome.dead:
+            with blocking():  # gone, as the OS said: the launcher's report is on its way
+                exit = proc.wait(KILL_REPORT_GRACE)
+        if exit is None:
+            exit = self._kill_now(proc)
+        note = self._timeout_note(proc, outcome.timeout, outcome.capped) if outcome.killed else ""
+        reason = self._conclude(proc, exit, note)
+        self.release_held()
+        return reason
+
     def _on_stop_timeout(self, message: StopTimeout) -> None:
         stopping = self._stopping
         if stopping is None or stopping.token != message.token:
@@ -589,14 +633,7 @@ class WorkerActor(PooledActor):
         proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
         if self._paused:
             proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
-        shutdown = self.spec.shutdown
-        timeout = None if shutdown == "infinity" else float(shutdown)
-        capped = False
-        if deadline is not None:
-            left = max(0.0, deadline - time.monotonic())
-            capped = timeout is None or left < timeout
-            timeout = left if capped else timeout
-        return timeout, capped
+        return stop_timeout(self.spec.shutdown, deadline, time.monotonic())
 
     def _take_back(self, proc: ChildHandle) -> None:
         """The exit to come is ours: no memory watch, no restart ahead of it."""
@@ -738,21 +775,7 @@ class WorkerActor(PooledActor):
     def _kill_now(self, proc: ChildHandle) -> ProcessExit:
         """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""
         with blocking():
-            return self._kill_and_wait(proc)
-
-    def _kill_and_wait(self, proc: ChildHandle) -> ProcessExit:
-        proc.send_signal(signal.SIGKILL)
-        exit = proc.wait(KILL_REPORT_GRACE)
-        while exit is None:
-            if proc.gone():
-                # The launcher is stopped or hung: it will report nothing. Its group may
-                # hold more: kill it again, without waiting for a reaper.
-                with contextlib.suppress(OSError):
-                    os.killpg(proc.pgid, signal.SIGKILL)
-                return ProcessExit(proc.pid, -signal.SIGKILL, stderr=proc.output(2))
-            proc.send_signal(signal.SIGKILL)
-            exit = proc.wait(GONE_POLL)
-        return exit
+            return kill_and_wait(proc)
 
     # -- signals and exits ------------------------------------------------------------
 
@@ -782,7 +805,8 @@ class WorkerActor(PooledActor):
         if exit is None:
             return
         if self._stopping is not None and self._stopping.proc is proc:
-            self._finish_stop(exit, "")
+            if not self._stopping.by_supervisor:  # that one ends with its FinishStop
+                self._finish_stop(exit, "")
             return
         self._forget(proc)
         self._successor = proc.successor

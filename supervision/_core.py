@@ -220,6 +220,20 @@ class Supervisor:
     def busy(self) -> bool:
         return self._pending is not None or bool(self._plan)
 
+    def next_terminations(self) -> tuple[str, ...]:
+        """The children the plan stops after the pending one, in the order it will ask
+        (until its next step that is not a stop). Each TerminateChild still comes only
+        once the last is answered; this lets a supervisor stop them in that order
+        without a round trip through the core between two of them."""
+        ids = []
+        for step in self._plan:
+            if not isinstance(step, _Terminate):
+                break
+            child = self._lookup(step.child_id)
+            if child is not None and child.alive:
+                ids.append(child.id)
+        return tuple(ids)
+
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order (newest position first)."""
         return [c.info() for c in reversed(self._children.values())]
