@@ -30,6 +30,8 @@ from typing import Any
 import pykka
 from pykka import messages as pykka_messages
 
+from ._flag import Flag
+
 log = logging.getLogger("nannytree")
 
 RUNNABLE = 2  # threads that run Python at once: more only fight over the GIL
@@ -258,6 +260,12 @@ class PooledActor(pykka.Actor):
     _held: list[Any] | None = None
 
     actor_inbox: _Mailbox
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # pykka's actor_stopped, shared with the ref, as a Flag: no Event per actor.
+        stopped = Flag()
+        self.actor_stopped = self.actor_ref.actor_stopped = stopped  # type: ignore[assignment]
 
     @staticmethod
     def _create_actor_inbox() -> Any:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from supervision import CAPTURE, ExitPlan
 
 from . import _detach, _protocol, _wire
+from ._flag import Flag
 from ._protocol import (
     Arm,
     ChannelClosed,
@@ -189,8 +190,8 @@ class ChildProcess:
         self.pgid = pid
         self._exit: ProcessExit | None = None
         self._ready = False
-        self._exited = threading.Event()
-        self._ready_or_exited = threading.Event()
+        self._exited = Flag()
+        self._ready_or_exited = Flag()
         self._notify = notify
         self._output: dict[int, bytearray] = {}
         self.channel_note = ""
