@@ -180,3 +180,22 @@ def _no_leftovers() -> None:
     yield
     # The supervisor's own watch on each process (a pidfd) is closed with its stop.
     assert set(os.listdir("/proc/self/fd")) - before == set()
+
+
+def test_runs_longer_than_one_batch_stop_every_child_once_in_reverse_order() -> None:
+    from actors import _nanny
+
+    n = _nanny._RUN_OF_STOPS * 2 + 3  # three runs: the core's order holds across them
+    ids = [f"c{i}" for i in range(n)]
+    tree = Tree.start(
+        SupervisorSpec("root", children=[ChildSpec(id=i, command=["sleep", "60"]) for i in ids])
+    )
+    pids = [pid_of(tree, i) for i in ids]
+    tree.stop(timeout=60)
+    stops = [e for e in tree.events() if e.context is EventKind.CHILD_TERMINATED]
+    assert [e.offender for e in stops] == list(reversed(ids))
+    assert [e.pid for e in stops] == list(reversed(pids))
+    assert all(e.reason.signal == signal.SIGTERM for e in stops)
+    times = [e.time for e in stops]
+    assert times == sorted(times)  # each event has its own stop's time, in order
+    assert wait_gone(pids) == []
