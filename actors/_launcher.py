@@ -337,6 +337,10 @@ class Launcher:
         # Identical requests share one template: key -> (id, users); id -> key.
         self._templates: dict[bytes, list[int]] = {}
         self._template_keys: dict[int, bytes] = {}
+        # A request object seen before (like children share one, see TreeContext):
+        # its template found by identity, without encoding it again.
+        self._by_request: dict[int, tuple[SpawnRequest, int]] = {}  # id(request) ->
+        self._requests_of: dict[int, list[int]] = {}  # template -> ids of its requests
         self._children: dict[int, ChildProcess] = {}
         self._next_id = 0
         self._dead = False
@@ -560,6 +564,13 @@ class Launcher:
         Identical requests (same command or target, env, cwd, ...) share one
         template, so a thousand like children cost the launcher one.
         """
+        with self._lock:
+            seen = self._by_request.get(id(request))
+            if seen is not None and seen[0] is request:
+                entry = self._templates.get(self._template_keys.get(seen[1], b""))
+                if entry is not None:
+                    entry[1] += 1
+                    return entry[0]
         template = request.template()
         key = _wire.dumps(template.values())
         # The send lock is held from the lookup to the send, so a spawn that names a
@@ -569,11 +580,13 @@ class Launcher:
                 entry = self._templates.get(key)
                 if entry is not None:
                     entry[1] += 1
+                    self._remember(request, entry[0])
                     return entry[0]
                 self._next_id += 1
                 tid = self._next_id
                 self._templates[key] = [tid, 1]
                 self._template_keys[tid] = key
+                self._remember(request, tid)
             try:
                 self._send_locked(Define(tid, template), request.name)
             except BaseException:
@@ -597,7 +610,15 @@ class Launcher:
             if entry[1] > 0:
                 return False
             del self._templates[key], self._template_keys[template]
+            for ident in self._requests_of.pop(template, ()):
+                del self._by_request[ident]
             return True
+
+    def _remember(self, request: SpawnRequest, template: int) -> None:
+        """(Under the lock.) `request` is a name of `template` from now on."""
+        if id(request) not in self._by_request:
+            self._by_request[id(request)] = (request, template)
+            self._requests_of.setdefault(template, []).append(id(request))
 
     def arm(self, child: ChildHandle, group: int, plan: ExitPlan) -> None:
         """Let the launcher restart `child` at once when it exits as `plan` says."""

@@ -22,7 +22,7 @@ from supervision import ExitKind, ExitReason, SupervisorSpec
 
 from ._events import EventLog
 from ._executor import Executor
-from ._launcher import Launcher, LaunchError
+from ._launcher import Launcher, LaunchError, SpawnRequest
 from ._memory import MemoryWatch
 from ._messages import LauncherLost
 from ._notify_watch import NotifyWatcher
@@ -57,6 +57,10 @@ class TreeContext:
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
         self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
+        # Children built alike share one spawn request, by their spec's shape: the
+        # launcher then defines it once (10,000 like children: one encoding, not
+        # 10,000). Each with the host's state it was built in.
+        self.requests: dict[tuple[Any, ...], tuple[tuple[Any, ...], SpawnRequest]] = {}
         self.root: pykka.ActorRef[Any] | None = None
         self._lock = threading.Lock()
         self._relaunches: deque[float] = deque()

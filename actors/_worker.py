@@ -450,11 +450,43 @@ class WorkerActor(PooledActor):
             cached[0].forget(cached[2])
         try:
             with blocking():  # a send: it waits when the launcher does not read
-                template = launcher.define(self._build_request())
+                template = launcher.define(self._request(key))
         except LaunchError as e:
             raise _Failed(ExitReason.start_failure(str(e))) from None
         self._template = (launcher, key, template)
         return launcher, template
+
+    def _request(self, host: tuple[Any, ...]) -> SpawnRequest:
+        """Our spawn request: one object for every child of the tree built alike in
+        the same host state, which the launcher then defines once."""
+        shape = self._shape()
+        if shape is None:
+            return self._build_request()
+        shared = self._context.requests.get(shape)
+        if shared is not None and shared[0] == host:
+            return shared[1]
+        request = self._build_request()
+        self._context.requests[shape] = (host, request)
+        return request
+
+    def _shape(self) -> tuple[Any, ...] | None:
+        """What of our spec goes into the request (all but the id); None when the
+        request is ours alone (a NOTIFY_SOCKET of our own in its env)."""
+        spec = self.spec
+        if spec.notify_socket:
+            return None
+        what = tuple(spec.command) if spec.command is not None else self._pickled()
+        return (
+            what,
+            spec.inherit_env,
+            tuple(sorted((spec.env or {}).items())),
+            spec.cwd,
+            spec.stdout,
+            spec.stderr,
+            spec.pid_file,
+            spec.start_timeout if spec.pid_file is not None else None,
+            spec.fresh_interpreter,
+        )
 
     def _build_request(self) -> SpawnRequest:
         spec = self.spec
