@@ -17,6 +17,7 @@ children behind it) is ever unpickled here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import signal
@@ -37,6 +38,7 @@ from . import _detach, _protocol, _wire
 from ._flag import Flag
 from ._protocol import (
     Arm,
+    CancelChain,
     ChannelClosed,
     Define,
     Disarm,
@@ -71,6 +73,7 @@ __all__ = [
     "ChildProcess",
     "LaunchError",
     "Launcher",
+    "PendingSpawn",
     "ProcessExit",
     "SpawnRequest",
     "Standby",
@@ -300,15 +303,45 @@ class Standby:
         return self.pid
 
 
-class _Pending:
-    __slots__ = ("child", "done", "error", "name", "notify")
+class PendingSpawn:
+    """A spawn sent and not yet answered (`Launcher.submit`): `done` once the launcher
+    answered (or the wait for it ran out); then `child`, or `error`."""
 
-    def __init__(self, name: str, notify: Callable[[ChildProcess, Note], None] | None) -> None:
+    __slots__ = ("child", "done", "error", "name", "notify", "on_done", "req")
+
+    def __init__(
+        self,
+        name: str,
+        notify: Callable[[ChildProcess, Note], None] | None,
+        on_done: Callable[[PendingSpawn], None] | None = None,
+    ) -> None:
         self.name = name
         self.notify = notify
-        self.done = threading.Event()
+        self.on_done = on_done
+        self.req = 0
+        self.done = Flag()
         self.child: ChildProcess | None = None
         self.error: LaunchError | None = None
+
+    def result(self) -> ChildProcess:
+        """The started child (once `done`); raises its LaunchError."""
+        if self.error is not None:
+            raise self.error
+        assert self.child is not None, "PendingSpawn.result() before it is done"
+        return self.child
+
+    @property
+    def cancelled(self) -> bool:
+        """Not started because a start before it in its run failed or was cancelled."""
+        return self.error is not None and self.error.errno == errno.ECANCELED
+
+    def _finish(self) -> None:
+        self.done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception:
+                log.exception("nannytree: a spawn's callback failed")
 
 
 _instances: weakref.WeakSet[Launcher] = weakref.WeakSet()
@@ -332,7 +365,7 @@ class Launcher:
         self._start_error = ""
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._pending: dict[int, _Pending] = {}
+        self._pending: dict[int, PendingSpawn] = {}
         self._standbys: dict[int, Standby] = {}
         # Identical requests share one template: key -> (id, users); id -> key.
         self._templates: dict[bytes, list[int]] = {}
@@ -445,7 +478,7 @@ class Launcher:
         why = self.death()
         for slot in pending:
             slot.error = LaunchError(f"cannot start child {slot.name!r}: {why}", name=slot.name)
-            slot.done.set()
+            slot._finish()
         for standby in standbys:
             standby._done.set()
         # The guardian has killed everything it could reach; these are the groups we
@@ -546,9 +579,13 @@ class Launcher:
             self._send_locked(record, name)
 
     def _send_locked(self, record: Record, name: str = "") -> None:
+        self._send_frames([record], name)
+
+    def _send_frames(self, records: Sequence[Record], name: str = "") -> None:
+        """(Under the send lock.) The records in order, in one send."""
         if not self.alive:
             raise LaunchError(f"cannot reach the launcher: {self.death()}", name=name)
-        frame = _wire.encode(record.pack())
+        frame = b"".join(_wire.encode(record.pack()) for record in records)
         try:
             self._sock.sendall(frame)
         except OSError as exc:
@@ -684,36 +721,89 @@ class Launcher:
         """
         if threading.current_thread() is self._reader:
             raise RuntimeError("Launcher.spawn from a notify callback would deadlock")
-        slot = _Pending(name, notify)
+        slot = self.submit(template, name=name, notify=notify, standby=standby)
+        if not slot.done.wait(timeout):
+            self.expire([slot], timeout)
+            slot.done.wait()  # failed now, or answered just now
+        return slot.result()
+
+    def submit(
+        self,
+        template: int,
+        *,
+        name: str = "",
+        notify: Callable[[ChildProcess, Note], None] | None = None,
+        standby: int | None = None,
+        chain: int = 0,
+        on_done: Callable[[PendingSpawn], None] | None = None,
+    ) -> PendingSpawn:
+        """Send a spawn and return at once; `on_done(slot)` runs on the reader thread
+        once it is answered (it must only hand the answer on). A spawn of `chain` is
+        started only if every spawn of that chain sent before it was (new_chain())."""
+        return self.submit_run([(template, name, notify, on_done)], chain=chain, standby=standby)[0]
+
+    def submit_run(
+        self,
+        spawns: Sequence[
+            tuple[
+                int,
+                str,
+                Callable[[ChildProcess, Note], None] | None,
+                Callable[[PendingSpawn], None] | None,
+            ]
+        ],
+        *,
+        chain: int = 0,
+        standby: int | None = None,
+    ) -> list[PendingSpawn]:
+        """submit() for (template, name, notify, on_done) each, in that order, in one send."""
+        slots = [PendingSpawn(name, notify, on_done) for _, name, notify, on_done in spawns]
+        first = spawns[0][1] if spawns else ""
         with self._lock:
             if self._dead or self._closing or self._forked:
-                raise LaunchError(
-                    f"cannot start child {name!r}: {self.death()}",
-                    name=name,
-                )
-            self._next_id += 1
-            req = self._next_id
-            self._pending[req] = slot
+                raise LaunchError(f"cannot start child {first!r}: {self.death()}", name=first)
+            for slot in slots:
+                self._next_id += 1
+                slot.req = self._next_id
+                self._pending[slot.req] = slot
+        records = [
+            Spawn(slot.req, template, standby, chain)
+            for slot, (template, *_) in zip(slots, spawns, strict=True)
+        ]
         try:
-            self._send(Spawn(req, template, standby), name)
+            with self._send_lock:
+                self._send_frames(records, first)
         except BaseException:
             with self._lock:
-                self._pending.pop(req, None)
+                for slot in slots:
+                    self._pending.pop(slot.req, None)
             raise
-        if not slot.done.wait(timeout):
+        return slots
+
+    def new_chain(self) -> int:
+        """A name for a run of starts (submit(chain=...)): its spawns start in order,
+        and none once one of them failed or cancel_chain() was called."""
+        return self._new_id()
+
+    def cancel_chain(self, chain: int) -> None:
+        """Start nothing more of that run (what it started already stays started)."""
+        with contextlib.suppress(LaunchError):
+            self._send(CancelChain(chain))
+
+    def expire(self, slots: Sequence[PendingSpawn], waited: float) -> None:
+        """The launcher did not answer these spawns in `waited` seconds: it is hung.
+        Each still unanswered fails now; a child that comes later is killed."""
+        for slot in slots:
             with self._lock:
-                late = self._pending.pop(req, None)
-            if late is not None:
-                raise LaunchError(
-                    f"cannot start child {name!r}: the launcher process (pid {self._pid}) "
-                    f"did not answer within {timeout:g} s; it is stopped or overloaded",
-                    name=name,
-                )
-            slot.done.wait()  # answered just now
-        if slot.error is not None:
-            raise slot.error
-        assert slot.child is not None
-        return slot.child
+                late = self._pending.pop(slot.req, None)
+            if late is None:
+                continue
+            late.error = LaunchError(
+                f"cannot start child {late.name!r}: the launcher process (pid {self._pid}) "
+                f"did not answer within {waited:g} s; it is stopped or overloaded",
+                name=late.name,
+            )
+            late._finish()
 
     def spawn_once(
         self,
@@ -814,7 +904,7 @@ class Launcher:
                 with contextlib.suppress(OSError):
                     os.killpg(record.pid, signal.SIGKILL)
                 return
-            slot.done.set()
+            slot._finish()
         elif isinstance(record, SpawnFailed):
             with self._lock:
                 slot = self._pending.pop(record.req, None)
@@ -824,7 +914,7 @@ class Launcher:
                     name=slot.name,
                     errno=record.errno,
                 )
-                slot.done.set()
+                slot._finish()
         elif isinstance(record, Heartbeat):
             with self._lock:
                 child = self._children.get(record.pid)

@@ -41,6 +41,7 @@ from typing import Any
 from . import _bootstrap, _daemon, _protocol, _wire
 from ._protocol import (
     Arm,
+    CancelChain,
     ChannelClosed,
     ChildFailed,
     ChildHeartbeat,
@@ -76,6 +77,9 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Reports waiting for a host that does not read: past this, captured output is dropped
 # (exits, spawns and errors never are: they are bounded by the number of children).
 OUTBOX_LIMIT = 8 << 20
+# Runs of starts cancelled or failed, remembered so their later spawns start nothing;
+# a supervisor names a new chain per run, so only the recent ones matter.
+FAILED_CHAINS = 1024
 # Escaped descendants of exited children are looked for at most this often: the scan
 # reads our whole child list, so it stays off the exit path and is coalesced.
 ORPHAN_SCAN_INTERVAL = 0.05
@@ -370,6 +374,7 @@ class LauncherLoop:
         self._paths: dict[tuple[str, str], str] = {}
         self.pidfds = _pidfds_work()
         self.fd_room = _fd_room()
+        self.failed_chains: dict[int, None] = {}  # insertion-ordered, FAILED_CHAINS at most
         self.granted: dict[int, int] = {}  # group -> autonomous restarts allowed in all
         self.used: dict[int, int] = {}  # group -> autonomous restarts done
         self.stopping = False
@@ -551,6 +556,8 @@ class LauncherLoop:
     def _dispatch(self, record: Record) -> None:
         if isinstance(record, Spawn):
             self._spawn(record)
+        elif isinstance(record, CancelChain):
+            self._fail_chain(record.chain)
         elif isinstance(record, Define):
             self.templates[record.template] = record.settings
         elif isinstance(record, Forget):
@@ -597,14 +604,26 @@ class LauncherLoop:
         self._cwd = cwd
 
     def _spawn(self, request: Spawn) -> None:
+        if request.chain and request.chain in self.failed_chains:
+            message = "not started: a start before it in its run failed or was cancelled"
+            self.report(SpawnFailed(request.req, errno.ECANCELED, message))
+            return
         if request.standby is not None and self._go(request.req, request.standby):
             return
         try:
             child = self._start(request.template)
         except _SpawnFailed as exc:
+            if request.chain:
+                self._fail_chain(request.chain)
             self.report(SpawnFailed(request.req, exc.errno, exc.message))
             return
         self.report(Spawned(request.req, child.pid))
+
+    def _fail_chain(self, chain: int) -> None:
+        """No later spawn of this run of starts may start anything."""
+        self.failed_chains[chain] = None
+        if len(self.failed_chains) > FAILED_CHAINS:
+            del self.failed_chains[next(iter(self.failed_chains))]
 
     def _start(self, template_id: int) -> _Child:
         """Start a child from a template; raises _SpawnFailed."""

@@ -26,6 +26,33 @@ class Start:
 
     token: int
     arm: ArmExit | None = None
+    # In a run of starts: the spawn its supervisor sent ahead (a PendingSpawn, done).
+    spawned: Any = None
+
+
+@dataclass(frozen=True)
+class PrepareStart:
+    """Asked before a run of starts (docs/scale.md, "A run of starts"): a StartTicket
+    when this start is only a spawn from the worker's template (the child counts as
+    started once its process runs, and there is nothing to adopt), else None. Its
+    supervisor then sends the spawns of the run in order and tells each worker
+    `Start` with its own, once answered."""
+
+
+@dataclass(frozen=True)
+class StartTicket:
+    launcher: Any  # _launcher.Launcher
+    template: int
+    name: str
+    notify: Any  # the worker's callback for its process's notes
+
+
+@dataclass(frozen=True)
+class Unstart:
+    """The core did not ask for the start `token` of a run after all: kill what it
+    started, quietly (the core never knew it), or drop the Start when it comes."""
+
+    token: int
 
 
 @dataclass(frozen=True)

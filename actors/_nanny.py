@@ -81,6 +81,7 @@ from ._messages import (
     StartFailed,
     Stop,
 )
+from ._start_runs import RUN_OF_STARTS, Member, StartRuns
 from ._stopping import StopOutcome, carry_out
 from ._tree import TreeContext
 from ._worker import WorkerActor
@@ -225,6 +226,8 @@ class NannyActor(pykka.ThreadingActor):
         # Children of a run of stops already stopped (why, and when), until the core
         # asks for them.
         self._stopped_ahead: dict[str, tuple[ExitReason, float]] = {}
+        # Starts of a run sent ahead of the core's questions, in its order.
+        self._runs = StartRuns(context.scheduler.call_later)
 
     @classmethod
     def start(
@@ -447,7 +450,8 @@ class NannyActor(pykka.ThreadingActor):
                 )
             )
         elif isinstance(message, ChildNote):
-            self._note(message, now)
+            if not self._runs.hold_note(message):
+                self._note(message, now)
         elif isinstance(message, ChildStatus):
             self._statuses[message.child_id] = message.status
         elif isinstance(message, RetryRestart):
@@ -520,7 +524,7 @@ class NannyActor(pykka.ThreadingActor):
             if isinstance(action, Report):
                 self._record(action.event)
             elif isinstance(action, StartChild):
-                self._start_child(action.child_id, action.spec)
+                queue.extend(self._start_child(action.child_id, action.spec))
             elif isinstance(action, TerminateChild):
                 self._grant()
                 reason, when = self._terminate_in_turn(action.child_id, action.spec.shutdown)
@@ -548,6 +552,8 @@ class NannyActor(pykka.ThreadingActor):
                 self._reply(action)
             elif isinstance(action, Exit):
                 self._exit(action)
+        if self._starting is None:
+            self._runs.end()
         self._log_events()
         if self._stopped_ahead and not self._core.busy:
             log.error("nanny %r stopped %s ahead, unasked", self._core.name, self._stopped_ahead)
@@ -591,35 +597,74 @@ class NannyActor(pykka.ThreadingActor):
         self._tokens += 1
         return self._tokens
 
-    def _start_child(self, child_id: str, spec: AnySpec) -> None:
-        """Tell the child to start; the core gets its answer as a message (StartDone)."""
+    def _start_child(self, child_id: str, spec: AnySpec) -> list[Action]:
+        """Tell the child to start; the core gets its answer as a message (StartDone),
+        or now (the actions that follow) when it was started ahead in a run."""
+        ahead = self._runs.take(child_id)
+        if ahead is not None:
+            self._starting = _Starting(ahead.token, child_id)
+            self._send_ahead()
+            if ahead.answer is None:
+                return []
+            self._starting = None
+            for note in ahead.notes:  # what it said before its start counted
+                self.actor_ref.tell(note)
+            return self._answered(ahead.answer, time.monotonic())
         token = self._next_token()
         self._starting = _Starting(token, child_id)
         if isinstance(spec, ChildSpec):
-            worker = self._workers.get(child_id)
-            if worker is None or not worker.is_alive():
-                worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
-                self._workers[child_id] = worker
-            worker.tell(Start(token, self._exit_plan(child_id)))
-            return
+            worker = self._worker_for(child_id, spec)
+            if not self._send_ahead(Member(child_id, worker, token, self._exit_plan(child_id))):
+                worker.tell(Start(token, self._exit_plan(child_id)))
+            return []
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation
         link = ParentLink(self.actor_ref, f"{self._core.name}/{child_id}", incarnation)
         if spec.placement is not None and self._context.engine is not None:
-            self._start_remote(child_id, spec, link, incarnation)
-            return
+            return self._start_remote(child_id, spec, link, incarnation)
         try:
             nested = NannyActor.start_nested(spec, self._context, link)
         except Exception as e:
             self._starting = None
-            self._run(self._core.start_failed(child_id, _crash_reason(e), time.monotonic()))
-            return
+            return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
         self._starting.nested = nested
         nested.tell(InitTree(token))
+        return []
+
+    def _worker_for(self, child_id: str, spec: ChildSpec) -> pykka.ActorRef[WorkerActor]:
+        worker = self._workers.get(child_id)
+        if worker is None or not worker.is_alive():
+            worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
+            self._workers[child_id] = worker
+        return worker
+
+    def _send_ahead(self, head: Member | None = None) -> bool:
+        """Send the starts the core's plan asks for next (after `head`, the start it
+        asks for now, which begins a new run) ahead of its questions. False if
+        `head` is not sent (it starts on its own)."""
+        runs = self._runs
+        if head is None and (not runs.active or len(runs.ahead) > RUN_OF_STARTS // 2):
+            return False
+        known = len(runs.ahead)
+        upcoming = self._core.next_starts(RUN_OF_STARTS)
+        if head is None and upcoming[:known] != tuple(runs.ahead):
+            return False  # not the plan the run was sent for: the next take() undoes it
+        members = [head] if head is not None else []
+        for child_id in upcoming[known:]:
+            spec = self._core.get_childspec(child_id)
+            if not isinstance(spec, ChildSpec):
+                break
+            arm = self._exit_plan(child_id, ahead=True)
+            members.append(
+                Member(child_id, self._worker_for(child_id, spec), self._next_token(), arm)
+            )
+        if len(members) < (2 if head is not None else 1):
+            return False
+        return runs.send(members, new_chain=head is not None) > 0
 
     def _start_remote(
         self, child_id: str, spec: SupervisorSpec, link: ParentLink, incarnation: int
-    ) -> None:
+    ) -> list[Action]:
         """Multi-host: a RemoteChild plays the nested nanny for a subtree on another node."""
         from ._remote import start_remote
 
@@ -632,10 +677,9 @@ class NannyActor(pykka.ThreadingActor):
         else:
             self._starting = None
             self._nested[child_id] = remote
-            self._run(self._core.started(child_id, None, incarnation, time.monotonic()))
-            return
+            return self._core.started(child_id, None, incarnation, time.monotonic())
         self._starting = None
-        self._run(self._core.start_failed(child_id, reason, time.monotonic()))
+        return self._core.start_failed(child_id, reason, time.monotonic())
 
     @classmethod
     def start_nested(
@@ -654,19 +698,26 @@ class NannyActor(pykka.ThreadingActor):
     def _on_started(self, message: StartDone, now: float) -> None:
         starting = self._answer(message.child_id, message.token)
         if starting is None:
+            self._runs.keep(message)  # a start sent ahead: the core asks for it later
             return
         if starting.nested is not None:
             self._nested[message.child_id] = starting.nested
-        self._run(self._core.started(message.child_id, message.pid, message.incarnation, now))
+        self._run(self._answered(message, now))
 
     def _on_start_failed(self, message: StartFailed, now: float) -> None:
         if self._answer(message.child_id, message.token) is None:
+            self._runs.keep(message)
             return
-        self._run(self._core.start_failed(message.child_id, message.reason, now))
+        self._run(self._answered(message, now))
 
-    def _exit_plan(self, child_id: str) -> ArmExit | None:
+    def _answered(self, message: StartDone | StartFailed, now: float) -> list[Action]:
+        if isinstance(message, StartDone):
+            return self._core.started(message.child_id, message.pid, message.incarnation, now)
+        return self._core.start_failed(message.child_id, message.reason, now)
+
+    def _exit_plan(self, child_id: str, *, ahead: bool = False) -> ArmExit | None:
         """What the child's next exit will mean, when the core can say it ahead."""
-        plan = self._core.exit_plan(child_id)
+        plan = self._core.exit_plan(child_id, ahead=ahead)
         return None if plan is None else ArmExit(plan, self._group)
 
     def _arm(self, child_id: str) -> None:
@@ -732,7 +783,7 @@ class NannyActor(pykka.ThreadingActor):
         if child_id not in self._workers or child_id in self._nested:
             return self._terminate(child_id, shutdown), time.monotonic()
         run = [child_id]
-        for next_id in self._core.next_terminations()[: _RUN_OF_STOPS - 1]:
+        for next_id in self._core.next_terminations(_RUN_OF_STOPS - 1):
             if next_id not in self._workers or next_id in self._nested:
                 break
             run.append(next_id)
@@ -907,6 +958,7 @@ class NannyActor(pykka.ThreadingActor):
                 future.get()
 
     def _stop_all_children(self) -> None:
+        self._runs.end()
         for nested in self._nested.values():
             try:
                 nested.ask(ShutdownTree(self._next_token()))

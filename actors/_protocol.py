@@ -11,8 +11,13 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
   command or pickled target, env, cwd, output). Sent once per worker and
   whenever its env, cwd or sys.path change, so a spawn request stays small.
 - `Forget(template)`: drop a template nobody uses any more.
-- `Spawn(req, template, standby)`: start a child from a template (or say "go"
-  to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
+- `Spawn(req, template, standby, chain)`: start a child from a template (or say
+  "go" to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
+  `chain` (0: none) names a run of starts sent ahead in the supervisor's order
+  (docs/scale.md, "A run of starts"): once a spawn of a chain fails, or the
+  chain is cancelled, each later spawn of it fails with errno ECANCELED and
+  nothing is started.
+- `CancelChain(chain)`: the supervisor does not want the rest of that run.
 - `Prepare(standby, template)`: fork a warm standby; answered by `Prepared`.
 - `Discard(standby)`: kill a standby that will not be used.
 - `Arm(pid, group, any_exit, min_uptime, normal_codes)`: the decision core said
@@ -204,12 +209,19 @@ class Forget(Record):
     template: int
 
 
-@_record("spawn", int, int, (int, _NONE))
+@_record("spawn", int, int, (int, _NONE), int)
 @dataclass(frozen=True)
 class Spawn(Record):
     req: int
     template: int
     standby: int | None
+    chain: int = 0
+
+
+@_record("cancel_chain", int)
+@dataclass(frozen=True)
+class CancelChain(Record):
+    chain: int
 
 
 @_record("prepare", int, int)
@@ -256,7 +268,18 @@ class Follow(Record):
 
 
 HOST_RECORDS = frozenset(
-    {"define", "forget", "spawn", "prepare", "discard", "arm", "disarm", "grant", "follow"}
+    {
+        "define",
+        "forget",
+        "spawn",
+        "cancel_chain",
+        "prepare",
+        "discard",
+        "arm",
+        "disarm",
+        "grant",
+        "follow",
+    }
 )
 
 # -- launcher -> host ------------------------------------------------------------------

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
@@ -43,7 +44,7 @@ from supervision import Reload as ReloadSpec
 from ._daemon import daemonized_message
 from ._dispatch import LATER, PooledActor, blocking
 from ._executor import ChildHandle, Executor
-from ._launcher import LaunchError, Note, ProcessExit, SpawnRequest
+from ._launcher import Launcher, LaunchError, Note, PendingSpawn, ProcessExit, SpawnRequest
 from ._messages import (
     ArmExit,
     ChildExited,
@@ -53,6 +54,7 @@ from ._messages import (
     MemoryExceeded,
     NotifyReadable,
     Pause,
+    PrepareStart,
     PrepareStop,
     ProcessNote,
     ReadOutput,
@@ -62,8 +64,10 @@ from ._messages import (
     Start,
     StartDone,
     StartFailed,
+    StartTicket,
     Stop,
     StopTimeout,
+    Unstart,
     WatchdogTick,
 )
 from ._notify import Notification, NotifyEndpoint
@@ -153,6 +157,10 @@ class WorkerActor(PooledActor):
         self._memory_pid = 0  # the pid whose tree the memory limit is watched on
         self._stopping: _Stopping | None = None
         self._stops = 0
+        # Runs of starts: the last Start's token and what it started; and the tokens
+        # the nanny withdrew (Unstart) before their Start came.
+        self._last_start: tuple[int, ChildHandle | None] | None = None
+        self._withdrawn: set[int] = set()
 
     # -- messages -------------------------------------------------------------
 
@@ -163,7 +171,11 @@ class WorkerActor(PooledActor):
         if isinstance(message, ProcessNote):
             return self._on_note(message)
         if isinstance(message, Start):
-            return self._start(message.token, message.arm)
+            return self._start(message.token, message.arm, message.spawned)
+        if isinstance(message, PrepareStart):
+            return self._prepare_start()
+        if isinstance(message, Unstart):
+            return self._unstart(message.token)
         if isinstance(message, Stop):
             return self._stop_later(message.deadline)
         if isinstance(message, StopTimeout):
@@ -232,14 +244,22 @@ class WorkerActor(PooledActor):
 
     # -- start ------------------------------------------------------------------
 
-    def _start(self, token: int, arm: ArmExit | None) -> None:
+    def _start(self, token: int, arm: ArmExit | None, spawned: PendingSpawn | None = None) -> None:
+        if token in self._withdrawn:  # withdrawn before it came: nothing of it may run
+            self._withdrawn.discard(token)
+            if spawned is not None and spawned.child is not None:
+                self._kill_now(spawned.child)
+            return
         try:
-            pid = self._start_process()
+            pid = self._start_process(spawned)
         except _Failed as failed:
-            self._last_exit = failed.reason
+            if spawned is None or not spawned.cancelled:  # a cancelled one never ran
+                self._last_exit = failed.reason
+            self._last_start = (token, None)
             self._parent.tell(StartFailed(self.spec.id, token, failed.reason))
             return
         proc = self._proc
+        self._last_start = (token, proc)
         if arm is not None and proc is not None:
             self._executor().arm(proc, arm.group, arm.plan)
         self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
@@ -248,17 +268,46 @@ class WorkerActor(PooledActor):
             # not ours yet, so its exit is reported now, after its start.
             self._on_note(ProcessNote(proc.pid, "exited"))
 
-    def _start_process(self) -> int:
-        if self._proc is not None:
-            if self._proc.exit is None:
-                return self._proc.pid
-            self._forget(self._proc)  # exited; its note is on its way and will be stale
-        launcher, template = self._define()
-        successor, self._successor = self._successor, None
-        ready = self.spec.ready
-        if isinstance(ready, ReadyFile):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(ready.path)  # a file left by the last incarnation proves nothing
+    def _prepare_start(self) -> StartTicket | None:
+        """Whether our next start is only a spawn from our template (ready="started",
+        nothing to adopt or wait for), and if so what its supervisor sends for it."""
+        spec = self.spec
+        if (
+            spec.ready != "started"
+            or spec.pid_file is not None
+            or spec.notify_socket
+            or spec.warm_start
+            or self._successor is not None
+            or self._standby is not None
+            or (self._proc is not None and self._proc.exit is None)
+        ):
+            return None
+        try:
+            launcher, template = self._define()
+        except _Failed:
+            return None  # the Start itself reports why
+        if not isinstance(launcher, Launcher):
+            return None
+        return StartTicket(launcher, template, spec.id, self._notifier())
+
+    def _unstart(self, token: int) -> None:
+        """The core did not ask for that start of a run: undo it, unreported."""
+        last = self._last_start
+        if last is None or last[0] != token:
+            self._withdrawn.add(token)
+            return
+        self._last_start = None
+        proc = last[1]
+        if proc is None or proc is not self._proc:
+            self._drop_successor()  # it exited, and was restarted ahead: not wanted
+            return
+        self._executor().disarm(proc)
+        self._drop_successor()
+        if proc.exit is None:
+            self._kill_now(proc)
+        self._forget(proc)
+
+    def _notifier(self) -> Callable[[ChildHandle, Note], None]:
         ref = self.actor_ref
 
         def notify(process: ChildHandle, note: Note) -> None:
@@ -266,23 +315,25 @@ class WorkerActor(PooledActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessNote(process.pid, note))
 
-        if successor is not None and template == self._proc_template:
-            # Already started, as the exit plan allowed: adopt it, even if it has ended
-            # since (it did run: its exit is reported once it counts as started).
-            proc = successor
-        else:
-            if successor is not None and successor.exit is None:
-                self._kill_now(successor)  # started from a request that no longer holds
+        return notify
+
+    def _start_process(self, spawned: PendingSpawn | None = None) -> int:
+        if self._proc is not None:
+            if self._proc.exit is None:
+                if spawned is not None and spawned.child is not None:
+                    self._kill_now(spawned.child)  # (not sent for a live process)
+                return self._proc.pid
+            self._forget(self._proc)  # exited; its note is on its way and will be stale
+        if spawned is not None and self._template is not None:
+            launcher, template = self._template[0], self._template[2]  # as prepared
+            self._drop_successor()
             try:
-                with blocking():
-                    proc = launcher.spawn(
-                        template,
-                        name=self.spec.id,
-                        notify=notify,
-                        standby=self._take_standby(launcher, template),
-                    )
+                proc: ChildHandle = spawned.result()
             except LaunchError as e:
                 raise _Failed(ExitReason.start_failure(str(e))) from None
+        else:
+            launcher, template = self._define()
+            proc = self._spawn(launcher, template)
         self._proc_template = template
         if self._notify is not None:
             self._notify.attach(proc.pid)
@@ -305,7 +356,7 @@ class WorkerActor(PooledActor):
                 else:
                     why = (
                         f"not ready within start_timeout={self.spec.start_timeout}s "
-                        f"(ready={ready!r}); make it ready sooner or raise start_timeout"
+                        f"(ready={self.spec.ready!r}); make it ready sooner or raise start_timeout"
                     )
                 reason = ExitReason(
                     ExitKind.START_TIMEOUT, message=why, stderr_tail=self._tail(exit.stderr)
@@ -326,6 +377,31 @@ class WorkerActor(PooledActor):
         if self._notify is not None:
             self._watch_notify()
         return proc.pid
+
+    def _spawn(self, launcher: Executor, template: int) -> ChildHandle:
+        """A process from our template: the successor started ahead, if it was started
+        from it, else a new one."""
+        successor, self._successor = self._successor, None
+        ready = self.spec.ready
+        if isinstance(ready, ReadyFile):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(ready.path)  # a file left by the last incarnation proves nothing
+        if successor is not None and template == self._proc_template:
+            # Already started, as the exit plan allowed: adopt it, even if it has ended
+            # since (it did run: its exit is reported once it counts as started).
+            return successor
+        if successor is not None and successor.exit is None:
+            self._kill_now(successor)  # started from a request that no longer holds
+        try:
+            with blocking():
+                return launcher.spawn(
+                    template,
+                    name=self.spec.id,
+                    notify=self._notifier(),
+                    standby=self._take_standby(launcher, template),
+                )
+        except LaunchError as e:
+            raise _Failed(ExitReason.start_failure(str(e))) from None
 
     def _watch_memory(self, pid: int) -> None:
         limit = self.spec.memory_limit

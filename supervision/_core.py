@@ -184,7 +184,7 @@ class Supervisor:
         """How many restarts may happen from `now` on without exceeding the intensity."""
         return self._window.budget(now)
 
-    def exit_plan(self, child_id: str) -> ExitPlan | None:
+    def exit_plan(self, child_id: str, *, ahead: bool = False) -> ExitPlan | None:
         """What the next exit of this child will mean, when it is decided ahead of time.
 
         Not None only when that exit would (within `restart_budget`) restart this
@@ -193,13 +193,15 @@ class Supervisor:
         that runs, with restart permanent ("any" exit) or transient ("abnormal"
         exits only; an exit before `min_uptime` is abnormal), and no backoff. An
         executor may restart the child before the exit reaches the core; the core
-        still accounts for the exit as usual.
+        still accounts for the exit as usual. `ahead`: for a child of `next_starts()`,
+        the plan its process will have once the core asks for its start.
         """
         child = self._children.get(child_id)
         if (
             child is None
             or self.mode != "running"
-            or child.state not in ("running", "starting")
+            or (not ahead and child.state not in ("running", "starting"))
+            or child.state == "paused"
             or not isinstance(child.spec, ChildSpec)
             or child.spec.backoff is not None
             or self.spec.strategy not in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
@@ -220,18 +222,35 @@ class Supervisor:
     def busy(self) -> bool:
         return self._pending is not None or bool(self._plan)
 
-    def next_terminations(self) -> tuple[str, ...]:
+    def next_terminations(self, limit: int | None = None) -> tuple[str, ...]:
         """The children the plan stops after the pending one, in the order it will ask
         (until its next step that is not a stop). Each TerminateChild still comes only
         once the last is answered; this lets a supervisor stop them in that order
-        without a round trip through the core between two of them."""
-        ids = []
+        without a round trip through the core between two of them. At most `limit`."""
+        ids: list[str] = []
         for step in self._plan:
-            if not isinstance(step, _Terminate):
+            if not isinstance(step, _Terminate) or len(ids) == limit:
                 break
             child = self._lookup(step.child_id)
             if child is not None and child.alive:
                 ids.append(child.id)
+        return tuple(ids)
+
+    def next_starts(self, limit: int | None = None) -> tuple[str, ...]:
+        """The children the plan starts after the pending start, in the order it will ask
+        (until its next step that is not a start). Each StartChild still comes only
+        once the last is answered, and a failed start changes the plan: an executor
+        may start them ahead of the question only if it starts them in this order,
+        none before the last has started, and undoes what the core does not ask for.
+        At most `limit`."""
+        ids: list[str] = []
+        if not isinstance(self._pending, _Start):
+            return ()
+        for step in self._plan:
+            if not isinstance(step, _Start) or len(ids) == limit:
+                break
+            if self._lookup(step.child_id) is not None:
+                ids.append(step.child_id)
         return tuple(ids)
 
     def which_children(self) -> list[ChildInfo]:
