@@ -31,6 +31,7 @@ import pykka
 from pykka import messages as pykka_messages
 
 from ._flag import Flag
+from ._future import LightFuture
 
 log = logging.getLogger("nannytree")
 
@@ -273,7 +274,7 @@ class PooledActor(pykka.Actor):
 
     @staticmethod
     def _create_future() -> pykka.Future[Any]:
-        return pykka.ThreadingFuture()
+        return LightFuture()
 
     def _start_actor_loop(self) -> None:
         self.actor_inbox.start(self)
