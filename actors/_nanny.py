@@ -82,7 +82,7 @@ from ._messages import (
     Stop,
 )
 from ._start_runs import RUN_OF_STARTS, Member, StartRuns
-from ._stopping import StopOutcome, carry_out
+from ._stopping import StopOrder, StopOutcome, carry_out
 from ._tree import TreeContext
 from ._worker import WorkerActor
 
@@ -788,15 +788,19 @@ class NannyActor(pykka.ThreadingActor):
                 break
             run.append(next_id)
         # Every worker lets go of its process at once; then the stops, in order.
+        # All answers first: the pool's work is done before the first signal, and does
+        # not compete with the run for the GIL.
         asked = [(c, self._workers[c].ask(PrepareStop(), block=False)) for c in run]
+        orders: list[tuple[str, StopOrder | ExitReason]] = []
+        for c, future in asked:
+            try:
+                orders.append((c, future.get()))
+            except Exception as e:
+                orders.append((c, _failed_stop(e)))
         results: dict[str, ExitReason] = {}
         stopped_at: dict[str, float] = {}  # each stop's own time, for its event
         finishing = []
-        for c, future in asked:
-            try:
-                order = future.get()
-            except Exception as e:
-                order = _failed_stop(e)
+        for c, order in orders:
             stopped_at[c] = time.monotonic()
             if isinstance(order, ExitReason):  # it had no process left
                 results[c] = order

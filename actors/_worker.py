@@ -161,6 +161,9 @@ class WorkerActor(PooledActor):
         # the nanny withdrew (Unstart) before their Start came.
         self._last_start: tuple[int, ChildHandle | None] | None = None
         self._withdrawn: set[int] = set()
+        # The pid whose exit note is not wanted: its supervisor stops it in a run (the
+        # note would only wake a pool thread during the run). Read on the reader thread.
+        self._quiet = [0]
 
     # -- messages -------------------------------------------------------------
 
@@ -308,10 +311,12 @@ class WorkerActor(PooledActor):
         self._forget(proc)
 
     def _notifier(self) -> Callable[[ChildHandle, Note], None]:
-        ref = self.actor_ref
+        ref, quiet = self.actor_ref, self._quiet
 
         def notify(process: ChildHandle, note: Note) -> None:
             # On the exit watcher's thread: only a message, nothing of ours is touched.
+            if note == "exited" and process.pid == quiet[0]:
+                return  # its supervisor stops it and reads its exit itself
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(ProcessNote(process.pid, note))
 
@@ -673,6 +678,7 @@ class WorkerActor(PooledActor):
         if proc.exit is not None:
             return self._conclude(proc, proc.exit, "")
         self._take_back(proc)
+        self._quiet[0] = proc.pid
         self._stops += 1
         self._stopping = _Stopping(self._stops, proc, None, None, False, by_supervisor=True)
         self.hold()
@@ -684,6 +690,7 @@ class WorkerActor(PooledActor):
         if stopping is None or not stopping.by_supervisor:
             return self._last_exit or ExitReason.shutdown()
         proc, self._stopping = stopping.proc, None
+        self._quiet[0] = 0
         exit = outcome.exit or proc.exit
         if exit is None and outcome.dead:
             with blocking():  # gone, as the OS said: the launcher's report is on its way
