@@ -148,6 +148,7 @@ class TreeInspector:
         log: EventLog,
         timeout: float = 5.0,
     ) -> None:
+        self._up = threading.Event()
         self.ref = ref  # None while the tree is starting
         self.spec = spec
         self.log = log
@@ -155,6 +156,16 @@ class TreeInspector:
         self.stats = ProcStats()
         self.starts = StartTimes(log)
         self._specs = dict(_supervisor_specs(spec, spec.id))
+
+    @property
+    def ref(self) -> pykka.ActorRef[Any] | None:
+        return self._ref
+
+    @ref.setter
+    def ref(self, ref: pykka.ActorRef[Any] | None) -> None:
+        self._ref = ref
+        if ref is not None:
+            self._up.set()
 
     def close(self) -> None:
         self.starts.close()
@@ -268,6 +279,9 @@ class TreeInspector:
         Raises ChildNotFound, or LookupError when a bare id names several children.
         """
         root = self.spec.id
+        # A lookup right after the last child started (its event printed) may come
+        # before the tree's start returned: wait for it, as long as for an answer.
+        self._up.wait(self.timeout)
         nodes = [n for t in self._tree() for n in _flatten(t)]
         wanted = key.strip("/")
         if "/" in wanted:
