@@ -33,6 +33,10 @@ class ChildHandle(Protocol):
     @property
     def exit(self) -> ProcessExit | None: ...
 
+    def wait_born(self, timeout: float | None) -> bool:
+        """Whether it is a process, once its pid is known (a successor's comes after
+        its predecessor's exit); False if it could not be started."""
+
     def wait(self, timeout: float | None = None) -> ProcessExit | None: ...
 
     def wait_ready(self, timeout: float | None) -> bool: ...

@@ -37,6 +37,7 @@ from supervision import CAPTURE, ExitPlan
 from . import _detach, _protocol, _wire
 from ._flag import Flag
 from ._protocol import (
+    RESPAWNING,
     Arm,
     CancelChain,
     ChannelClosed,
@@ -56,6 +57,7 @@ from ._protocol import (
     Prepared,
     Ready,
     Record,
+    Respawned,
     Spawn,
     Spawned,
     SpawnFailed,
@@ -180,6 +182,9 @@ class LaunchError(Exception):
 Note = Literal["exited", "channel_closed", "forked"]
 
 
+_BIRTHS = threading.Lock()  # a successor's birth against its abandonment
+
+
 class ChildProcess:
     """A started child. Its state is set by the launcher's reader thread; read it anywhere.
 
@@ -191,6 +196,10 @@ class ChildProcess:
     def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
         self.pid = pid
         self.pgid = pid
+        self._born = Flag()  # its pid is known (or it will never have one: pid 0)
+        if pid:
+            self._born.set()
+        self._abandoned = False  # nobody waits for its birth any more: kill it then
         self._exit: ProcessExit | None = None
         self._ready = False
         self._exited = Flag()
@@ -201,6 +210,30 @@ class ChildProcess:
         # The child the launcher started in this one's place (an armed exit), if any.
         self.successor: ChildProcess | None = None
         self.last_beat = 0.0  # monotonic time of its last heartbeat (a Python child's)
+
+    @classmethod
+    def unborn(cls, notify: Callable[[ChildProcess, Note], None] | None) -> ChildProcess:
+        """A successor the launcher is starting: its pid comes with `Respawned`."""
+        return cls(0, notify)
+
+    def wait_born(self, timeout: float | None) -> bool:
+        """Whether it is a process (its pid known), waiting up to `timeout` for that.
+        One that does not come in time is killed if it comes later."""
+        self._born.wait(timeout)
+        with _BIRTHS:
+            if not self._born.is_set():
+                self._abandoned = True
+        return self.pid != 0
+
+    def _born_as(self, pid: int) -> bool:
+        """(Reader thread.) It was started as `pid`; False if nobody wants it now."""
+        with _BIRTHS:
+            self.pid = self.pgid = pid
+            self._born.set()
+            return not self._abandoned
+
+    def _never_born(self) -> None:
+        self._born.set()
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
@@ -366,6 +399,8 @@ class Launcher:
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
         self._pending: dict[int, PendingSpawn] = {}
+        # Successors announced by an Exited, until their Respawned: by the old pid.
+        self._unborn: dict[int, ChildProcess | None] = {}
         self._standbys: dict[int, Standby] = {}
         # Identical requests share one template: key -> (id, users); id -> key.
         self._templates: dict[bytes, list[int]] = {}
@@ -471,10 +506,14 @@ class Launcher:
         with self._lock:
             pending = list(self._pending.values())
             self._pending.clear()
+            unborn = [c for c in self._unborn.values() if c is not None]
+            self._unborn.clear()
             live = list(self._children.values())
             self._children.clear()
             standbys = list(self._standbys.values())
             self._standbys.clear()
+        for successor in unborn:
+            successor._never_born()
         why = self.death()
         for slot in pending:
             slot.error = LaunchError(f"cannot start child {slot.name!r}: {why}", name=slot.name)
@@ -858,7 +897,13 @@ class Launcher:
         if isinstance(record, Exited):
             with self._lock:
                 child = self._children.pop(record.pid, None)
-                if child is not None and record.respawned:
+                if record.respawned == RESPAWNING:
+                    # Its successor is being started: owned by whoever owns this one.
+                    successor = ChildProcess.unborn(child._notify) if child is not None else None
+                    if child is not None:
+                        child.successor = successor
+                    self._unborn[record.pid] = successor
+                elif child is not None and record.respawned:
                     # Registered before any report about it can arrive.
                     child.successor = ChildProcess(record.respawned, child._notify)
                     self._children[record.respawned] = child.successor
@@ -876,6 +921,20 @@ class Launcher:
                         detached=tuple(p for p in record.detached if type(p) is int),
                     )
                 )
+        elif isinstance(record, Respawned):
+            with self._lock:
+                unborn = self._unborn.pop(record.pid, None)
+                if unborn is not None and record.new_pid:
+                    self._children[record.new_pid] = unborn  # before any report about it
+            if unborn is None:
+                if record.new_pid:  # nobody owns the old one any more
+                    with contextlib.suppress(OSError):
+                        os.killpg(record.new_pid, signal.SIGKILL)
+            elif not record.new_pid:
+                unborn._never_born()  # the host restarts it the ordinary way
+            elif not unborn._born_as(record.new_pid):
+                with contextlib.suppress(OSError):
+                    os.killpg(record.new_pid, signal.SIGKILL)
         elif isinstance(record, Forked):
             with self._lock:
                 child = self._children.pop(record.pid, None)

@@ -40,6 +40,7 @@ from typing import Any
 
 from . import _bootstrap, _daemon, _protocol, _wire
 from ._protocol import (
+    RESPAWNING,
     Arm,
     CancelChain,
     ChannelClosed,
@@ -62,6 +63,7 @@ from ._protocol import (
     Prepared,
     Ready,
     Record,
+    Respawned,
     Spawn,
     Spawned,
     SpawnFailed,
@@ -998,8 +1000,13 @@ class LauncherLoop:
         self._close_control(child)
         for stream in list(child.captures):
             self._read_output(child, stream, drain=True)
-        respawned = 0 if detached else self._respawn(child, code, uptime)
-        self.report(Exited(pid, code, uptime, child.error, respawned, detached))
+        respawning = not detached and self._covered(child, code, uptime)
+        self.report(
+            Exited(pid, code, uptime, child.error, RESPAWNING if respawning else 0, detached)
+        )
+        if respawning:
+            self.flush()  # the host hears of the exit now, not after the spawn
+            self.report(Respawned(pid, self._respawn(child)))
         self._schedule_scan()
 
     # -- daemons that fork themselves ----------------------------------------------
@@ -1116,17 +1123,22 @@ class LauncherLoop:
             found = [p for p in _group_members(child.pgid) if p != child.pid]
         return found[:16]
 
-    def _respawn(self, child: _Child, code: int, uptime: float) -> int:
-        """Restart an armed child at once, if its exit is covered and its group's
-        budget allows; the new pid, or 0."""
+    def _covered(self, child: _Child, code: int, uptime: float) -> bool:
+        """Whether an armed child is restarted at once: its exit is covered and its
+        group's budget allows (then one restart of the budget is used)."""
         arm = child.arm
         if arm is None or uptime < arm.min_uptime:
-            return 0
+            return False
         if not arm.any_exit and code >= 0 and code in arm.normal_codes:
-            return 0
+            return False
         used = self.used.get(arm.group, 0)
         if used >= self.granted.get(arm.group, 0):
-            return 0
+            return False
+        self.used[arm.group] = used + 1  # as the host counts it: on the announced exit
+        return True
+
+    def _respawn(self, child: _Child) -> int:
+        """Start a covered child again from its template; the new pid, or 0."""
         standby = next(
             (sid for sid, (c, _) in self.standbys.items() if c.template == child.template), None
         )
@@ -1136,7 +1148,6 @@ class LauncherLoop:
                 successor = self._start(child.template)
             except _SpawnFailed:
                 return 0  # the host restarts it the ordinary way, and hears why it fails
-        self.used[arm.group] = used + 1
         return successor.pid
 
     def _start_scan(self) -> None:

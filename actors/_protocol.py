@@ -49,10 +49,15 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 - `Exited(pid, status, uptime, error, respawned)`: a child was reaped. `status`
   is -N for "killed by signal N", else its exit code; `uptime` the seconds from
   its spawn to its reaping, by the launcher's clock; `error` what a Python
-  target raised, if it said so; `respawned` the pid of the child started in
-  its place by an `Arm` (0: none); `detached` the processes a command's first
+  target raised, if it said so; `respawned` RESPAWNING (-1) when a child is
+  being started in its place by an `Arm` (its pid follows in `Respawned`), else
+  0; `detached` the processes a command's first
   process left running when it exited 0 without a `pid_file` (it daemonized
   itself; the launcher kills them, the host says what to set).
+- `Respawned(pid, new_pid)`: the child started in place of `pid` (announced by
+  its `Exited`), sent before any report about it; `new_pid` 0: it could not be
+  started (the host restarts the child the ordinary way). The exit is reported
+  first so that the host hears of it without waiting for the spawn.
 - `Forked(pid, main_pid, pgid)`: the child's first process exited 0 and
   `main_pid` (named by its pid file, or by MAINPID=) is its main process from
   now on: its exit is the child's exit, its group `pgid` is what a stop signals.
@@ -364,10 +369,20 @@ class Exited(Record):
     status: int  # >= 0 exit code, -N killed by signal N
     uptime: float
     error: Failure | None
-    respawned: int = 0  # the pid started in its place by an Arm
+    respawned: int = 0  # RESPAWNING: one is being started in its place (Respawned)
     # A command's first process exited 0 but left these processes of its tree
     # running: it daemonized itself, without a pid_file (they are killed).
     detached: list[int] = field(default_factory=list)
+
+
+RESPAWNING = -1
+
+
+@_record("respawned", int, int)
+@dataclass(frozen=True)
+class Respawned(Record):
+    pid: int
+    new_pid: int  # 0: it could not be started
 
 
 @_record("forked", int, int, int)
@@ -389,6 +404,7 @@ REPORT_RECORDS = frozenset(
         "output",
         "channel_closed",
         "exited",
+        "respawned",
         "forked",
         "heartbeat",
     }

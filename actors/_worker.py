@@ -44,7 +44,15 @@ from supervision import Reload as ReloadSpec
 from ._daemon import daemonized_message
 from ._dispatch import LATER, PooledActor, blocking
 from ._executor import ChildHandle, Executor
-from ._launcher import Launcher, LaunchError, Note, PendingSpawn, ProcessExit, SpawnRequest
+from ._launcher import (
+    SPAWN_TIMEOUT,
+    Launcher,
+    LaunchError,
+    Note,
+    PendingSpawn,
+    ProcessExit,
+    SpawnRequest,
+)
 from ._messages import (
     ArmExit,
     ChildExited,
@@ -386,7 +394,8 @@ class WorkerActor(PooledActor):
     def _spawn(self, launcher: Executor, template: int) -> ChildHandle:
         """A process from our template: the successor started ahead, if it was started
         from it, else a new one."""
-        successor, self._successor = self._successor, None
+        successor = self._born(self._successor)
+        self._successor = None
         ready = self.spec.ready
         if isinstance(ready, ReadyFile):
             with contextlib.suppress(FileNotFoundError):
@@ -870,9 +879,18 @@ class WorkerActor(PooledActor):
 
     def _drop_successor(self) -> None:
         """A process started ahead of a decision that did not come: kill it."""
-        successor, self._successor = self._successor, None
+        successor = self._born(self._successor)
+        self._successor = None
         if successor is not None and successor.exit is None:
             self._kill_now(successor)
+
+    def _born(self, successor: ChildHandle | None) -> ChildHandle | None:
+        """The successor the launcher started, once its pid is known (it is announced
+        with its predecessor's exit, before the spawn); None if it was not started."""
+        if successor is None:
+            return None
+        with blocking():
+            return successor if successor.wait_born(SPAWN_TIMEOUT) else None
 
     def _arm(self, message: ArmExit) -> None:
         proc = self._proc

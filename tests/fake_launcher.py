@@ -38,6 +38,9 @@ class FakeChild:
     def exit(self) -> ProcessExit | None:
         return self._exit
 
+    def wait_born(self, timeout: float | None) -> bool:
+        return True
+
     def wait(self, timeout: float | None = None) -> ProcessExit | None:
         self._done.wait(timeout)
         return self._exit

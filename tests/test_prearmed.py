@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,80 @@ def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> N
             tree.nanny.start_child(()).get()
         tree.stop()
     assert respawned == []
+
+
+def _records(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """What the launcher reported to the host, in its order."""
+    from actors._launcher import Launcher
+
+    seen: list[object] = []
+    real = Launcher._dispatch
+
+    def dispatch(self: Launcher, record: object) -> None:
+        seen.append(record)
+        real(self, record)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Launcher, "_dispatch", dispatch)
+    return seen
+
+
+def test_the_exit_is_reported_before_its_successor_is_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actors._protocol import RESPAWNING, Exited, Respawned
+
+    seen = _records(monkeypatch)
+    tree = Tree.start(
+        SupervisorSpec(
+            id="root", intensity=5, children=[ChildSpec(id="w", command=["sleep", "60"])]
+        )
+    )
+    try:
+        launcher = tree.context.launcher
+        assert launcher is not None
+        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
+        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
+        tree.nanny.read_output("w").get()  # the arm has gone out before the kill
+        os.kill(first, signal.SIGKILL)
+        started = tree.log.wait_for(
+            lambda e: e.context is EventKind.CHILD_STARTED and e.incarnation == 2, 10
+        )
+        about = [r for r in seen if isinstance(r, Exited | Respawned) and r.pid == first]
+        assert about == [
+            Exited(first, -signal.SIGKILL, about[0].uptime, None, RESPAWNING, []),  # type: ignore[union-attr]
+            Respawned(first, started.pid),  # type: ignore[arg-type]
+        ]
+        assert handle.successor is not None and handle.successor.wait_born(0)
+        assert handle.successor.pid == started.pid
+    finally:
+        tree.stop()
+
+
+def test_a_successor_that_cannot_be_started_is_restarted_the_ordinary_way(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "serve"
+    script.write_text("#!/bin/sh\nexec sleep 60\n")
+    script.chmod(0o755)
+    tree = Tree.start(
+        SupervisorSpec(id="root", intensity=5, children=[ChildSpec(id="w", command=[str(script)])])
+    )
+    try:
+        launcher = tree.context.launcher
+        assert launcher is not None
+        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
+        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
+        tree.nanny.read_output("w").get()
+        script.unlink()
+        os.kill(first, signal.SIGKILL)
+        failed = tree.log.wait_for(
+            lambda e: e.context is EventKind.START_FAILED and e.offender == "w", 10
+        )
+        assert failed.reason is not None and str(script) in (failed.reason.message or "")
+        # The launcher announced a successor with the exit, and could not start it.
+        assert handle.successor is not None and not handle.successor.wait_born(5)
+        assert handle.successor.pid == 0
+        exited = [e for e in tree.events() if e.context is EventKind.CHILD_EXITED]
+        assert [e.pid for e in exited] == [first]
+    finally:
+        tree.stop()
