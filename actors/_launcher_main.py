@@ -340,12 +340,15 @@ def _pidfds_work() -> bool:
     return True
 
 
-def _fd_room() -> int:
-    """How many children may each hold a pidfd: our fd limit, less a margin."""
+FD_MARGIN = 256  # fds kept free for a spawn's own pipes and files, and our own
+
+
+def _fd_limit() -> int:
+    """How many fds we may hold: our soft limit, less a margin."""
     import resource
 
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return max(0, soft - 256) // 2  # a Python child may hold a control pipe too
+    return max(0, soft - FD_MARGIN)
 
 
 def _child_settings(t: Template) -> dict[str, Any]:
@@ -375,7 +378,7 @@ class LauncherLoop:
         self._cwd = os.getcwd()
         self._paths: dict[tuple[str, str], str] = {}
         self.pidfds = _pidfds_work()
-        self.fd_room = _fd_room()
+        self.fd_limit = _fd_limit()
         self.failed_chains: dict[int, None] = {}  # insertion-ordered, FAILED_CHAINS at most
         self.granted: dict[int, int] = {}  # group -> autonomous restarts allowed in all
         self.used: dict[int, int] = {}  # group -> autonomous restarts done
@@ -917,8 +920,13 @@ class LauncherLoop:
     # -- exits ---------------------------------------------------------------------
 
     def _watch(self, child: _Child) -> None:
-        """Learn of the child's exit through a pidfd, while we have fds to spare."""
-        if not self.pidfds or len(self.children) > self.fd_room:
+        """Learn of the child's exit through a pidfd, while we have fds to spare.
+
+        Every fd we hold for a child (its pidfd, control pipe, captured outputs) is
+        registered with the selector (a standby holds up to three more): that count,
+        not a guess per child, says whether one more fits under our fd limit."""
+        held = len(self.sel.get_map()) + 3 * len(self.standbys)  # its go, its outputs
+        if not self.pidfds or held >= self.fd_limit:
             self.unwatched.add(child.pid)
             return
         try:
@@ -939,6 +947,15 @@ class LauncherLoop:
             self._exited(child, status)
         elif child.pid not in self.children:
             self._unwatch(child)
+
+    def _watch_one_more(self) -> None:
+        """A pidfd was freed: give it to a child that has none, so that no SIGCHLD
+        has to walk the kernel's list of all our children for long."""
+        while self.unwatched:
+            child = self.children.get(self.unwatched.pop())
+            if child is not None:
+                self._watch(child)  # back in `unwatched` if it still does not fit
+                return
 
     def _unwatch(self, child: _Child) -> None:
         if child.pidfd >= 0:
@@ -976,7 +993,9 @@ class LauncherLoop:
     def _exited(self, child: _Child, status: int) -> None:
         """One of our children was reaped: kill what it left, report it (and maybe restart it)."""
         self.unwatched.discard(child.pid)
-        self._unwatch(child)
+        if child.pidfd >= 0:
+            self._unwatch(child)
+            self._watch_one_more()
         code = os.waitstatus_to_exitcode(status)
         if child.token and self._forked(child, code):
             return

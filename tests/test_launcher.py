@@ -719,6 +719,45 @@ def test_a_child_past_the_fd_limit_is_reaped_at_once(
         launcher.close()
 
 
+def _pidfds(pid: int) -> int:
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            count += os.readlink(f"/proc/{pid}/fd/{fd}") == "anon_inode:[pidfd]"
+    return count
+
+
+def test_the_fd_room_is_counted_and_a_freed_pidfd_goes_to_a_child_without_one() -> None:
+    """Command children hold one fd each: the room is the fd limit, not half of it
+    (a child past it costs a walk of all children at every SIGCHLD), and a pidfd
+    freed by an exit goes to a child that had to do without."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256 + 40, hard))  # 40 fds of room
+    try:
+        launcher = Launcher.start()
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        children = [
+            launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
+            for i in range(50)
+        ]
+        watched = _pidfds(launcher.pid)
+        assert 30 <= watched < 40  # (the old rule, half the room: 20)
+        for child in children[:10]:
+            assert child.send_signal(signal.SIGKILL)
+            assert child.wait(10) is not None
+        wait_until(lambda: _pidfds(launcher.pid) == watched, 10, "freed pidfds handed on")
+        last = children[-1]  # started without a pidfd; has one now, or gets a SIGCHLD
+        assert last.send_signal(signal.SIGKILL)
+        exit = last.wait(10)
+        assert exit is not None and exit.returncode == -signal.SIGKILL
+    finally:
+        launcher.close()
+
+
 # -- teardown and deaths -----------------------------------------------------------
 
 
