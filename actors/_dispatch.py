@@ -150,6 +150,7 @@ class _Mailbox:
         self._scheduled = True  # until the actor starts: messages wait for on_start
         self._closed = False
         self._actor: PooledActor | None = None
+        self._set_up = False  # on_start has run (with the first message: no task of its own)
 
     def put(self, envelope: Any, /) -> None:
         with self._lock:
@@ -182,18 +183,21 @@ class _Mailbox:
         _pool.submit(self._run)
 
     def start(self, actor: PooledActor) -> None:
+        # on_start runs on the pool right before the first message, not as a task of
+        # its own: a tree's start makes thousands of actors, each told at once.
         self._actor = actor
-        _pool.submit(self._first)
-
-    def _first(self) -> None:
-        actor = self._actor
-        assert actor is not None
-        actor._actor_loop_setup()
-        self._run()
+        with self._lock:
+            if not self._queue:
+                self._scheduled = False
+                return
+        _pool.submit(self._run)
 
     def _run(self) -> None:
         actor = self._actor
         assert actor is not None
+        if not self._set_up:
+            self._set_up = True
+            actor._actor_loop_setup()
         for _ in range(BATCH):
             if actor.actor_stopped.is_set():
                 self._close(actor)

@@ -183,3 +183,42 @@ def test_a_forked_host_gets_a_pool_of_its_own() -> None:
         assert os.waitstatus_to_exitcode(status) == 0
     finally:
         ref.stop()
+
+
+class Starting(PooledActor):
+    def __init__(self, log: list[str], fail: bool = False) -> None:
+        super().__init__()
+        self.log = log
+        self.fail = fail
+
+    def on_start(self) -> None:
+        self.log.append("on_start")
+        if self.fail:
+            raise RuntimeError("cannot start")
+
+    def on_receive(self, message: Any) -> Any:
+        self.log.append(message)
+        return message
+
+
+def test_on_start_runs_before_the_first_message_even_one_sent_at_once() -> None:
+    log: list[str] = []
+    ref = Starting.start(log)
+    try:
+        assert ref.ask("first", timeout=10) == "first"
+        assert ref.ask("second", timeout=10) == "second"
+        assert log == ["on_start", "first", "second"]
+    finally:
+        ref.stop()
+    idle: list[str] = []
+    Starting.start(idle).stop()  # never told anything: set up and stopped all the same
+    assert idle == ["on_start"]
+
+
+def test_an_actor_whose_on_start_fails_is_stopped_before_any_message() -> None:
+    log: list[str] = []
+    ref = Starting.start(log, fail=True)
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("first", timeout=10)
+    assert log == ["on_start"]
+    wait_until(lambda: not ref.is_alive(), 10, "the actor to stop")
