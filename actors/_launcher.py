@@ -903,13 +903,6 @@ class Launcher:
                     if child is not None:
                         child.successor = successor
                     self._unborn[record.pid] = successor
-                elif child is not None and record.respawned:
-                    # Registered before any report about it can arrive.
-                    child.successor = ChildProcess(record.respawned, child._notify)
-                    self._children[record.respawned] = child.successor
-                elif record.respawned:  # nobody owns the old one any more
-                    with contextlib.suppress(OSError):
-                        os.killpg(record.respawned, signal.SIGKILL)
             if child is not None:
                 child._set_exit(
                     ProcessExit(

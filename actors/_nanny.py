@@ -613,9 +613,9 @@ class NannyActor(pykka.ThreadingActor):
         token = self._next_token()
         self._starting = _Starting(token, child_id)
         if isinstance(spec, ChildSpec):
-            worker = self._worker_for(child_id, spec)
-            if not self._send_ahead(Member(child_id, worker, token, self._exit_plan(child_id))):
-                worker.tell(Start(token, self._exit_plan(child_id)))
+            worker, arm = self._worker_for(child_id, spec), self._exit_plan(child_id)
+            if not self._send_ahead(Member(child_id, worker, token, arm)):
+                worker.tell(Start(token, arm))
             return []
         incarnation = self._nested_incarnations.get(child_id, 0) + 1
         self._nested_incarnations[child_id] = incarnation

@@ -24,7 +24,7 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
   ahead of time that this child's next exit (any, or an abnormal one, after
   `min_uptime` s) means "restart it alone, at once": the launcher respawns it
   from its template as soon as it reaps it, if its group's budget allows, and
-  says so in `Exited.respawned`. The respawned child is not armed: the host
+  says so in `Exited.respawned` (then `Respawned`). The new child is not armed: the host
   accounts for the exit first, then arms the new one.
 - `Disarm(pid)`: the host is about to stop or pause this child: leave its exit
   to the host.
