@@ -689,22 +689,27 @@ def test_an_exit_is_reported_before_the_orphan_scan(
         launcher.close()
 
 
+def _launcher_with_fd_limit(soft_limit: int, preload: list[str] | None = None) -> Launcher:
+    """A launcher started under a lower soft RLIMIT_NOFILE (it inherits ours)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft_limit, hard))
+    try:
+        return Launcher.start(preload=preload or [])
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
 def test_a_child_past_the_fd_limit_is_reaped_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Past its fd limit the launcher watches children without a pidfd: their exit
     comes as a SIGCHLD and is reaped then, not at the next (held) orphan scan."""
-    import resource
-
     (tmp_path / "nt_slow_scan.py").write_text(SLOW_SCAN)
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     monkeypatch.setenv("NT_SCAN_MARKER", str(tmp_path / "scanning"))
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (262, hard))  # room for 3 pidfds
-    try:
-        launcher = Launcher.start(preload=["nt_slow_scan"])
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    launcher = _launcher_with_fd_limit(262, preload=["nt_slow_scan"])  # room for 3 pidfds
     try:
         children = [
             launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
@@ -731,14 +736,7 @@ def test_the_fd_room_is_counted_and_a_freed_pidfd_goes_to_a_child_without_one() 
     """Command children hold one fd each: the room is the fd limit, not half of it
     (a child past it costs a walk of all children at every SIGCHLD), and a pidfd
     freed by an exit goes to a child that had to do without."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256 + 40, hard))  # 40 fds of room
-    try:
-        launcher = Launcher.start()
-    finally:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    launcher = _launcher_with_fd_limit(256 + 40)  # 40 fds of room
     try:
         children = [
             launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))

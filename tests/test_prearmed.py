@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -88,6 +89,19 @@ def test_the_nanny_arms_its_workers_and_grants_its_budget() -> None:
         tree.stop()
 
 
+def _armed(tree: Tree) -> tuple[int, Any]:
+    """The pid of child "w"'s first process and its launcher handle, once armed."""
+    launcher = tree.context.launcher
+    assert launcher is not None
+    first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
+    assert first is not None
+    handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
+    # The nanny told the worker ArmExit, then asks it this: once answered, the arm
+    # is on the launcher's socket, which the launcher reads before it reaps.
+    tree.nanny.read_output("w").get()
+    return first, handle
+
+
 def test_the_launcher_restarts_an_armed_child_before_the_host_decides() -> None:
     tree = Tree.start(
         SupervisorSpec(
@@ -95,13 +109,7 @@ def test_the_launcher_restarts_an_armed_child_before_the_host_decides() -> None:
         )
     )
     try:
-        launcher = tree.context.launcher
-        assert launcher is not None
-        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
-        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
-        # The nanny told the worker ArmExit, then asks it this: once answered, the arm
-        # is on the launcher's socket, which the launcher reads before it reaps.
-        tree.nanny.read_output("w").get()
+        first, handle = _armed(tree)
         os.kill(first, signal.SIGKILL)
         started = tree.log.wait_for(
             lambda e: e.context is EventKind.CHILD_STARTED and e.incarnation == 2, 10
@@ -198,11 +206,7 @@ def test_the_exit_is_reported_before_its_successor_is_started(
         )
     )
     try:
-        launcher = tree.context.launcher
-        assert launcher is not None
-        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
-        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
-        tree.nanny.read_output("w").get()  # the arm has gone out before the kill
+        first, handle = _armed(tree)
         os.kill(first, signal.SIGKILL)
         started = tree.log.wait_for(
             lambda e: e.context is EventKind.CHILD_STARTED and e.incarnation == 2, 10
@@ -228,11 +232,7 @@ def test_a_successor_that_cannot_be_started_is_restarted_the_ordinary_way(
         SupervisorSpec(id="root", intensity=5, children=[ChildSpec(id="w", command=[str(script)])])
     )
     try:
-        launcher = tree.context.launcher
-        assert launcher is not None
-        first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
-        handle = next(c for c in launcher.children() if c.pid == first)  # type: ignore[attr-defined]
-        tree.nanny.read_output("w").get()
+        first, handle = _armed(tree)
         script.unlink()
         os.kill(first, signal.SIGKILL)
         failed = tree.log.wait_for(
