@@ -30,6 +30,10 @@ class ChildHandle(Protocol):
     def successor(self) -> ChildHandle | None:
         """The child started in its place ahead of the decision (an armed exit)."""
 
+    def take_successor(self) -> ChildHandle | None:
+        """Its owner is done with it: the successor, if one was started; the executor
+        kills one it starts from now on (no successor may outlive its owner's interest)."""
+
     @property
     def exit(self) -> ProcessExit | None: ...
 

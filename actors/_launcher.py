@@ -200,6 +200,7 @@ class ChildProcess:
         if pid:
             self._born.set()
         self._abandoned = False  # nobody waits for its birth any more: kill it then
+        self._let_go = False  # its owner is done with it: a successor announced now is killed
         self._exit: ProcessExit | None = None
         self._ready = False
         self._exited = Flag()
@@ -210,6 +211,21 @@ class ChildProcess:
         # The child the launcher started in this one's place (an armed exit), if any.
         self.successor: ChildProcess | None = None
         self.last_beat = 0.0  # monotonic time of its last heartbeat (a Python child's)
+
+    def take_successor(self) -> ChildProcess | None:
+        """(Its owner, done with it.) The child started in its place, if one was; one
+        announced from now on is killed by the reader, unseen by anybody."""
+        with _BIRTHS:
+            self._let_go = True
+            return self.successor
+
+    def _announce_successor(self) -> ChildProcess | None:
+        """(Reader thread.) A successor is being started: owned by whoever owns this
+        one, or by nobody (None) once its owner let go of it."""
+        with _BIRTHS:
+            if not self._let_go:
+                self.successor = ChildProcess.unborn(self._notify)
+            return self.successor
 
     @classmethod
     def unborn(cls, notify: Callable[[ChildProcess, Note], None] | None) -> ChildProcess:
@@ -898,10 +914,8 @@ class Launcher:
             with self._lock:
                 child = self._children.pop(record.pid, None)
                 if record.respawned == RESPAWNING:
-                    # Its successor is being started: owned by whoever owns this one.
-                    successor = ChildProcess.unborn(child._notify) if child is not None else None
-                    if child is not None:
-                        child.successor = successor
+                    # Its successor is being started; nobody's is killed at its birth.
+                    successor = child._announce_successor() if child is not None else None
                     self._unborn[record.pid] = successor
             if child is not None:
                 child._set_exit(

@@ -204,6 +204,9 @@ class ChildNote:
     pid: int | None
     detail: str
     main_pid: int = 0  # the child's main process is now this pid (a forking daemon)
+    # A process the executor started ahead of a decision, killed because a stop came
+    # first: the executor that spent a restart of its grant on it (see ChildExited).
+    respawned_by: object | None = None
 
 
 @dataclass(frozen=True)

@@ -438,8 +438,7 @@ class NannyActor(pykka.ThreadingActor):
         if isinstance(message, StartFailed):
             return self._on_start_failed(message, now)
         if isinstance(message, ChildExited):
-            if message.respawned_by is not None and message.respawned_by is self._grant_to:
-                self._used_seen += 1
+            self._count_ahead(message.respawned_by)
             self._run(
                 self._core.child_exited(
                     message.child_id,
@@ -450,6 +449,7 @@ class NannyActor(pykka.ThreadingActor):
                 )
             )
         elif isinstance(message, ChildNote):
+            self._count_ahead(message.respawned_by)
             if not self._runs.hold_note(message):
                 self._note(message, now)
         elif isinstance(message, ChildStatus):
@@ -726,6 +726,11 @@ class NannyActor(pykka.ThreadingActor):
         arm = self._exit_plan(child_id)
         if worker is not None and arm is not None:
             worker.tell(arm)
+
+    def _count_ahead(self, respawned_by: object | None) -> None:
+        """A restart the launcher made ahead of a decision spent one of its grant."""
+        if respawned_by is not None and respawned_by is self._grant_to:
+            self._used_seen += 1
 
     def _grant(self) -> None:
         """Keep the launcher's budget for restarts ahead of a decision within the intensity."""

@@ -93,6 +93,8 @@ MAINPID_GRACE = 1.0
 CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
+_STOPPED = "a stop came first"
+
 # What a stop in progress still handles; the rest waits until it is done.
 _DURING_STOP = (ProcessNote, StopTimeout, FinishStop, NotifyReadable, ReadOutput)
 
@@ -233,6 +235,7 @@ class WorkerActor(PooledActor):
             proc.send_signal(signal.SIGKILL)
             with blocking():
                 proc.wait(5.0)
+            self._kill_successor(proc.take_successor(), "its worker failed")
         reason = ExitReason(
             ExitKind.ACTOR_CRASHED,
             exc_type=exception_type.__name__ if exception_type else None,
@@ -244,7 +247,7 @@ class WorkerActor(PooledActor):
         # The nanny stops its children before its workers; this is the backstop.
         if self._proc is not None:
             self._stop_process()
-        self._drop_successor()
+        self._drop_successor("its worker stopped")
         self._discard_standby()
         if self._notify is not None:
             self._context.notify.forget(self._notify.fileno())
@@ -310,13 +313,13 @@ class WorkerActor(PooledActor):
         self._last_start = None
         proc = last[1]
         if proc is None or proc is not self._proc:
-            self._drop_successor()  # it exited, and was restarted ahead: not wanted
+            self._drop_successor("its start was withdrawn")  # restarted ahead: not wanted
             return
         self._executor().disarm(proc)
-        self._drop_successor()
+        self._drop_successor("its start was withdrawn")
         if proc.exit is None:
             self._kill_now(proc)
-        self._forget(proc)
+        self._forget(proc, "its start was withdrawn")
 
     def _notifier(self) -> Callable[[ChildHandle, Note], None]:
         ref, quiet = self.actor_ref, self._quiet
@@ -336,10 +339,11 @@ class WorkerActor(PooledActor):
                 if spawned is not None and spawned.child is not None:
                     self._kill_now(spawned.child)  # (not sent for a live process)
                 return self._proc.pid
-            self._forget(self._proc)  # exited; its note is on its way and will be stale
+            # Exited; its note is on its way and will be stale.
+            self._forget(self._proc, "a new start came before its exit was reported")
         if spawned is not None and self._template is not None:
             launcher, template = self._template[0], self._template[2]  # as prepared
-            self._drop_successor()
+            self._drop_successor("a start of a run came instead")
             try:
                 proc: ChildHandle = spawned.result()
             except LaunchError as e:
@@ -376,7 +380,7 @@ class WorkerActor(PooledActor):
                 )
             else:
                 reason = self._classify(exit, stop_requested=False)
-            self._forget(proc)
+            self._forget(proc, "its start failed")
             raise _Failed(reason)
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
@@ -404,8 +408,8 @@ class WorkerActor(PooledActor):
             # Already started, as the exit plan allowed: adopt it, even if it has ended
             # since (it did run: its exit is reported once it counts as started).
             return successor
-        if successor is not None and successor.exit is None:
-            self._kill_now(successor)  # started from a request that no longer holds
+        if successor is not None:
+            self._kill_successor(successor, "it was started from a request that no longer holds")
         try:
             with blocking():
                 return launcher.spawn(
@@ -642,7 +646,7 @@ class WorkerActor(PooledActor):
 
     def _stop_process(self, deadline: float | None = None) -> ExitReason:
         self._discard_standby()  # part of the child: stopped with it
-        self._drop_successor()
+        self._drop_successor(_STOPPED)
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
@@ -653,7 +657,7 @@ class WorkerActor(PooledActor):
         """A Stop that waits for the exit as a message, not on a thread (a thousand
         children stopped at once are a thousand timers, not a thousand threads)."""
         self._discard_standby()  # part of the child: stopped with it
-        self._drop_successor()
+        self._drop_successor(_STOPPED)
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
@@ -680,7 +684,7 @@ class WorkerActor(PooledActor):
     def _prepare_stop(self) -> StopOrder | ExitReason:
         """Let go of the process for the supervisor to stop it (its run of stops)."""
         self._discard_standby()  # part of the child: stopped with it
-        self._drop_successor()
+        self._drop_successor(_STOPPED)
         proc = self._proc
         if proc is None:
             return self._last_exit or ExitReason.shutdown()
@@ -736,7 +740,7 @@ class WorkerActor(PooledActor):
 
     def _conclude(self, proc: ChildHandle, exit: ProcessExit, note: str) -> ExitReason:
         """A stopped process's exit reason (a stop's answer), the process forgotten."""
-        self._forget(proc)
+        self._forget(proc, _STOPPED)
         return self._stop_reason(exit, note)
 
     def _stop_reason(self, exit: ProcessExit, note: str) -> ExitReason:
@@ -795,7 +799,7 @@ class WorkerActor(PooledActor):
             self._take_back(proc)
         if exit is None:
             exit = self._kill_now(proc)
-        self._forget(proc)
+        self._forget(proc, _STOPPED)
         return exit, note
 
     # -- watchdog and reload ------------------------------------------------------------
@@ -877,12 +881,28 @@ class WorkerActor(PooledActor):
                 f"its check {command!r} exited {done.returncode}" + (f": {said}" if said else ""),
             )
 
-    def _drop_successor(self) -> None:
-        """A process started ahead of a decision that did not come: kill it."""
-        successor = self._born(self._successor)
-        self._successor = None
-        if successor is not None and successor.exit is None:
+    def _drop_successor(self, why: str) -> None:
+        """The successor an exit report handed us, for a decision that did not come."""
+        successor, self._successor = self._successor, None
+        self._kill_successor(successor, why)
+
+    def _kill_successor(self, successor: ChildHandle | None, why: str) -> None:
+        """A process started ahead of a decision that did not come: killed, and said so
+        (an event names its pid, and its supervisor counts the restart its grant spent)."""
+        successor = self._born(successor)
+        if successor is None:
+            return
+        if successor.exit is None:
             self._kill_now(successor)
+        note = ChildNote(
+            self.spec.id,
+            self._incarnation,
+            successor.pid,
+            f"killed pid {successor.pid}, started ahead of its supervisor's decision: {why}",
+            respawned_by=self._template[0] if self._template is not None else None,
+        )
+        with contextlib.suppress(pykka.ActorDeadError):  # a supervisor gone first
+            self._parent.tell(note)
 
     def _born(self, successor: ChildHandle | None) -> ChildHandle | None:
         """The successor the launcher started, once its pid is known (it is announced
@@ -941,9 +961,8 @@ class WorkerActor(PooledActor):
             if not self._stopping.by_supervisor:  # that one ends with its FinishStop
                 self._finish_stop(exit, "")
             return
-        self._forget(proc)
-        self._successor = proc.successor
-        respawned_by = self._template[0] if proc.successor is not None and self._template else None
+        self._successor = self._forget(proc, "", adopt=True)
+        respawned_by = self._template[0] if self._successor is not None and self._template else None
         reason = self._classify(exit, stop_requested=False)
         self._last_exit = reason
         self._parent.tell(
@@ -968,8 +987,14 @@ class WorkerActor(PooledActor):
             )
         )
 
-    def _forget(self, proc: ChildHandle) -> None:
-        """The process is gone (or going): drop it, keep what it said."""
+    def _forget(self, proc: ChildHandle, why: str, *, adopt: bool = False) -> ChildHandle | None:
+        """The process is gone (or going): drop it, keep what it said. The successor the
+        executor started in its place is returned to `adopt` it (its exit is reported,
+        and the decision may take it); else it is killed, and `why` says so."""
+        successor = proc.take_successor()
+        if not adopt:
+            self._kill_successor(successor, why)
+            successor = None
         if self._proc is proc:
             self._proc, self._paused = None, False
         self._context.memory.unwatch(proc.pid)
@@ -978,6 +1003,7 @@ class WorkerActor(PooledActor):
             self._memory_pid = 0
         self._previous_output = self._last_output
         self._last_output = {1: proc.output(1), 2: proc.output(2)}
+        return successor
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
         proc = self._proc

@@ -41,6 +41,9 @@ class FakeChild:
     def wait_born(self, timeout: float | None) -> bool:
         return True
 
+    def take_successor(self) -> None:
+        return None  # the fake never restarts ahead
+
     def wait(self, timeout: float | None = None) -> ProcessExit | None:
         self._done.wait(timeout)
         return self._exit
