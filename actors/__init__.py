@@ -15,8 +15,8 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 
 if TYPE_CHECKING:
     from . import child
-    from ._events import EventLog, load_events
-    from ._messages import (
+    from ._shell._event_log import EventLog, load_events
+    from ._shell._messages import (
         ChildExited,
         Pause,
         Resume,
@@ -26,27 +26,27 @@ if TYPE_CHECKING:
         StartFailed,
         Stop,
     )
-    from ._nanny import NannyActor, NannyPlugin, TreeNode
+    from ._shell._nanny import NannyActor, NannyPlugin, TreeNode
+    from ._shell._worker import WorkerActor
     from ._tree import Tree
-    from ._worker import WorkerActor
 
 _HOMES = {
-    "ChildExited": "._messages",
-    "EventLog": "._events",
-    "NannyActor": "._nanny",
-    "NannyPlugin": "._nanny",
-    "Pause": "._messages",
-    "Resume": "._messages",
-    "Signal": "._messages",
-    "Start": "._messages",
-    "StartDone": "._messages",
-    "StartFailed": "._messages",
-    "Stop": "._messages",
+    "ChildExited": "._shell._messages",
+    "EventLog": "._shell._event_log",
+    "NannyActor": "._shell._nanny",
+    "NannyPlugin": "._shell._nanny",
+    "Pause": "._shell._messages",
+    "Resume": "._shell._messages",
+    "Signal": "._shell._messages",
+    "Start": "._shell._messages",
+    "StartDone": "._shell._messages",
+    "StartFailed": "._shell._messages",
+    "Stop": "._shell._messages",
     "Tree": "._tree",
-    "TreeNode": "._nanny",
-    "WorkerActor": "._worker",
+    "TreeNode": "._shell._nanny",
+    "WorkerActor": "._shell._worker",
     "child": ".child",
-    "load_events": "._events",
+    "load_events": "._shell._event_log",
 }
 
 __all__ = [

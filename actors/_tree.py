@@ -20,16 +20,16 @@ import pykka
 
 from supervision import ExitKind, ExitReason, SupervisorSpec
 
-from ._events import EventLog
-from ._executor import Executor
-from ._launcher import Launcher, LaunchError, SpawnRequest
-from ._memory import MemoryWatch
-from ._messages import LauncherLost
-from ._notify_watch import NotifyWatcher
-from ._timer import Scheduler
+from ._process._client import Launcher, LaunchError, SpawnRequest
+from ._process._port import Executor
+from ._runtime._timer import Scheduler
+from ._shell._event_log import EventLog
+from ._shell._memory import MemoryWatch
+from ._shell._messages import LauncherLost
+from ._shell._sd_notify_watch import NotifyWatcher
 
 if TYPE_CHECKING:
-    from ._nanny import NannyActor, NannyPlugin
+    from ._shell._nanny import NannyActor, NannyPlugin
 
 
 # A launcher that dies is replaced (its children then restart by their supervisors'
@@ -185,7 +185,7 @@ class Tree:
         return cls(spec, plugins=plugins, log=log, executor=executor, engine=engine)._start()
 
     def _start(self) -> Tree:
-        from ._nanny import NannyActor  # the nanny imports this module
+        from ._shell._nanny import NannyActor  # the nanny imports this module
 
         if self._ref is not None:
             raise RuntimeError(f"tree {self.spec.id!r} was already started")

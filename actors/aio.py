@@ -36,8 +36,8 @@ from supervision import (
     SupervisorSpec,
 )
 
-from ._events import EventLog
-from ._nanny import NannyActor, TreeNode
+from ._shell._event_log import EventLog
+from ._shell._nanny import NannyActor, TreeNode
 from ._tree import Tree
 
 T = TypeVar("T")

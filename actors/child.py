@@ -22,17 +22,17 @@ from __future__ import annotations
 import contextlib
 import os
 
-from . import _wire
+from ._launcher import _wire
 
 __all__ = ["heartbeat", "ready", "stop_requested"]
 
-# Set by actors._bootstrap in a child started by nannytree; None elsewhere.
+# Set by actors._launcher._bootstrap in a child started by nannytree; None elsewhere.
 _control_fd: int | None = None
 _stop_requested: bool = False
 _ready_sent: bool = False
 
-_READY_FRAME = _wire.encode(("child_ready",))  # actors._protocol.ChildReady
-_HEARTBEAT_FRAME = _wire.encode(("child_heartbeat",))  # actors._protocol.ChildHeartbeat
+_READY_FRAME = _wire.encode(("child_ready",))  # actors._launcher._protocol.ChildReady
+_HEARTBEAT_FRAME = _wire.encode(("child_heartbeat",))  # actors._launcher._protocol.ChildHeartbeat
 
 
 def ready() -> None:

@@ -1,13 +1,13 @@
 """RayEngine: remote subtrees on a Ray cluster. All of nannytree's Ray code is here.
 
 Install with `pip install "nannytree[ray]"`. Each remote subtree incarnation is
-one Ray actor, NannyHost, that runs a complete local tree (actors._remote.RemoteHost):
+one Ray actor, NannyHost, that runs a complete local tree (actors._shell._remote_child.RemoteHost):
 `max_restarts=0` and `max_task_retries=0` (every restart is the parent's decision,
 charged to its intensity), `num_cpus=0`, non-detached (it fate-shares with its
 owner: the parent tree's process), pinned to the chosen node by
 NodeAffinitySchedulingStrategy(soft=False), with concurrency groups so the
 parked wait_exit never blocks a control call. Its launcher double-forks into its
-own session (actors._detach): Ray SIGKILLs an actor's direct children.
+own session (actors._process._detach): Ray SIGKILLs an actor's direct children.
 
 Death reports map as the design says: ActorUnavailableError -> "unreachable";
 ActorDiedError -> NODE_DOWN when the node is no longer alive (else by its
@@ -35,9 +35,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from supervision import ExitKind, ExitReason, NannyError, NodeInfo, SupervisorSpec
 
-from . import _detach
-from ._engine import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
-from ._remote import RemoteApiError, RemoteHost
+from ._process import _detach
+from ._remote._port import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from ._shell._remote_child import RemoteApiError, RemoteHost
 
 __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 

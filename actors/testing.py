@@ -26,9 +26,9 @@ import pykka
 from supervision import ChildInfo, Event, EventKind, ExitReason, SupervisorSpec
 from supervision.simulate import event_sequence
 
-from ._events import EventLog
-from ._faults import inject_crash
-from ._nanny import NannyActor, TreeNode
+from ._launcher._faults import inject_crash
+from ._shell._event_log import EventLog
+from ._shell._nanny import NannyActor, TreeNode
 from ._tree import Tree
 
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------

@@ -3,7 +3,7 @@
 A `SupervisorSpec` with a `placement` is a remote subtree (as with an engine,
 live): when a `Cluster` is given to `simulate`, it is placed on a node by the
 same pure `choose_node` the live tree uses, and node faults reach it as the
-live tree sees them (actors/_remote.py):
+live tree sees them (actors/_shell/_remote_child.py):
 
 - `NodeDown(at, node)`: the node dies at `at`; everything on it stops at once
   (down for availability), and its parent learns it `detection` seconds later

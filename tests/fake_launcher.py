@@ -1,6 +1,6 @@
 """A fake executor: WorkerActors and NannyActors driven without a process.
 
-`FakeLauncher` implements `actors._executor.Executor`; each spawn makes a
+`FakeLauncher` implements `actors._process._port.Executor`; each spawn makes a
 `FakeChild` that the test ends (`finish`), makes ready, or lets a stop end
 (SIGTERM and SIGKILL end it unless it was told to ignore SIGTERM).
 """
@@ -12,8 +12,8 @@ import signal
 import threading
 from collections.abc import Callable
 
-from actors._launcher import LaunchError, ProcessExit, SpawnRequest, Standby
-from actors._protocol import Failure
+from actors._launcher._protocol import Failure
+from actors._process._client import LaunchError, ProcessExit, SpawnRequest, Standby
 
 _pids = itertools.count(900_000)
 

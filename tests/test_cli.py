@@ -37,6 +37,7 @@ from actors.cli._control import AlreadyRunning, ControlError, ControlSocket, run
 from actors.cli._status import EventRecord, Node
 from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
+from tests.support import wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "actors.cli"]
@@ -320,7 +321,15 @@ def test_socket_is_private_in_the_runtime_dir_and_a_second_run_refuses(tmp_path,
         inet = host.net_connections if hasattr(host, "net_connections") else host.connections
         assert inet(kind="inet") == []  # no TCP (or UDP) socket at all
 
-        found = cli("status", "--json", env=env)  # the only tree running: found by itself
+        # The only tree running: found by itself. Its root answers "starting" (exit 3)
+        # until its start has returned, a moment after the last child_started line.
+        answers: list[subprocess.CompletedProcess[str]] = []
+        wait_until(
+            lambda: answers.append(cli("status", "--json", env=env)) or answers[-1].returncode != 3,
+            10.0,
+            "the tree's start returned",
+        )
+        found = answers[-1]
         assert found.returncode == 0, found.stderr
         assert json.loads(found.stdout)["socket"] == str(sock)
         assert cli("status", "--tree", "three", env=env).returncode == 0

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from actors import EventLog, Tree
-from actors._protocol import CHILD_FRAME, MAX_MESSAGE, MAX_TRACEBACK
+from actors._launcher._protocol import CHILD_FRAME, MAX_MESSAGE, MAX_TRACEBACK
 from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, ExitKind, SpecError, StartError, SupervisorSpec
 from tests import children

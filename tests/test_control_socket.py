@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from actors._events import EventLog
+from actors._shell._event_log import EventLog
 from actors.cli._control import (
     MAX_CLIENTS,
     MAX_LINE,

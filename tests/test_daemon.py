@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from actors._daemon import (
+from actors._launcher._daemons import (
     PID_FILE_MAX,
     TOKEN_ENV,
     PidFileError,

@@ -9,8 +9,8 @@ from typing import Any
 import pykka
 import pytest
 
-from actors import _dispatch
-from actors._dispatch import PooledActor, blocking, pool_threads
+from actors._runtime import _pooled as _dispatch
+from actors._runtime._pooled import PooledActor, blocking, pool_threads
 from supervision import ChildSpec, Strategy, SupervisorSpec
 from tests.support import wait_until
 

@@ -1,10 +1,10 @@
-"""actors._flag.Flag: an Event made only when somebody waits."""
+"""actors._runtime._flag.Flag: an Event made only when somebody waits."""
 
 from __future__ import annotations
 
 import threading
 
-from actors._flag import Flag
+from actors._runtime._flag import Flag
 
 
 def test_a_set_flag_is_seen_without_waiting() -> None:

@@ -8,7 +8,7 @@ import threading
 import pykka
 import pytest
 
-from actors._future import LightFuture
+from actors._runtime._future import LightFuture
 
 
 def test_get_waits_for_set_and_every_getter_sees_the_value() -> None:
@@ -64,7 +64,7 @@ def test_map_and_join_work_through_get_hooks() -> None:
 
 
 def test_pooled_actors_answer_asks_with_it() -> None:
-    from actors._dispatch import PooledActor
+    from actors._runtime._pooled import PooledActor
 
     class Echo(PooledActor):
         def on_receive(self, message: object) -> object:

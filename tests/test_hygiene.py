@@ -124,7 +124,7 @@ def _zombies() -> int:
 def test_two_thousand_restarts_leak_no_fd_thread_or_zombie(tree, monkeypatch):
     import threading
 
-    from actors import _dispatch
+    from actors._runtime import _pooled as _dispatch
 
     monkeypatch.setattr(_dispatch, "IDLE_RETIRE", 0.2)
 

@@ -33,8 +33,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import actors.child  # noqa: E402
-from actors import _bootstrap, _wire  # noqa: E402
-from actors._launcher import (  # noqa: E402
+from actors._launcher import _bootstrap, _wire  # noqa: E402
+from actors._process._client import (  # noqa: E402
     ChildProcess,
     Launcher,
     LaunchError,
@@ -651,7 +651,7 @@ def test_preload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 SLOW_SCAN = """
 import os, sys, time
-main = sys.modules["__main__"]  # the launcher runs as python -m actors._launcher_main
+main = sys.modules["__main__"]  # the launcher runs as python -m actors._launcher._main
 real = main.LauncherLoop._start_scan
 marker = os.environ["NT_SCAN_MARKER"]
 
@@ -829,7 +829,7 @@ HOST_SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys, threading
     import cloudpickle
-    from actors._launcher import Launcher, SpawnRequest
+    from actors._process._client import Launcher, SpawnRequest
 
     def escapee_parent(pidfile):
         if os.fork() == 0:

@@ -72,8 +72,8 @@ def test_public_names_are_exported_once(package):
 
 def test_the_launcher_and_its_children_do_not_import_the_actors():
     code = (
-        "import sys; import actors._launcher_main, actors._bootstrap, actors.child; "
-        "print(' '.join(m for m in ('pykka', 'psutil', 'actors._nanny', 'supervision') "
+        "import sys; import actors._launcher._main, actors._launcher._bootstrap, actors.child; "
+        "print(' '.join(m for m in ('pykka', 'psutil', 'actors._shell._nanny', 'supervision') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -84,7 +84,7 @@ def test_the_launcher_and_its_children_do_not_import_the_actors():
 def test_children_only_tell_their_parents():
     """Invariant 1: no blocking ask goes up the tree, so the tree cannot deadlock on itself."""
     for name in ("_worker.py", "_nanny.py"):
-        tree = ast.parse((ROOT / "actors" / name).read_text())
+        tree = ast.parse((ROOT / "actors" / "_shell" / name).read_text())
         for node in ast.walk(tree):
             if (
                 isinstance(node, ast.Call)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors._notify import MAX_DATAGRAM, MAX_STATUS, Notification, NotifyEndpoint
+from actors._shell._sd_notify import MAX_DATAGRAM, MAX_STATUS, Notification, NotifyEndpoint
 
 SEND = """
 import os, socket, sys

@@ -153,7 +153,7 @@ def test_nothing_beyond_the_intensity_is_started_ahead() -> None:
 def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hundreds of armed children stopped at once: the launcher restarts none of
     them on the way out (the grant drops to nothing before the stops)."""
-    from actors import _launcher
+    from actors._process import _client as _launcher
 
     respawned = []
     dispatch = _launcher.Launcher._dispatch
@@ -181,7 +181,7 @@ def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> N
 
 def _records(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """What the launcher reported to the host, in its order."""
-    from actors._launcher import Launcher
+    from actors._process._client import Launcher
 
     seen: list[object] = []
     real = Launcher._dispatch
@@ -197,7 +197,7 @@ def _records(monkeypatch: pytest.MonkeyPatch) -> list[object]:
 def test_the_exit_is_reported_before_its_successor_is_started(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from actors._protocol import RESPAWNING, Exited, Respawned
+    from actors._launcher._protocol import RESPAWNING, Exited, Respawned
 
     seen = _records(monkeypatch)
     tree = Tree.start(

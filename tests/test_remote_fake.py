@@ -10,8 +10,8 @@ import psutil
 import pytest
 
 from actors import Tree
-from actors._engine import FakeEngine, Outcome
-from actors._remote import fence_delay, lease_expired
+from actors._remote._port import FakeEngine, Outcome
+from actors._shell._remote_child import fence_delay, lease_expired
 from actors.testing import exit_with, wait_gone
 from supervision import (
     ChildNotFound,

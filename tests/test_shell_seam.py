@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from actors import Tree
-from actors._protocol import Failure
+from actors._launcher._protocol import Failure
 from supervision import (
     ChildSpec,
     EventKind,
@@ -146,7 +146,7 @@ def test_read_only_calls_answer_while_a_start_waits() -> None:
     # The tree is still starting; its root answers from the core's state.
     nanny = None
     while nanny is None:
-        from actors._nanny import _roots
+        from actors._shell._nanny import _roots
 
         roots = [n for n in list(_roots) if n._spec.id == "root"]
         nanny = roots[0].actor_ref.proxy() if roots else None

@@ -168,7 +168,7 @@ def test_live_fake_engine_and_simulation_agree_on_a_node_loss() -> None:
     """The same spec and node loss: the root's events in the same order, live (through
     FakeEngine, real processes) and simulated."""
     from actors import Tree
-    from actors._engine import FakeEngine
+    from actors._remote._port import FakeEngine
     from tests.support import wait_until
 
     spec = tree(

@@ -19,10 +19,11 @@ import psutil
 import pykka
 import pytest
 
-from actors import Tree, _launcher
-from actors._launcher import Launcher, LaunchError, PendingSpawn, SpawnRequest
-from actors._messages import PrepareStart, Start, StartDone, StartTicket, Unstart
-from actors._worker import WorkerActor
+from actors import Tree
+from actors._process import _client as _launcher
+from actors._process._client import Launcher, LaunchError, PendingSpawn, SpawnRequest
+from actors._shell._messages import PrepareStart, Start, StartDone, StartTicket, Unstart
+from actors._shell._worker import WorkerActor
 from actors.testing import wait_gone
 from supervision import (
     ChildSpec,

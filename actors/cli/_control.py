@@ -37,7 +37,7 @@ from ._records import EventRecord
 if TYPE_CHECKING:  # the server's side only: a client must not pay for pykka and the nanny
     from supervision import Event
 
-    from .._events import EventLog
+    from .._shell._event_log import EventLog
     from ._status import Target, TreeInspector
 
 MAX_LINE = 64 * 1024  # one request, in bytes

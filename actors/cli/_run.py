@@ -23,7 +23,7 @@ from rich.console import Console
 
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
-from .._events import EventLog
+from .._shell._event_log import EventLog
 from .._tree import Tree
 from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
@@ -272,7 +272,7 @@ class Runner:
             return 1
         engine = None
         if self.opts.engine is not None:
-            from .._engine import engine_from_address
+            from .._remote._port import engine_from_address
 
             try:
                 engine = engine_from_address(self.opts.engine)

@@ -21,8 +21,8 @@ from supervision import (
     SupervisorSpec,
 )
 
-from .._events import EventLog
-from .._nanny import TreeNode
+from .._shell._event_log import EventLog
+from .._shell._nanny import TreeNode
 from ._records import EventRecord, Node, stderr_lines
 
 __all__ = ["EventFeed", "EventRecord", "Node", "ProcStats", "TreeInspector", "stderr_lines"]

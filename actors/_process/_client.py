@@ -1,6 +1,6 @@
 """Host side of the launcher: where every child process of a tree comes from.
 
-`Launcher.start()` starts the launcher (``actors._launcher_main``: a guardian
+`Launcher.start()` starts the launcher (``actors._launcher._main``: a guardian
 process and, under it, the single-threaded launcher that spawns, forks and
 reaps every child). In the host, one reader thread decodes its reports (the
 tree's single exit watcher) and one waiter thread waits on the guardian: its
@@ -10,7 +10,7 @@ the host holds, so a SIGKILLed host takes the whole tree with it.
 
 Every wait on the launcher has a deadline: a launcher that stops answering
 makes `spawn` fail after SPAWN_TIMEOUT, never hang. Reports are records of
-`actors._protocol`, decoded as plain data: nothing from the launcher (or the
+`actors._launcher._protocol`, decoded as plain data: nothing from the launcher (or the
 children behind it) is ever unpickled here.
 """
 
@@ -34,9 +34,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from supervision import CAPTURE, ExitPlan
 
-from . import _detach, _protocol, _wire
-from ._flag import Flag
-from ._protocol import (
+from .._launcher import _protocol, _wire
+from .._launcher._protocol import (
     RESPAWNING,
     Arm,
     CancelChain,
@@ -64,9 +63,11 @@ from ._protocol import (
     StandbyDied,
     Template,
 )
+from .._runtime._flag import Flag
+from . import _detach
 
 if TYPE_CHECKING:
-    from ._executor import ChildHandle
+    from ._port import ChildHandle
 
 __all__ = [
     "CAPTURE",
@@ -478,7 +479,7 @@ class Launcher:
         env = dict(os.environ)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + path if path else "")
-        argv = [sys.executable, "-P", "-m", "actors._launcher_main"]
+        argv = [sys.executable, "-P", "-m", "actors._launcher._main"]
         argv += [str(self._launcher_sock.fileno()), str(self._lifeline_r), *self._preload]
         try:
             proc: Any

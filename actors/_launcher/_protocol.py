@@ -1,6 +1,6 @@
 """The launcher's protocol: every message, as a named record, documented here.
 
-Three streams, each of `actors._wire` frames (plain data, never pickle). A
+Three streams, each of `actors._launcher._wire` frames (plain data, never pickle). A
 record travels as a tuple: its tag, then its fields in order. `decode` checks
 the tag, the number of fields and each field's type, so a reader gets either
 a well-formed record or a `WireError`.

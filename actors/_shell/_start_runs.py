@@ -22,7 +22,7 @@ from typing import Any
 
 import pykka
 
-from ._launcher import SPAWN_TIMEOUT, Launcher, LaunchError, PendingSpawn
+from .._process._client import SPAWN_TIMEOUT, Launcher, LaunchError, PendingSpawn
 from ._messages import ArmExit, ChildNote, PrepareStart, Start, StartDone, StartFailed, Unstart
 from ._messages import StartTicket as StartTicket
 

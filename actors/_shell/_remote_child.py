@@ -44,7 +44,7 @@ from supervision import (
     choose_node,
 )
 
-from ._engine import Engine, Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from .._remote._port import Engine, Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
 from ._messages import ChildExited, ShutdownTree
 
 log = logging.getLogger("nannytree")
@@ -163,7 +163,7 @@ class RemoteHost:
 
     def start(self) -> int:
         """Start the tree, every child in order; raises as a local start does. Our pid."""
-        from ._tree import Tree
+        from .._tree import Tree
 
         self._tree = Tree.start(self.spec)
         self._watchdog = threading.Thread(

@@ -15,8 +15,8 @@ from typing import Any
 
 from supervision import Shutdown
 
-from ._executor import ChildHandle
-from ._launcher import ChildProcess, ProcessExit
+from .._process._client import ChildProcess, ProcessExit
+from .._process._port import ChildHandle
 
 # After SIGKILL, how long the launcher has to report the exit before the OS is asked
 # (a launcher that is stopped or hung must not hang a stop).

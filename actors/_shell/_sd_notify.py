@@ -5,7 +5,7 @@ directory, named to the child by NOTIFY_SOCKET. Children are untrusted:
 
 - each datagram's sender is known from the kernel (SO_PASSCRED), and only a
   process of the child's tree is heard (systemd's NotifyAccess=all, limited to
-  the child: see `actors._daemon.in_tree`);
+  the child: see `actors._launcher._daemons.in_tree`);
 - a datagram is at most MAX_DATAGRAM bytes (larger ones are dropped whole), a
   STATUS= text at most MAX_STATUS characters; file descriptors passed along are
   closed unread;
@@ -35,7 +35,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._daemon import in_tree, is_alive, proc_stat
+from .._launcher._daemons import in_tree, is_alive, proc_stat
 
 MAX_DATAGRAM = 4096
 MAX_STATUS = 1024

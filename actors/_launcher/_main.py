@@ -1,11 +1,11 @@
-"""The launcher process: ``python -P -m actors._launcher_main SOCK_FD LIFELINE_FD [MODULE...]``.
+"""The launcher process: ``python -P -m actors._launcher._main SOCK_FD LIFELINE_FD [MODULE...]``.
 
 One per root tree. It starts as the *guardian*: a tiny single-threaded child
 subreaper that forks the launcher proper and then only waits. The launcher,
 also single-threaded (so forking is safe) and a subreaper, spawns command
 children with ``posix_spawn``, forks Python children from its pre-imported
 state, reaps every exit and reports it to the host over ``SOCK_FD`` (the
-records of ``actors._protocol``; plain data, never pickle).
+records of ``actors._launcher._protocol``; plain data, never pickle).
 
 Who kills what (docs/launcher.md has the whole table):
 - the host dies: EOF on ``LIFELINE_FD``; the launcher and the guardian both see
@@ -38,7 +38,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import _bootstrap, _daemon, _protocol, _wire
+from . import _bootstrap, _protocol, _wire
+from . import _daemons as _daemon
 from ._protocol import (
     RESPAWNING,
     Arm,
@@ -786,7 +787,7 @@ class LauncherLoop:
             env[_bootstrap.CONTROL_FD_ENV] = str(control_w)
             python_path = env.get("PYTHONPATH")
             env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + python_path if python_path else "")
-            argv = [sys.executable, "-P", "-m", "actors._bootstrap"]
+            argv = [sys.executable, "-P", "-m", "actors._launcher._bootstrap"]
             argv += [str(self.pid), str(settings_fd)]
             os.set_inheritable(control_w, True)
             os.set_inheritable(settings_fd, True)

@@ -3,7 +3,7 @@
 A worker needs five things from below: to say once how its child is started
 (`define`), to start it (`spawn`) and get a handle, to signal it, to learn
 that it exited (the `notify` callback, then `exit` on the handle), and warm
-standbys. `actors._launcher.Launcher` is the implementation that runs real
+standbys. `actors._process._client.Launcher` is the implementation that runs real
 processes; tests drive workers and nannies through a fake one
 (tests/fake_launcher.py), and a remote subtree can put another behind it.
 """
@@ -15,7 +15,7 @@ from typing import Protocol
 
 from supervision import ExitPlan
 
-from ._launcher import Note, ProcessExit, SpawnRequest, Standby
+from ._client import Note, ProcessExit, SpawnRequest, Standby
 
 
 class ChildHandle(Protocol):

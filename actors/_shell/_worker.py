@@ -6,7 +6,7 @@ One path per exit: the launcher's reader thread only tells the worker
 classifies the exit once and tells its nanny `ChildExited`. An exit during a
 start is a failed start, seen by the start itself; an exit the worker caused (a
 stop) is the stop's answer. A worker has no thread of its own: a shared pool
-serves its mailbox (actors/_dispatch.py), never on two threads at once, so
+serves its mailbox (actors/_runtime/_pooled.py), never on two threads at once, so
 nothing of the worker is touched by two threads together.
 """
 
@@ -41,10 +41,8 @@ from supervision import (
 )
 from supervision import Reload as ReloadSpec
 
-from ._daemon import daemonized_message
-from ._dispatch import LATER, PooledActor, blocking
-from ._executor import ChildHandle, Executor
-from ._launcher import (
+from .._launcher._daemons import daemonized_message
+from .._process._client import (
     SPAWN_TIMEOUT,
     Launcher,
     LaunchError,
@@ -53,6 +51,9 @@ from ._launcher import (
     ProcessExit,
     SpawnRequest,
 )
+from .._process._port import ChildHandle, Executor
+from .._runtime._pooled import LATER, PooledActor, blocking
+from .._tree import TreeContext
 from ._messages import (
     ArmExit,
     ChildExited,
@@ -78,9 +79,8 @@ from ._messages import (
     Unstart,
     WatchdogTick,
 )
-from ._notify import Notification, NotifyEndpoint
+from ._sd_notify import Notification, NotifyEndpoint
 from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, kill_and_wait, stop_timeout
-from ._tree import TreeContext
 
 log = logging.getLogger("nannytree")
 STDERR_TAIL_LINES = 20

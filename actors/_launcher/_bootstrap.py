@@ -5,7 +5,7 @@ Two entries:
 * ``run_forked`` -- called in a child just forked from the launcher. It holds
   the launcher's whole state (signal handlers, wakeup fd, sockets, atexit
   callbacks, log handlers) and must shed it before running user code.
-* ``python -m actors._bootstrap <launcher-pid> <settings-fd>`` -- a fresh
+* ``python -m actors._launcher._bootstrap <launcher-pid> <settings-fd>`` -- a fresh
   interpreter started by the launcher; the control fd comes in
   ``NANNYTREE_CONTROL_FD``.
 
@@ -23,8 +23,8 @@ import pickle
 import signal
 import sys
 
+from .. import child as _child
 from . import _wire
-from . import child as _child
 
 TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 CONTROL_FD_ENV = "NANNYTREE_CONTROL_FD"
-# actors._protocol's bounds on a ChildFailed (not imported: a fresh child stays lean).
+# actors._launcher._protocol's bounds on a ChildFailed (not imported: a fresh child stays lean).
 MAX_TYPE = 256
 MAX_MESSAGE = 8 * 1024
 MAX_TRACEBACK = 32 * 1024
@@ -163,7 +163,7 @@ def _apply_settings(settings: Mapping[str, Any], control_fd: int) -> None:
         sys.path[:] = settings["sys_path"]
     sys.argv[:] = list(settings["argv"]) or [""]
     signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGRTMIN + 7, _on_crash_signal)  # actors._faults.CRASH_SIGNAL
+    signal.signal(signal.SIGRTMIN + 7, _on_crash_signal)  # actors._launcher._faults.CRASH_SIGNAL
     os.register_at_fork(after_in_child=_forget_control_fd)
 
 
@@ -196,7 +196,7 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
 
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     record = (
-        "child_failed",  # actors._protocol.ChildFailed
+        "child_failed",  # actors._launcher._protocol.ChildFailed
         _type_name(exc)[:MAX_TYPE],
         _clip(message, MAX_MESSAGE),
         text[-MAX_TRACEBACK:],

@@ -58,8 +58,9 @@ from supervision import (
     signal_name,
 )
 
-from ._dispatch import answer_failure
-from ._events import EventLog
+from .._runtime._pooled import answer_failure
+from .._tree import TreeContext
+from ._event_log import EventLog
 from ._messages import (
     ArmExit,
     ChildExited,
@@ -83,7 +84,6 @@ from ._messages import (
 )
 from ._start_runs import RUN_OF_STARTS, Member, StartRuns
 from ._stopping import StopOrder, StopOutcome, carry_out
-from ._tree import TreeContext
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
@@ -244,7 +244,7 @@ class NannyActor(pykka.ThreadingActor):
         also keeps the event log and the tree's exit reason. `engine` (e.g.
         `actors.ray.RayEngine()`) runs the subtrees that have a placement on other nodes.
         """
-        from ._tree import Tree
+        from .._tree import Tree
 
         return Tree.start(spec, plugins=plugins, log=log, engine=engine).ref
 
@@ -666,7 +666,7 @@ class NannyActor(pykka.ThreadingActor):
         self, child_id: str, spec: SupervisorSpec, link: ParentLink, incarnation: int
     ) -> list[Action]:
         """Multi-host: a RemoteChild plays the nested nanny for a subtree on another node."""
-        from ._remote import start_remote
+        from ._remote_child import start_remote
 
         try:
             remote, self._remote[child_id] = start_remote(spec, self._context, link)

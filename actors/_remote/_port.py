@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from supervision import ExitKind, ExitReason, NodeInfo, SupervisorSpec
 
 if TYPE_CHECKING:
-    from ._remote import RemoteHost
+    from .._shell._remote_child import RemoteHost
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def engine_from_address(address: str) -> Engine:
     if not address:
         raise ValueError('an engine address is "auto", "local", "ray://HOST:PORT" or HOST:PORT')
     try:
-        from .ray import RayEngine
+        from ..ray import RayEngine
     except ImportError as e:
         raise ValueError(
             f'--engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
@@ -180,7 +180,7 @@ class FakeEngine:
             state = self._nodes.get(node)
             if state is None or state.down or state.unreachable or state.silent:
                 raise RemoteStartError(f"node {node!r} is not alive; cannot place {name!r} there")
-        from ._remote import RemoteHost  # it imports this module
+        from .._shell._remote_child import RemoteHost  # it imports this module
 
         box: list[FakeHandle] = []
 

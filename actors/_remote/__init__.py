@@ -1,0 +1,8 @@
+"""The engine port for subtrees on other hosts, and the far side of one.
+
+`_port.py` is the `Engine` protocol a `RemoteChild` (actors/_shell/) calls and
+its types; `actors.ray.RayEngine` is the real adapter and
+`actors.testing.FakeEngine` the fake. The far side runs a whole local tree,
+started by a function its engine hands it, so nothing here imports the tree
+(docs/multihost.md).
+"""
