@@ -19,10 +19,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._events import Event, EventKind
-from ._reasons import ExitReason
-from ._sim_ops import CallResult
-from ._spec import SupervisorSpec
+from .._events import Event, EventKind
+from .._reasons import ExitReason
+from .._spec import SupervisorSpec
+from ._ops import CallResult
 
 ChildType = Literal["worker", "supervisor"]
 _State = Literal["down", "up", "done"]

@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._sim_report import SimulationResult, format_seconds
-from ._sweep import Estimate
+from ._report import SimulationResult, format_seconds
+from ._stats import Estimate
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ._errors import SpecError
-from ._reasons import ExitKind, ExitReason
+from .._errors import SpecError
+from .._reasons import ExitKind, ExitReason
 
 CRASH = ExitReason(ExitKind.EXIT_CODE, code=1)
 """The default reason a simulated process fails with: exit code 1."""

@@ -1,49 +1,11 @@
-"""Restart-strategy experiments in virtual time: the live decision core, no processes.
+"""The virtual-time engine: `simulate()` runs one spec against its fault models.
 
-`simulate(spec, faults, duration=...)` runs a `SupervisorSpec` against a fault
-model per worker and returns the events a live tree would report, with a report
-per child and for the tree. `compare(specs, faults, ...)` runs several specs on
-the same fault model and seeds and returns a `Table`; `sweep(build, faults,
-..., **axes)` runs a grid of specs over seeds and returns a `SweepTable` with
-95% confidence intervals (`actors.experiment.sweep` runs it on every core).
-All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
-
-How it models a tree (the same as `actors.NannyActor`, in virtual time):
-- Each supervisor is an actor with a FIFO mailbox: child exits and restart
-  retries queue while it is busy. It carries out the core's actions in order;
-  a start takes the child's `start_duration`, a stop its `stop_duration`
-  (bounded by its `shutdown` spec), and the supervisor waits meanwhile.
-- A nested supervisor is a child whose "process" is a sub-simulation. Starting
-  it runs its init; stopping it runs its shutdown; when it gives up, its parent
-  gets an ordinary child exit with its `shutdown` reason.
-- `ScheduleRetry(delay)` (a failed restart's retry, or a `Backoff` delay)
-  posts the retry to the mailbox after `delay` seconds (0: at once, behind
-  what is queued), as the live tree's timer does.
-- Exits are noticed at once; times tie-break in the order they were scheduled,
-  so a run is deterministic for a given seed.
-- When the root gives up, the run ends there (the rest of `duration` counts as
-  downtime), unless `root_restart_delay` is given: then the root is started
-  again that many seconds later, as systemd's Restart=always would.
-- Scripted API calls (`calls=[call(t, "start_child", ...)]`) go through the
-  supervisor's mailbox at their time; `result.calls` holds what each returned
-  or raised. A "stop" call stops the tree and ends the run.
-- A start takes the fault model's `start_duration`, or `ready` seconds when
-  the spec's `ready` is a number; a child with a readiness check that is not
-  ready within `start_timeout` fails to start (reason start_timeout), as live.
-  `min_uptime` is the core's: an exit sooner after the start is a failed start.
-- `MemoryGrowth` models a leak: the process is stopped with reason
-  memory_limit when its RSS reaches the spec's `memory_limit`.
-- `Hang` models a process that stays alive but stuck: it counts as down from
-  the hang; only the spec's `watchdog` ends it (reason watchdog, after the
-  watchdog's delay and its `shutdown`, since a hung process ignores SIGTERM).
-- A paused child keeps its process (its scripted faults still happen) and
-  counts as down for availability until resumed.
-- A simple_one_for_one template's fault model applies to every child started
-  from it ("pool/w" for the template "w" of "pool").
-
-Faults are keyed by a worker's path below the root: "web" for a child of the
-root, "pool/w1" for a child of the nested supervisor "pool". A worker without
-a fault model never fails.
+One concept, so one module past the usual length: the simulated supervisor
+(`_Node`, NannyActor's mailbox and actions) and the run that drives it
+(`_Simulation`: the clock's heap, faults, nodes, scripted calls and accounts)
+call into each other on every step. The model it implements is described in
+the package's docstring (supervision/simulate/__init__.py). This module
+re-exports nothing: the public names are the package's.
 """
 
 from __future__ import annotations
@@ -56,7 +18,7 @@ from dataclasses import dataclass
 from random import Random
 from typing import Any
 
-from ._actions import (
+from .._actions import (
     Action,
     Exit,
     PauseChild,
@@ -69,42 +31,19 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
-from ._core import Supervisor
-from ._errors import NannyError, SpecError, StartError, SupervisorNotRunning
-from ._events import Event, EventKind
-from ._placement import choose_node
-from ._reasons import ExitKind, ExitReason
-from ._sim_defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED, DEFAULT_SEEDS
-from ._sim_faults import (
-    CRASH,
-    START_FAILURE,
-    Exponential,
-    FaultModel,
-    Hang,
-    Healthy,
-    MemoryGrowth,
-    Scripted,
-)
-from ._sim_nodes import (
+from .._core import Supervisor
+from .._errors import NannyError, SpecError, StartError, SupervisorNotRunning
+from .._events import Event, EventKind
+from .._placement import choose_node
+from .._reasons import ExitKind, ExitReason
+from .._sim_nodes import (
     Cluster,
     NodeDown,
-    NodeFailures,
     NodeFault,
     NodeTable,
     NodeUp,
-    Unreachable,
 )
-from ._sim_ops import QUERIES, STOP, Call, CallResult, call
-from ._sim_report import (
-    Accounts,
-    ChildReport,
-    ChildType,
-    SimulationResult,
-    TreeReport,
-    event_sequence,
-)
-from ._sim_table import ComparisonRow, Table, summarize
-from ._spec import (
+from .._spec import (
     BRUTAL_KILL,
     INFINITY,
     AnySpec,
@@ -113,42 +52,20 @@ from ._spec import (
     Strategy,
     SupervisorSpec,
 )
-from ._sweep import METRICS, Estimate, SweepRow, SweepTable, grid, sweep
-
-__all__ = [
-    "CRASH",
-    "DEFAULT_ROOT_RESTART_DELAY",
-    "DEFAULT_SEEDS",
-    "METRICS",
-    "START_FAILURE",
-    "Call",
-    "CallResult",
-    "ChildReport",
-    "Cluster",
-    "ComparisonRow",
-    "Estimate",
-    "Exponential",
-    "FaultModel",
-    "Hang",
-    "Healthy",
-    "MemoryGrowth",
-    "NodeDown",
-    "NodeFailures",
-    "NodeUp",
-    "Scripted",
-    "SimulationResult",
-    "SweepRow",
-    "SweepTable",
-    "Table",
-    "TreeReport",
-    "Unreachable",
-    "call",
-    "compare",
-    "event_sequence",
-    "grid",
-    "simulate",
-    "sweep",
-]
+from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED
+from ._faults import (
+    START_FAILURE,
+    FaultModel,
+    Hang,
+    Healthy,
+    MemoryGrowth,
+)
+from ._ops import QUERIES, STOP, Call, CallResult
+from ._report import (
+    Accounts,
+    ChildType,
+    SimulationResult,
+)
 
 _HEALTHY = Healthy()
 
@@ -918,36 +835,3 @@ def simulate(
         cluster,
     )
     return sim.run()
-
-
-def compare(
-    specs: Mapping[str, SupervisorSpec],
-    faults: Mapping[str, FaultModel] | None = None,
-    *,
-    duration: float,
-    seeds: Iterable[int] = DEFAULT_SEEDS,
-    root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
-) -> Table:
-    """Run each spec on the same fault model and seeds; return a `Table` row per spec.
-
-    `str(table)` renders it as plain text; `table.rows` holds the figures
-    (means over the seeds).
-    """
-    seed_list = list(seeds)
-    if not seed_list:
-        raise SpecError(None, "seeds", seeds, "expected at least one seed")
-    rows = []
-    for name, spec in specs.items():
-        results = [
-            simulate(
-                spec,
-                faults,
-                duration=duration,
-                seed=seed,
-                root_restart_delay=root_restart_delay,
-                keep_events=False,
-            )
-            for seed in seed_list
-        ]
-        rows.append(summarize(name, results))
-    return Table(rows, duration=float(duration), seeds=tuple(seed_list))

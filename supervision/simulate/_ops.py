@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import NannyError, SpecError
+from .._errors import NannyError, SpecError
 
 # Calls that change the tree: the core takes `now` after the arguments.
 MUTATIONS = frozenset(

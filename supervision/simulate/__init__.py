@@ -1,0 +1,114 @@
+"""Restart-strategy experiments in virtual time: the live decision core, no processes.
+
+`simulate(spec, faults, duration=...)` runs a `SupervisorSpec` against a fault
+model per worker and returns the events a live tree would report, with a report
+per child and for the tree. `compare(specs, faults, ...)` runs several specs on
+the same fault model and seeds and returns a `Table`; `sweep(build, faults,
+..., **axes)` runs a grid of specs over seeds and returns a `SweepTable` with
+95% confidence intervals (`actors.experiment.sweep` runs it on every core).
+All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
+
+How it models a tree (the same as `actors.NannyActor`, in virtual time):
+- Each supervisor is an actor with a FIFO mailbox: child exits and restart
+  retries queue while it is busy. It carries out the core's actions in order;
+  a start takes the child's `start_duration`, a stop its `stop_duration`
+  (bounded by its `shutdown` spec), and the supervisor waits meanwhile.
+- A nested supervisor is a child whose "process" is a sub-simulation. Starting
+  it runs its init; stopping it runs its shutdown; when it gives up, its parent
+  gets an ordinary child exit with its `shutdown` reason.
+- `ScheduleRetry(delay)` (a failed restart's retry, or a `Backoff` delay)
+  posts the retry to the mailbox after `delay` seconds (0: at once, behind
+  what is queued), as the live tree's timer does.
+- Exits are noticed at once; times tie-break in the order they were scheduled,
+  so a run is deterministic for a given seed.
+- When the root gives up, the run ends there (the rest of `duration` counts as
+  downtime), unless `root_restart_delay` is given: then the root is started
+  again that many seconds later, as systemd's Restart=always would.
+- Scripted API calls (`calls=[call(t, "start_child", ...)]`) go through the
+  supervisor's mailbox at their time; `result.calls` holds what each returned
+  or raised. A "stop" call stops the tree and ends the run.
+- A start takes the fault model's `start_duration`, or `ready` seconds when
+  the spec's `ready` is a number; a child with a readiness check that is not
+  ready within `start_timeout` fails to start (reason start_timeout), as live.
+  `min_uptime` is the core's: an exit sooner after the start is a failed start.
+- `MemoryGrowth` models a leak: the process is stopped with reason
+  memory_limit when its RSS reaches the spec's `memory_limit`.
+- `Hang` models a process that stays alive but stuck: it counts as down from
+  the hang; only the spec's `watchdog` ends it (reason watchdog, after the
+  watchdog's delay and its `shutdown`, since a hung process ignores SIGTERM).
+- A paused child keeps its process (its scripted faults still happen) and
+  counts as down for availability until resumed.
+- A simple_one_for_one template's fault model applies to every child started
+  from it ("pool/w" for the template "w" of "pool").
+
+Faults are keyed by a worker's path below the root: "web" for a child of the
+root, "pool/w1" for a child of the nested supervisor "pool". A worker without
+a fault model never fails.
+
+The package, module by module: `_run` is the engine (`simulate`); `_compare`
+and `_sweep` run it over specs and seeds; `_stats` holds the confidence
+intervals, `_table` compare()'s table, `_report` what one run reports,
+`_faults` and `_ops` the fault models and scripted calls, `_defaults` the
+shared defaults; nodes and node faults are `supervision._sim_nodes`. This
+module only re-exports (tests/test_simulate_facade.py checks it).
+"""
+
+from __future__ import annotations
+
+from .._sim_nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
+from .._sim_nodes import NodeFault as NodeFault
+from ._compare import compare
+from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
+from ._defaults import DEFAULT_SEED as DEFAULT_SEED
+from ._faults import (
+    CRASH,
+    START_FAILURE,
+    Exponential,
+    FaultModel,
+    Hang,
+    Healthy,
+    MemoryGrowth,
+    Scripted,
+)
+from ._ops import Call, CallResult, call
+from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
+from ._report import ChildType as ChildType
+from ._run import simulate
+from ._stats import Estimate
+from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
+from ._table import ComparisonRow, Table
+
+__all__ = [
+    "CRASH",
+    "DEFAULT_ROOT_RESTART_DELAY",
+    "DEFAULT_SEEDS",
+    "METRICS",
+    "START_FAILURE",
+    "Call",
+    "CallResult",
+    "ChildReport",
+    "Cluster",
+    "ComparisonRow",
+    "Estimate",
+    "Exponential",
+    "FaultModel",
+    "Hang",
+    "Healthy",
+    "MemoryGrowth",
+    "NodeDown",
+    "NodeFailures",
+    "NodeUp",
+    "Scripted",
+    "SimulationResult",
+    "SweepRow",
+    "SweepTable",
+    "Table",
+    "TreeReport",
+    "Unreachable",
+    "call",
+    "compare",
+    "event_sequence",
+    "grid",
+    "simulate",
+    "sweep",
+]
