@@ -11,17 +11,16 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import pykka
 
-from supervision import ExitKind, ExitReason, SupervisorSpec
+from supervision import ExitKind, ExitReason, Relaunches, SupervisorSpec
 
-from ._process._client import Launcher, LaunchError, SpawnRequest
-from ._process._port import Executor
+from ._process._client import LauncherClient
+from ._process._port import LaunchError, Spawner, SpawnRequest
 from ._runtime._timer import Scheduler
 from ._shell._event_log import EventLog
 from ._shell._memory import MemoryWatch
@@ -32,13 +31,6 @@ if TYPE_CHECKING:
     from ._shell._nanny import NannyActor, NannyPlugin
 
 
-# A launcher that dies is replaced (its children then restart by their supervisors'
-# strategies and intensities), but at most this many times in this many seconds: a
-# launcher that cannot stay up ends the tree with reason launcher_died.
-RELAUNCHES = 3
-RELAUNCH_WINDOW = 10.0
-
-
 class TreeContext:
     """The resources of one tree, shared by all its nannies; closed once, by the root."""
 
@@ -46,14 +38,19 @@ class TreeContext:
         self,
         spec: SupervisorSpec,
         log: EventLog | None = None,
-        executor: Callable[[], Executor] = Launcher.start,
+        spawner: Callable[[], Spawner] = LauncherClient.start,
         engine: Any = None,
     ) -> None:
         self.spec = spec
         self.engine = engine  # multi-host: runs the subtrees that have a placement
+        # Multi-host: the node each remote subtree last ran on (by path), written by its
+        # supervisor's nanny; the nodes this tree declared down, never chosen again,
+        # added by a RemoteChild before it tells its parent (one set operation each).
+        self.previous_nodes: dict[str, str] = {}
+        self.nodes_down: set[str] = set()
         self.log = EventLog() if log is None else log
-        self._new_executor = executor
-        self.launcher: Executor | None = None
+        self._new_spawner = spawner
+        self.launcher: Spawner | None = None
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
         self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
@@ -63,7 +60,7 @@ class TreeContext:
         self.requests: dict[tuple[Any, ...], tuple[tuple[Any, ...], SpawnRequest]] = {}
         self.root: pykka.ActorRef[Any] | None = None
         self._lock = threading.Lock()
-        self._relaunches: deque[float] = deque()
+        self._relaunches = Relaunches()
         self._lost: LaunchError | None = None
         self._ended = threading.Event()
         self._reason: ExitReason | None = None
@@ -77,9 +74,9 @@ class TreeContext:
 
     def open(self) -> None:
         """Start the launcher (raises LaunchError)."""
-        self.launcher = self._new_executor()
+        self.launcher = self._new_spawner()
 
-    def current_launcher(self) -> Executor:
+    def current_launcher(self) -> Spawner:
         """The tree's launcher; a new one if the last one died (raises LaunchError)."""
         with self._lock:
             launcher = self.launcher
@@ -88,23 +85,16 @@ class TreeContext:
             if self._lost is not None or self._ended.is_set():
                 raise self._lost or LaunchError("the tree has ended")
             why = launcher.death() if launcher is not None else "there is no launcher"
-            now = time.monotonic()
-            while self._relaunches and self._relaunches[0] < now - RELAUNCH_WINDOW:
-                self._relaunches.popleft()
-            if len(self._relaunches) >= RELAUNCHES:
-                return self._lose(
-                    f"the launcher process died {RELAUNCHES + 1} times within "
-                    f"{RELAUNCH_WINDOW:g} s (last: {why}); something kills it (look for the "
-                    "OOM killer in `dmesg`), fix that and start the tree again"
-                )
-            self._relaunches.append(now)
+            ended = self._relaunches.relaunch(time.monotonic(), why)
+            if ended is not None:
+                return self._lose(ended.message)
             try:
-                self.launcher = self._new_executor()
+                self.launcher = self._new_spawner()
             except LaunchError as e:
                 return self._lose(f"{why}, and a new one could not be started: {e}")
             return self.launcher
 
-    def _lose(self, message: str) -> Executor:
+    def _lose(self, message: str) -> Spawner:
         """No launcher any more: tell the root to end the tree, and refuse every spawn."""
         self._lost = LaunchError(message)
         if self.root is not None:
@@ -148,7 +138,7 @@ class Tree:
 
     `Tree.start(spec)` is the same without `with`; `stop()` stops the tree in
     reverse start order. The event log stays readable after the tree ended.
-    `executor` says where child processes come from: a launcher process (the
+    `spawner` says where child processes come from: a launcher process (the
     default), or a fake in tests of the actors themselves.
     """
 
@@ -158,14 +148,14 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
-        executor: Callable[[], Executor] = Launcher.start,
+        spawner: Callable[[], Spawner] = LauncherClient.start,
         engine: Any = None,
     ) -> None:
         if not isinstance(spec, SupervisorSpec):
             raise TypeError(f"a Tree takes a SupervisorSpec, not {type(spec).__name__}")
         self.spec = spec
         self._plugins = list(plugins)
-        self.context = TreeContext(spec, log, executor, engine)
+        self.context = TreeContext(spec, log, spawner, engine)
         self._ref: pykka.ActorRef[NannyActor] | None = None
 
     @classmethod
@@ -175,14 +165,14 @@ class Tree:
         *,
         plugins: Sequence[NannyPlugin] = (),
         log: EventLog | None = None,
-        executor: Callable[[], Executor] = Launcher.start,
+        spawner: Callable[[], Spawner] = LauncherClient.start,
         engine: Any = None,
     ) -> Tree:
         """Start every child in spec order; return once all have started (or raise).
 
         `engine` (e.g. `actors.ray.RayEngine()`) runs the subtrees with a placement.
         """
-        return cls(spec, plugins=plugins, log=log, executor=executor, engine=engine)._start()
+        return cls(spec, plugins=plugins, log=log, spawner=spawner, engine=engine)._start()
 
     def _start(self) -> Tree:
         from ._shell._nanny import NannyActor  # the nanny imports this module

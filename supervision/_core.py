@@ -184,6 +184,22 @@ class Supervisor:
         """How many restarts may happen from `now` on without exceeding the intensity."""
         return self._window.budget(now)
 
+    def grant(self, now: float, used: int, granted: int) -> int | None:
+        """The spawner's budget for restarts ahead of a decision (docs/acting-ahead.md):
+        how many it may have made in all, given that it made `used` of them that this
+        supervisor accounted for and was last granted `granted`; None to leave it.
+
+        Never more than the intensity allows at `now`, and nothing while not running
+        (a shutdown restarts nothing ahead of its stops). A restart made ahead and then
+        charged leaves the sum as it was, so no grant goes out per restart: a higher
+        one only once half of the last was used; a lower one at once.
+        """
+        budget = self.restart_budget(now) if self.mode == "running" else 0
+        total = used + budget
+        if total < granted or (total > granted and granted - used <= budget // 2):
+            return total
+        return None
+
     def exit_plan(self, child_id: str, *, ahead: bool = False) -> ExitPlan | None:
         """What the next exit of this child will mean, when it is decided ahead of time.
 

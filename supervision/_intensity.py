@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import deque
 
+from ._reasons import ExitKind, ExitReason
+
 
 def add_restart(
     restarts: tuple[float, ...], now: float, intensity: int, period: float
@@ -54,3 +56,30 @@ class RestartWindow:
 
     def __len__(self) -> int:
         return len(self._times)
+
+
+# A tree's launcher process that dies is replaced (its children then restart by their
+# supervisors' strategies and intensities), at most this many times in this many
+# seconds: a second restart intensity, the launcher's own.
+RELAUNCHES = 3
+RELAUNCH_PERIOD = 10.0
+
+
+class Relaunches:
+    """Whether a tree may replace its launcher process once more: OTP's intensity
+    rule applied to the launcher, so that one that cannot stay up ends the tree."""
+
+    def __init__(self, intensity: int = RELAUNCHES, period: float = RELAUNCH_PERIOD) -> None:
+        self._window = RestartWindow(intensity, period)
+
+    def relaunch(self, now: float, why: str) -> ExitReason | None:
+        """None: start a new launcher. Else why the tree ends (`launcher_died`)."""
+        if not self._window.add(now):
+            return None
+        window = self._window
+        return ExitReason(
+            ExitKind.LAUNCHER_DIED,
+            message=f"the launcher process died {window.intensity + 1} times within "
+            f"{window.period:g} s (last: {why}); something kills it (look for the OOM "
+            "killer in `dmesg`), fix that and start the tree again",
+        )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import signal as _signal
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -103,10 +103,36 @@ def classify_exit(
     exc_message: str = "",
     traceback: str = "",
     stderr_tail: str = "",
+    launcher_died: bool = False,
+    detached: Sequence[int] = (),
+    child: str = "",
+    pid_file_timeout: float | None = None,
 ) -> ExitReason:
-    """Classify a process exit (returncode as subprocess gives it: -N = signal N)."""
+    """Classify a process exit (returncode as subprocess gives it: -N = signal N).
+
+    Every rule, in order: a child whose launcher died died with it (a stop asked for
+    is still a stop); a first process that exited 0 leaving `detached` processes of
+    its tree running daemonized itself; a `PidFileError` of a child with a pid file
+    (`pid_file_timeout` is its start_timeout) is a failed start; then OTP's: a stop
+    is `shutdown`, then what a Python target raised, a normal code, a signal, a code.
+    """
     code = returncode if returncode >= 0 else None
     sig = -returncode if returncode < 0 else None
+    if launcher_died and not stop_requested:
+        return ExitReason(
+            ExitKind.LAUNCHER_DIED,
+            signal=sig,
+            message="the launcher process died, and its children with it",
+            stderr_tail=stderr_tail,
+        )
+    if detached and returncode == 0 and not stop_requested:
+        return ExitReason.daemonized(daemonized_message(child, list(detached)))
+    if exc_type == "PidFileError" and pid_file_timeout is not None:
+        return ExitReason.start_failure(
+            f"{exc_message} within start_timeout={pid_file_timeout}s after its first "
+            "process exited 0; check pid_file (the path the program writes) or raise "
+            "start_timeout"
+        )
     if stop_requested:
         return ExitReason(ExitKind.SHUTDOWN, code=code, signal=sig)
     if exc_type is not None:
@@ -123,3 +149,13 @@ def classify_exit(
     if sig is not None:
         return ExitReason(ExitKind.KILLED, signal=sig, stderr_tail=stderr_tail)
     return ExitReason(ExitKind.EXIT_CODE, code=code, stderr_tail=stderr_tail)
+
+
+def daemonized_message(child: str, pids: list[int]) -> str:
+    """What to tell the operator when a first process exited 0 but left a daemon behind."""
+    shown = ", ".join(map(str, pids[:5]))
+    return (
+        f"child {child!r}: the program daemonized itself (its first process exited 0, "
+        f"pid {shown} still runs); set pid_file=... to the file it writes its pid to, "
+        "or run it in the foreground (preferred, e.g. nginx -g 'daemon off;')"
+    )

@@ -36,11 +36,11 @@ import actors.child  # noqa: E402
 from actors._launcher import _bootstrap, _wire  # noqa: E402
 from actors._process._client import (  # noqa: E402
     ChildProcess,
-    Launcher,
     LaunchError,
     ProcessExit,
     SpawnRequest,
 )
+from actors._process._client import LauncherClient as Launcher  # noqa: E402
 
 THIS_MODULE = sys.modules[__name__]
 
@@ -829,7 +829,8 @@ HOST_SCRIPT = textwrap.dedent(
     """
     import json, os, signal, sys, threading
     import cloudpickle
-    from actors._process._client import Launcher, SpawnRequest
+    from actors._process._client import LauncherClient as Launcher
+    from actors._process._port import SpawnRequest
 
     def escapee_parent(pidfile):
         if os.fork() == 0:

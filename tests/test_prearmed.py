@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from actors import Tree
-from actors.testing import wait_gone
+from actors.testing import FakeSpawner, wait_gone
 from supervision import (
     ChildSpec,
     EventKind,
@@ -22,7 +22,6 @@ from supervision import (
     SupervisorSpec,
 )
 from tests import children
-from tests.fake_launcher import FakeLauncher
 
 # -- the pure plan ------------------------------------------------------------------------
 
@@ -70,10 +69,10 @@ def test_no_plan_with_backoff_and_the_budget_follows_the_window() -> None:
 
 
 def test_the_nanny_arms_its_workers_and_grants_its_budget() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = Tree.start(
         SupervisorSpec(id="root", intensity=4, children=[ChildSpec(id="w", command=["x"])]),
-        executor=lambda: fake,
+        spawner=lambda: fake,
     )
     try:
         child = fake.latest("w")
@@ -156,14 +155,14 @@ def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> N
     from actors._process import _client as _launcher
 
     respawned = []
-    dispatch = _launcher.Launcher._dispatch
+    dispatch = _launcher.LauncherClient._dispatch
 
-    def spy(self: _launcher.Launcher, record: object) -> None:
+    def spy(self: _launcher.LauncherClient, record: object) -> None:
         if isinstance(record, _launcher.Exited) and record.respawned:
             respawned.append(record.pid)
         dispatch(self, record)
 
-    monkeypatch.setattr(_launcher.Launcher, "_dispatch", spy)
+    monkeypatch.setattr(_launcher.LauncherClient, "_dispatch", spy)
     spec = SupervisorSpec(
         id="dyn",
         strategy=Strategy.SIMPLE_ONE_FOR_ONE,
@@ -181,7 +180,7 @@ def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> N
 
 def _records(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """What the launcher reported to the host, in its order."""
-    from actors._process._client import Launcher
+    from actors._process._client import LauncherClient as Launcher
 
     seen: list[object] = []
     real = Launcher._dispatch

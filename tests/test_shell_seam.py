@@ -10,6 +10,7 @@ import pytest
 
 from actors import Tree
 from actors._launcher._protocol import Failure
+from actors.testing import FakeSpawner
 from supervision import (
     ChildSpec,
     EventKind,
@@ -19,12 +20,11 @@ from supervision import (
     SupervisorSpec,
     SupervisorStartError,
 )
-from tests.fake_launcher import FakeLauncher
 
 
-def _tree(fake: FakeLauncher, *children: ChildSpec | SupervisorSpec, **flags: object) -> Tree:
+def _tree(fake: FakeSpawner, *children: ChildSpec | SupervisorSpec, **flags: object) -> Tree:
     spec = SupervisorSpec(id="root", children=list(children), **flags)  # type: ignore[arg-type]
-    return Tree.start(spec, executor=lambda: fake)
+    return Tree.start(spec, spawner=lambda: fake)
 
 
 def _contexts(tree: Tree, child: str) -> list[EventKind]:
@@ -43,7 +43,7 @@ def _wait(tree: Tree, kind: EventKind, child: str, incarnation: int | None = Non
 
 
 def test_an_exit_is_classified_once_and_restarts_the_child() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]), intensity=5)
     first = fake.latest("w")
     first.finish(3, uptime=2.5)
@@ -56,7 +56,7 @@ def test_an_exit_is_classified_once_and_restarts_the_child() -> None:
 
 
 def test_an_exception_reported_by_the_launcher_becomes_the_reason() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", target=print), intensity=5)
     fake.latest("w").finish(1, Failure("ValueError", "bad", "Traceback ..."))
     _wait(tree, EventKind.CHILD_STARTED, "w", 2)
@@ -66,7 +66,7 @@ def test_an_exception_reported_by_the_launcher_becomes_the_reason() -> None:
 
 
 def test_a_stale_exit_note_restarts_nothing() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]), intensity=5)
     first = fake.latest("w")
     first.finish(1)
@@ -80,7 +80,7 @@ def test_a_stale_exit_note_restarts_nothing() -> None:
 
 
 def test_a_stop_is_the_stops_answer_not_a_crash() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]))
     child = fake.latest("w")
     tree.nanny.terminate_child("w").get()
@@ -93,7 +93,7 @@ def test_a_stop_is_the_stops_answer_not_a_crash() -> None:
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_its_shutdown() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"], shutdown=0.2))
     child = fake.latest("w")
     child.ignores_sigterm = True
@@ -105,7 +105,7 @@ def test_a_child_that_ignores_sigterm_is_killed_after_its_shutdown() -> None:
 
 
 def test_a_failed_start_at_init_fails_the_tree_and_stops_the_started() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     fake.failures.append("no such program")
     with pytest.raises(SupervisorStartError) as info:
         _tree(fake, ChildSpec(id="a", command=["x"]), ChildSpec(id="b", command=["y"]))
@@ -114,7 +114,7 @@ def test_a_failed_start_at_init_fails_the_tree_and_stops_the_started() -> None:
 
 
 def test_a_failed_restart_enters_the_retry_loop() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]), intensity=10)
     fake.failures.append("transient trouble")
     fake.latest("w").finish(1)
@@ -124,7 +124,7 @@ def test_a_failed_restart_enters_the_retry_loop() -> None:
 
 
 def test_a_failed_api_start_raises_start_error() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]))
     tree.nanny.terminate_child("w").get()
     fake.failures.append("gone fishing")
@@ -134,7 +134,7 @@ def test_a_failed_api_start_raises_start_error() -> None:
 
 
 def test_read_only_calls_answer_while_a_start_waits() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     started = threading.Thread(
         target=lambda: results.append(
             _tree(fake, ChildSpec(id="slow", target=print, ready="notify", start_timeout=30.0))
@@ -160,7 +160,7 @@ def test_read_only_calls_answer_while_a_start_waits() -> None:
 
 
 def test_nested_supervisors_start_and_escalate_through_the_seam() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(
         fake,
         SupervisorSpec(id="sub", intensity=0, children=[ChildSpec(id="w", command=["x"])]),
@@ -176,7 +176,7 @@ def test_nested_supervisors_start_and_escalate_through_the_seam() -> None:
 
 
 def test_the_tree_handle_after_a_give_up() -> None:
-    fake = FakeLauncher()
+    fake = FakeSpawner()
     tree = _tree(fake, ChildSpec(id="w", command=["x"]), intensity=0)
     fake.latest("w").finish(1)
     reason = tree.wait(10)

@@ -21,7 +21,8 @@ import pytest
 
 from actors import Tree
 from actors._process import _client as _launcher
-from actors._process._client import Launcher, LaunchError, PendingSpawn, SpawnRequest
+from actors._process._client import LauncherClient as Launcher
+from actors._process._port import LaunchError, PendingSpawn, SpawnRequest
 from actors._shell._messages import PrepareStart, Start, StartDone, StartTicket, Unstart
 from actors._shell._worker import WorkerActor
 from actors.testing import wait_gone

@@ -1,6 +1,6 @@
 """Host side of the launcher: where every child process of a tree comes from.
 
-`Launcher.start()` starts the launcher (``actors._launcher._main``: a guardian
+`LauncherClient.start()` starts the launcher (``actors._launcher._main``: a guardian
 process and, under it, the single-threaded launcher that spawns, forks and
 reaps every child). In the host, one reader thread decodes its reports (the
 tree's single exit watcher) and one waiter thread waits on the guardian: its
@@ -17,9 +17,9 @@ children behind it) is ever unpickled here.
 from __future__ import annotations
 
 import contextlib
-import errno
 import logging
 import os
+import select
 import signal
 import socket
 import struct
@@ -28,9 +28,8 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from supervision import CAPTURE, ExitPlan
 
@@ -44,7 +43,6 @@ from .._launcher._protocol import (
     Disarm,
     Discard,
     Exited,
-    Failure,
     Follow,
     Forget,
     Forked,
@@ -61,13 +59,20 @@ from .._launcher._protocol import (
     Spawned,
     SpawnFailed,
     StandbyDied,
-    Template,
 )
 from .._runtime._flag import Flag
 from . import _detach
-
-if TYPE_CHECKING:
-    from ._port import ChildHandle
+from ._port import (
+    OUTPUT_LIMIT,
+    SPAWN_TIMEOUT,
+    ChildHandle,
+    LaunchError,
+    Note,
+    PendingSpawn,
+    ProcessExit,
+    SpawnRequest,
+    Standby,
+)
 
 __all__ = [
     "CAPTURE",
@@ -75,7 +80,7 @@ __all__ = [
     "SPAWN_TIMEOUT",
     "ChildProcess",
     "LaunchError",
-    "Launcher",
+    "LauncherClient",
     "PendingSpawn",
     "ProcessExit",
     "SpawnRequest",
@@ -86,101 +91,7 @@ log = logging.getLogger(__name__)
 
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HELLO_TIMEOUT = 60.0  # generous: preloading heavy modules can take seconds
-SPAWN_TIMEOUT = 5.0  # a launcher that does not answer a spawn in this long is hung
 SEND_TIMEOUT = 5.0  # nor one that does not read what we send
-OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
-
-
-@dataclass(frozen=True)
-class SpawnRequest:
-    """What to start. Exactly one of `command` / `payload`.
-
-    A relative `cwd`, `stdout` or `stderr` is resolved against the host's
-    working directory when the request is defined. Children read /dev/null on
-    stdin; stdout/stderr are the host's unless a file (opened for append) is
-    named, or "capture" (the launcher forwards what the child writes; read it
-    with ChildProcess.output()).
-    """
-
-    command: Sequence[str] | None = None
-    payload: bytes | None = None
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-    sys_path: Sequence[str] = ()
-    argv: Sequence[str] = ()
-    fresh_interpreter: bool = False
-    stdout: str | None = None
-    stderr: str | None = None
-    name: str = ""
-    pid_file: str | None = None  # a command that forks itself (Template.pid_file)
-    pid_timeout: float = 30.0
-    follow_grace: float = 0.0  # Template.follow_grace
-    pid_env: str | None = None  # Template.pid_env
-
-    def __post_init__(self) -> None:
-        if (self.command is None) == (self.payload is None):
-            raise ValueError(f"child {self.name!r}: give exactly one of command or payload")
-        if self.command is not None:
-            if isinstance(self.command, str | bytes):
-                raise ValueError(f"child {self.name!r}: command must be an argv list, not a string")
-            if not self.command or not all(isinstance(a, str) for a in self.command):
-                raise ValueError(f"child {self.name!r}: command must be a non-empty list of str")
-        if self.env is not None and not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
-        ):
-            raise ValueError(f"child {self.name!r}: env keys and values must be str")
-
-    def template(self) -> Template:
-        """The launcher's record of this request, resolved against the host's state now."""
-        return Template(
-            command=None if self.command is None else list(self.command),
-            payload=self.payload,
-            env=dict(os.environ if self.env is None else self.env),
-            cwd=os.path.abspath(os.getcwd() if self.cwd is None else self.cwd),
-            sys_path=list(self.sys_path),
-            argv=list(self.argv),
-            fresh=self.fresh_interpreter,
-            # Relative output paths are the host's, not the child's cwd.
-            stdout=_output_target(self.stdout),
-            stderr=_output_target(self.stderr),
-            pid_file=None if self.pid_file is None else os.path.abspath(self.pid_file),
-            pid_timeout=float(self.pid_timeout),
-            follow_grace=float(self.follow_grace),
-            pid_env=self.pid_env,
-        )
-
-
-def _output_target(path: str | None) -> str | None:
-    if path is None or path == CAPTURE:
-        return path
-    return os.path.abspath(path)
-
-
-@dataclass(frozen=True)
-class ProcessExit:
-    """A child's end, as the launcher saw it (or the host, when the launcher is gone)."""
-
-    pid: int
-    returncode: int  # >= 0 exit code, -N killed by signal N
-    # Seconds from spawn to reaping, by the launcher's clock: a measurement, not identity.
-    uptime: float = field(default=0.0, compare=False)
-    error: Failure | None = None  # what a Python target raised
-    launcher_died: bool = False
-    stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
-    # Its first process exited 0 leaving these running: it daemonized itself.
-    detached: tuple[int, ...] = ()
-
-
-class LaunchError(Exception):
-    """A child could not be started (or the launcher is gone)."""
-
-    def __init__(self, message: str, *, name: str = "", errno: int | None = None) -> None:
-        super().__init__(message)
-        self.name = name
-        self.errno = errno
-
-
-Note = Literal["exited", "channel_closed", "forked"]
 
 
 _BIRTHS = threading.Lock()  # a successor's birth against its abandonment
@@ -286,6 +197,10 @@ class ChildProcess:
             return False
         return True
 
+    def exit_watch(self) -> _PidfdWatch:
+        """The OS's word that it is gone (its pidfd turns readable), ahead of the report."""
+        return _PidfdWatch(self)
+
     def gone(self) -> bool:
         """Whether the process is dead (a zombie counts), asked of the OS, not the launcher.
 
@@ -339,62 +254,7 @@ class ChildProcess:
                 log.exception("nannytree: notifying the owner of pid %d failed", self.pid)
 
 
-class Standby:
-    """A warm standby asked for with `Launcher.prepare`; `wait()` for its fork."""
-
-    def __init__(self, sid: int) -> None:
-        self.id = sid
-        self.pid = 0
-        self._done = threading.Event()
-
-    def wait(self, timeout: float | None = None) -> int:
-        """Its pid once forked (0 if it could not be, or not yet within `timeout`)."""
-        self._done.wait(timeout)
-        return self.pid
-
-
-class PendingSpawn:
-    """A spawn sent and not yet answered (`Launcher.submit`): `done` once the launcher
-    answered (or the wait for it ran out); then `child`, or `error`."""
-
-    __slots__ = ("child", "done", "error", "name", "notify", "on_done", "req")
-
-    def __init__(
-        self,
-        name: str,
-        notify: Callable[[ChildProcess, Note], None] | None,
-        on_done: Callable[[PendingSpawn], None] | None = None,
-    ) -> None:
-        self.name = name
-        self.notify = notify
-        self.on_done = on_done
-        self.req = 0
-        self.done = Flag()
-        self.child: ChildProcess | None = None
-        self.error: LaunchError | None = None
-
-    def result(self) -> ChildProcess:
-        """The started child (once `done`); raises its LaunchError."""
-        if self.error is not None:
-            raise self.error
-        assert self.child is not None, "PendingSpawn.result() before it is done"
-        return self.child
-
-    @property
-    def cancelled(self) -> bool:
-        """Not started because a start before it in its run failed or was cancelled."""
-        return self.error is not None and self.error.errno == errno.ECANCELED
-
-    def _finish(self) -> None:
-        self.done.set()
-        if self.on_done is not None:
-            try:
-                self.on_done(self)
-            except Exception:
-                log.exception("nannytree: a spawn's callback failed")
-
-
-_instances: weakref.WeakSet[Launcher] = weakref.WeakSet()
+_instances: weakref.WeakSet[LauncherClient] = weakref.WeakSet()
 
 
 def _after_fork_in_child() -> None:
@@ -406,7 +266,38 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-class Launcher:
+class _PidfdWatch:
+    """A process's exit as the OS tells it (a pidfd), without waiting for the
+    launcher's report of it; that report is the fallback where pidfds are missing."""
+
+    def __init__(self, proc: ChildProcess) -> None:
+        self._proc = proc
+        self._fd: int | None = None
+        self._gone = False
+        try:
+            self._fd = os.pidfd_open(proc.pid)
+        except ProcessLookupError:
+            self._gone = True  # exited and reaped already
+        except (OSError, AttributeError):
+            pass  # no pidfds here: the launcher's report it is
+
+    def wait(self, timeout: float | None) -> bool:
+        if self._gone or self._proc.exit is not None:
+            return True
+        if self._fd is None:
+            return self._proc.wait(timeout) is not None
+        poll = select.poll()
+        poll.register(self._fd, select.POLLIN)
+        self._gone = bool(poll.poll(None if timeout is None else timeout * 1000))
+        return self._gone
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+class LauncherClient:
     """One launcher process and the two host threads that watch it. Use `start()`."""
 
     def __init__(self, preload: Sequence[str] = ()) -> None:
@@ -452,7 +343,7 @@ class Launcher:
     # -- start / stop ----------------------------------------------------------
 
     @classmethod
-    def start(cls, *, preload: Sequence[str] = ()) -> Launcher:
+    def start(cls, *, preload: Sequence[str] = ()) -> LauncherClient:
         """Start a launcher process; `preload` modules are imported in it before any fork."""
         self = cls(preload)
         _instances.add(self)
@@ -766,17 +657,17 @@ class Launcher:
         template: int,
         *,
         name: str = "",
-        notify: Callable[[ChildProcess, Note], None] | None = None,
+        notify: Callable[[ChildHandle, Note], None] | None = None,
         standby: int | None = None,
         timeout: float = SPAWN_TIMEOUT,
-    ) -> ChildProcess:
+    ) -> ChildHandle:
         """Start a child from a template; blocks until the launcher replied. Thread-safe.
 
         Raises LaunchError when it could not start, or when the launcher did not
         answer within `timeout` seconds (it is hung: the child, if it comes, is killed).
         """
         if threading.current_thread() is self._reader:
-            raise RuntimeError("Launcher.spawn from a notify callback would deadlock")
+            raise RuntimeError("LauncherClient.spawn from a notify callback would deadlock")
         slot = self.submit(template, name=name, notify=notify, standby=standby)
         if not slot.done.wait(timeout):
             self.expire([slot], timeout)
@@ -788,7 +679,7 @@ class Launcher:
         template: int,
         *,
         name: str = "",
-        notify: Callable[[ChildProcess, Note], None] | None = None,
+        notify: Callable[[ChildHandle, Note], None] | None = None,
         standby: int | None = None,
         chain: int = 0,
         on_done: Callable[[PendingSpawn], None] | None = None,
@@ -804,7 +695,7 @@ class Launcher:
             tuple[
                 int,
                 str,
-                Callable[[ChildProcess, Note], None] | None,
+                Callable[[ChildHandle, Note], None] | None,
                 Callable[[PendingSpawn], None] | None,
             ]
         ],
@@ -867,13 +758,13 @@ class Launcher:
         *,
         on_exit: Callable[[ProcessExit], None] | None = None,
         timeout: float = SPAWN_TIMEOUT,
-    ) -> ChildProcess:
+    ) -> ChildHandle:
         """Define, spawn and forget a template: one child from one request.
 
         `on_exit(exit)` runs once on the reader thread when the child exited.
         """
 
-        def notify(process: ChildProcess, note: Note) -> None:
+        def notify(process: ChildHandle, note: Note) -> None:
             if note == "exited" and on_exit is not None and process.exit is not None:
                 on_exit(process.exit)
 
@@ -964,8 +855,9 @@ class Launcher:
             with self._lock:
                 slot = self._pending.pop(record.req, None)
                 if slot is not None:
-                    slot.child = ChildProcess(record.pid, slot.notify)
-                    self._children[record.pid] = slot.child
+                    child = ChildProcess(record.pid, slot.notify)
+                    slot.child = child
+                    self._children[record.pid] = child
             if slot is None:
                 # Its requester gave up waiting: nobody would ever stop it.
                 with contextlib.suppress(OSError):

@@ -1,21 +1,181 @@
-"""The seam between a WorkerActor and whatever runs its child.
+"""The port between the shell and whatever runs its children's processes.
 
-A worker needs five things from below: to say once how its child is started
-(`define`), to start it (`spawn`) and get a handle, to signal it, to learn
-that it exited (the `notify` callback, then `exit` on the handle), and warm
-standbys. `actors._process._client.Launcher` is the implementation that runs real
-processes; tests drive workers and nannies through a fake one
-(tests/fake_launcher.py), and a remote subtree can put another behind it.
+A worker asks six things of processes: to say once how its child is started
+(`define`), to start it (`spawn`, or a run of them sent ahead with
+`submit_run`) and get a `ChildHandle`, to signal and stop it, to learn that it
+exited (the `notify` callback, then `exit` on the handle), warm standbys, and
+restarts made ahead of the core's decision (`arm`, `grant`, a handle's
+successor: docs/acting-ahead.md). The types they speak in live here, not in an
+adapter. `actors._process._client.LauncherClient` is the adapter that runs real
+processes through the launcher; `actors.testing.FakeSpawner` is the fake.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+import errno
+import logging
+import os
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
 
-from supervision import ExitPlan
+from supervision import CAPTURE, ExitPlan
 
-from ._client import Note, ProcessExit, SpawnRequest, Standby
+from .._launcher._protocol import Failure, Template
+from .._runtime._flag import Flag
+
+SPAWN_TIMEOUT = 5.0  # a launcher that does not answer a spawn in this long is hung
+OUTPUT_LIMIT = 64 * 1024  # bytes kept per captured stream
+
+log = logging.getLogger("nannytree")
+
+
+@dataclass(frozen=True)
+class SpawnRequest:
+    """What to start. Exactly one of `command` / `payload`.
+
+    A relative `cwd`, `stdout` or `stderr` is resolved against the host's
+    working directory when the request is defined. Children read /dev/null on
+    stdin; stdout/stderr are the host's unless a file (opened for append) is
+    named, or "capture" (the launcher forwards what the child writes; read it
+    with ChildProcess.output()).
+    """
+
+    command: Sequence[str] | None = None
+    payload: bytes | None = None
+    env: Mapping[str, str] | None = None
+    cwd: str | None = None
+    sys_path: Sequence[str] = ()
+    argv: Sequence[str] = ()
+    fresh_interpreter: bool = False
+    stdout: str | None = None
+    stderr: str | None = None
+    name: str = ""
+    pid_file: str | None = None  # a command that forks itself (Template.pid_file)
+    pid_timeout: float = 30.0
+    follow_grace: float = 0.0  # Template.follow_grace
+    pid_env: str | None = None  # Template.pid_env
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.payload is None):
+            raise ValueError(f"child {self.name!r}: give exactly one of command or payload")
+        if self.command is not None:
+            if isinstance(self.command, str | bytes):
+                raise ValueError(f"child {self.name!r}: command must be an argv list, not a string")
+            if not self.command or not all(isinstance(a, str) for a in self.command):
+                raise ValueError(f"child {self.name!r}: command must be a non-empty list of str")
+        if self.env is not None and not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
+        ):
+            raise ValueError(f"child {self.name!r}: env keys and values must be str")
+
+    def template(self) -> Template:
+        """The launcher's record of this request, resolved against the host's state now."""
+        return Template(
+            command=None if self.command is None else list(self.command),
+            payload=self.payload,
+            env=dict(os.environ if self.env is None else self.env),
+            cwd=os.path.abspath(os.getcwd() if self.cwd is None else self.cwd),
+            sys_path=list(self.sys_path),
+            argv=list(self.argv),
+            fresh=self.fresh_interpreter,
+            # Relative output paths are the host's, not the child's cwd.
+            stdout=_output_target(self.stdout),
+            stderr=_output_target(self.stderr),
+            pid_file=None if self.pid_file is None else os.path.abspath(self.pid_file),
+            pid_timeout=float(self.pid_timeout),
+            follow_grace=float(self.follow_grace),
+            pid_env=self.pid_env,
+        )
+
+
+def _output_target(path: str | None) -> str | None:
+    if path is None or path == CAPTURE:
+        return path
+    return os.path.abspath(path)
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    """A child's end, as the launcher saw it (or the host, when the launcher is gone)."""
+
+    pid: int
+    returncode: int  # >= 0 exit code, -N killed by signal N
+    # Seconds from spawn to reaping, by the launcher's clock: a measurement, not identity.
+    uptime: float = field(default=0.0, compare=False)
+    error: Failure | None = None  # what a Python target raised
+    launcher_died: bool = False
+    stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
+    # Its first process exited 0 leaving these running: it daemonized itself.
+    detached: tuple[int, ...] = ()
+
+
+class LaunchError(Exception):
+    """A child could not be started (or the launcher is gone)."""
+
+    def __init__(self, message: str, *, name: str = "", errno: int | None = None) -> None:
+        super().__init__(message)
+        self.name = name
+        self.errno = errno
+
+
+Note = Literal["exited", "channel_closed", "forked"]
+
+
+class Standby:
+    """A warm standby asked for with `Spawner.prepare`; `wait()` for its fork."""
+
+    def __init__(self, sid: int) -> None:
+        self.id = sid
+        self.pid = 0
+        self._done = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """Its pid once forked (0 if it could not be, or not yet within `timeout`)."""
+        self._done.wait(timeout)
+        return self.pid
+
+
+class PendingSpawn:
+    """A spawn sent and not yet answered (`Spawner.submit_run`): `done` once the launcher
+    answered (or the wait for it ran out); then `child`, or `error`."""
+
+    __slots__ = ("child", "done", "error", "name", "notify", "on_done", "req")
+
+    def __init__(
+        self,
+        name: str,
+        notify: Callable[[ChildHandle, Note], None] | None,
+        on_done: Callable[[PendingSpawn], None] | None = None,
+    ) -> None:
+        self.name = name
+        self.notify = notify
+        self.on_done = on_done
+        self.req = 0
+        self.done = Flag()
+        self.child: ChildHandle | None = None
+        self.error: LaunchError | None = None
+
+    def result(self) -> ChildHandle:
+        """The started child (once `done`); raises its LaunchError."""
+        if self.error is not None:
+            raise self.error
+        assert self.child is not None, "PendingSpawn.result() before it is done"
+        return self.child
+
+    @property
+    def cancelled(self) -> bool:
+        """Not started because a start before it in its run failed or was cancelled."""
+        return self.error is not None and self.error.errno == errno.ECANCELED
+
+    def _finish(self) -> None:
+        self.done.set()
+        if self.on_done is not None:
+            try:
+                self.on_done(self)
+            except Exception:
+                log.exception("nannytree: a spawn's callback failed")
 
 
 class ChildHandle(Protocol):
@@ -49,10 +209,30 @@ class ChildHandle(Protocol):
 
     def gone(self) -> bool: ...
 
+    def exit_watch(self) -> ExitWatch:
+        """The OS's word that the process is gone, ahead of the exit's report (a pidfd
+        where there is one); opened before the stop signal, while the pid is still it."""
+
     def output(self, stream: int = 2) -> bytes: ...
 
 
-class Executor(Protocol):
+class ExitWatch(Protocol):
+    def wait(self, timeout: float | None) -> bool:
+        """Whether the process is gone within `timeout` seconds (None: as long as it takes)."""
+
+    def close(self) -> None: ...
+
+
+# A spawn of a run: (template, name, notify, on_done), on_done run when it is answered.
+RunSpawn = tuple[
+    int,
+    str,
+    Callable[["ChildHandle", Note], None] | None,
+    Callable[[PendingSpawn], None] | None,
+]
+
+
+class Spawner(Protocol):
     """Where a tree's child processes come from (the launcher, or a fake)."""
 
     @property
@@ -71,6 +251,19 @@ class Executor(Protocol):
         standby: int | None = None,
         timeout: float = ...,
     ) -> ChildHandle: ...
+
+    def submit_run(
+        self, spawns: Sequence[RunSpawn], *, chain: int = 0, standby: int | None = None
+    ) -> list[PendingSpawn]:
+        """Send these spawns in one go and return at once (a run of starts)."""
+
+    def new_chain(self) -> int:
+        """A name for a run whose spawns start in order, none after one that failed."""
+
+    def cancel_chain(self, chain: int) -> None: ...
+
+    def expire(self, slots: Sequence[PendingSpawn], waited: float) -> None:
+        """These spawns were not answered in `waited` seconds: each fails now."""
 
     def prepare(self, template: int) -> Standby: ...
 

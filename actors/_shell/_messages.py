@@ -41,7 +41,7 @@ class PrepareStart:
 
 @dataclass(frozen=True)
 class StartTicket:
-    launcher: Any  # _launcher.Launcher
+    launcher: Any  # the Spawner the run goes to
     template: int
     name: str
     notify: Any  # the worker's callback for its process's notes

@@ -218,7 +218,7 @@ class NannyActor(pykka.ThreadingActor):
         self._init_reply: Callable[[ExitReason, NannyError | None], None] | None = None
         # Restarts decided ahead (exit plans): what the launcher may do on its own.
         self._group = context.new_group()
-        self._grant_to: object | None = None  # the executor our grants went to
+        self._grant_to: object | None = None  # the spawner our grants went to
         self._used_seen = 0  # its restarts ahead of a decision that we accounted for
         self._granted = -1
         self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
@@ -733,20 +733,14 @@ class NannyActor(pykka.ThreadingActor):
             self._used_seen += 1
 
     def _grant(self) -> None:
-        """Keep the launcher's budget for restarts ahead of a decision within the intensity."""
+        """Keep the launcher's budget for restarts ahead of a decision as the core says."""
         launcher = self._context.launcher
         if launcher is None or not launcher.alive:
             return
         if launcher is not self._grant_to:
             self._grant_to, self._used_seen, self._granted = launcher, 0, -1
-        running = self._core.mode == "running"
-        budget = self._core.restart_budget(time.monotonic()) if running else 0
-        granted = self._used_seen + budget
-        # Never more than the core allows; and no message per restart: a restart the
-        # launcher made and one the core charged leave the grant as it was, and a
-        # higher one is sent only once the launcher has used half of what it had.
-        headroom = self._granted - self._used_seen
-        if granted < self._granted or (granted > self._granted and headroom <= budget // 2):
+        granted = self._core.grant(time.monotonic(), self._used_seen, self._granted)
+        if granted is not None:
             self._granted = granted
             launcher.grant(self._group, granted)
 

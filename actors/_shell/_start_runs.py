@@ -22,7 +22,7 @@ from typing import Any
 
 import pykka
 
-from .._process._client import SPAWN_TIMEOUT, Launcher, LaunchError, PendingSpawn
+from .._process._port import SPAWN_TIMEOUT, LaunchError, PendingSpawn, Spawner
 from ._messages import ArmExit, ChildNote, PrepareStart, Start, StartDone, StartFailed, Unstart
 from ._messages import StartTicket as StartTicket
 
@@ -59,7 +59,7 @@ class StartRuns:
         self._call_later = call_later
         self.ahead: dict[str, Ahead] = {}
         self._chain = 0
-        self._launcher: Launcher | None = None
+        self._launcher: Spawner | None = None
 
     @property
     def active(self) -> bool:

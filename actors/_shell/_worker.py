@@ -41,17 +41,16 @@ from supervision import (
 )
 from supervision import Reload as ReloadSpec
 
-from .._launcher._daemons import daemonized_message
-from .._process._client import (
+from .._process._port import (
     SPAWN_TIMEOUT,
-    Launcher,
+    ChildHandle,
     LaunchError,
     Note,
     PendingSpawn,
     ProcessExit,
+    Spawner,
     SpawnRequest,
 )
-from .._process._port import ChildHandle, Executor
 from .._runtime._pooled import LATER, PooledActor, blocking
 from .._tree import TreeContext
 from ._messages import (
@@ -80,7 +79,7 @@ from ._messages import (
     WatchdogTick,
 )
 from ._sd_notify import Notification, NotifyEndpoint
-from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, kill_and_wait, stop_timeout
+from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, carry_out, kill_and_wait
 
 log = logging.getLogger("nannytree")
 STDERR_TAIL_LINES = 20
@@ -145,7 +144,7 @@ class WorkerActor(PooledActor):
         self._parent = parent
         self._supervisor = supervisor
         self._proc: ChildHandle | None = None
-        # Started by the executor in place of the last process, ahead of the core's
+        # Started by the spawner in place of the last process, ahead of the core's
         # decision (an armed exit): adopted by the next Start, killed by a Stop.
         self._successor: ChildHandle | None = None
         self._proc_template = 0  # the template the current process was started from
@@ -156,8 +155,8 @@ class WorkerActor(PooledActor):
         self._previous_output: dict[int, bytes] = {}  # the run before it, for logs --previous
         self._payload: bytes | None = None
         # The launcher's template for our request: (launcher, key of the host state, id).
-        self._template: tuple[Executor, tuple[Any, ...], int] | None = None
-        self._standby: tuple[Executor, int, int] | None = None  # (launcher, template, id)
+        self._template: tuple[Spawner, tuple[Any, ...], int] | None = None
+        self._standby: tuple[Spawner, int, int] | None = None  # (launcher, template, id)
         # A command's NOTIFY_SOCKET (ready="sd_notify"), one for the worker's life, so
         # that its path, and the child's environment, stay the same across restarts.
         self._notify: NotifyEndpoint | None = None
@@ -211,7 +210,7 @@ class WorkerActor(PooledActor):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
             if self._proc is not None:
-                self._executor().disarm(self._proc)  # a paused child is the host's
+                self._spawner().disarm(self._proc)  # a paused child is the host's
             self._signal(signal.SIGSTOP, "pause it")
             self._paused = True
             return None
@@ -275,7 +274,7 @@ class WorkerActor(PooledActor):
         proc = self._proc
         self._last_start = (token, proc)
         if arm is not None and proc is not None:
-            self._executor().arm(proc, arm.group, arm.plan)
+            self._spawner().arm(proc, arm.group, arm.plan)
         self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
         if proc is not None and proc.exit is not None:
             # An adopted successor that had already ended: its note came while it was
@@ -300,8 +299,6 @@ class WorkerActor(PooledActor):
             launcher, template = self._define()
         except _Failed:
             return None  # the Start itself reports why
-        if not isinstance(launcher, Launcher):
-            return None
         return StartTicket(launcher, template, spec.id, self._notifier())
 
     def _unstart(self, token: int) -> None:
@@ -315,7 +312,7 @@ class WorkerActor(PooledActor):
         if proc is None or proc is not self._proc:
             self._drop_successor("its start was withdrawn")  # restarted ahead: not wanted
             return
-        self._executor().disarm(proc)
+        self._spawner().disarm(proc)
         self._drop_successor("its start was withdrawn")
         if proc.exit is None:
             self._kill_now(proc)
@@ -395,7 +392,7 @@ class WorkerActor(PooledActor):
             self._watch_notify()
         return proc.pid
 
-    def _spawn(self, launcher: Executor, template: int) -> ChildHandle:
+    def _spawn(self, launcher: Spawner, template: int) -> ChildHandle:
         """A process from our template: the successor started ahead, if it was started
         from it, else a new one."""
         successor = self._born(self._successor)
@@ -433,7 +430,7 @@ class WorkerActor(PooledActor):
             pid, limit, lambda rss: ref.tell(MemoryExceeded(incarnation, rss))
         )
 
-    def _take_standby(self, launcher: Executor, template: int) -> int | None:
+    def _take_standby(self, launcher: Spawner, template: int) -> int | None:
         """The standby for this start, if it was forked from the same template."""
         standby, self._standby = self._standby, None
         if standby is None:
@@ -522,9 +519,9 @@ class WorkerActor(PooledActor):
             self._watchdog_trigger = True
         if note.main_pid is not None and note.main_pid != proc.pid:
             # MAINPID=: once this process exits, the launcher follows that one.
-            self._executor().follow(proc, note.main_pid)
+            self._spawner().follow(proc, note.main_pid)
 
-    def _define(self) -> tuple[Executor, int]:
+    def _define(self) -> tuple[Spawner, int]:
         """The launcher to use and our template on it, defined again only when the
         host's env, cwd, sys.path or argv changed (or the launcher was replaced)."""
         try:
@@ -663,9 +660,10 @@ class WorkerActor(PooledActor):
             return self._last_exit or ExitReason.shutdown()
         if self.spec.shutdown == "brutal_kill":
             return self._stop_process(deadline)
-        timeout, capped = self._begin_terminate(proc, deadline)
+        self._take_back(proc)
+        timeout, capped = self._stop_order(proc).begin(deadline, time.monotonic())
         if proc.exit is not None or timeout == 0:  # nothing to wait for
-            return self._conclude(proc, *self._exit_or_kill(proc, timeout, capped))
+            return self._conclude(proc, *self._settle(proc, _ran_out(proc, timeout, capped)))
         self._stops += 1
         self._stopping = _Stopping(self._stops, proc, self.take_reply(), timeout, capped)
         self.hold()
@@ -695,8 +693,7 @@ class WorkerActor(PooledActor):
         self._stops += 1
         self._stopping = _Stopping(self._stops, proc, None, None, False, by_supervisor=True)
         self.hold()
-        group = self.spec.kill_mode == "group"
-        return StopOrder(proc, int(self.spec.stop_signal), group, self._paused, self.spec.shutdown)
+        return self._stop_order(proc)
 
     def _finish_stop_by_supervisor(self, outcome: StopOutcome) -> ExitReason:
         stopping = self._stopping
@@ -704,14 +701,7 @@ class WorkerActor(PooledActor):
             return self._last_exit or ExitReason.shutdown()
         proc, self._stopping = stopping.proc, None
         self._quiet[0] = 0
-        exit = outcome.exit or proc.exit
-        if exit is None and outcome.dead:
-            with blocking():  # gone, as the OS said: the launcher's report is on its way
-                exit = proc.wait(KILL_REPORT_GRACE)
-        if exit is None:
-            exit = self._kill_now(proc)
-        note = self._timeout_note(proc, outcome.timeout, outcome.capped) if outcome.killed else ""
-        reason = self._conclude(proc, exit, note)
+        reason = self._conclude(proc, *self._settle(proc, outcome))
         self.release_held()
         return reason
 
@@ -719,16 +709,8 @@ class WorkerActor(PooledActor):
         stopping = self._stopping
         if stopping is None or stopping.token != message.token:
             return
-        self._finish_stop(*self._exit_or_kill(stopping.proc, stopping.timeout, stopping.capped))
-
-    def _exit_or_kill(
-        self, proc: ChildHandle, timeout: float | None, capped: bool
-    ) -> tuple[ProcessExit, str]:
-        """Its exit if it came; else it ran out of time: SIGKILL, and the note why."""
-        if proc.exit is not None:
-            return proc.exit, ""
-        note = self._timeout_note(proc, timeout, capped)
-        return self._kill_now(proc), note
+        proc = stopping.proc
+        self._finish_stop(*self._settle(proc, _ran_out(proc, stopping.timeout, stopping.capped)))
 
     def _finish_stop(self, exit: ProcessExit, note: str) -> None:
         stopping, self._stopping = self._stopping, None
@@ -750,24 +732,29 @@ class WorkerActor(PooledActor):
         self._last_exit = reason
         return reason
 
-    def _begin_terminate(
-        self, proc: ChildHandle, deadline: float | None
-    ) -> tuple[float | None, bool]:
-        """The stop signal sent; how long to wait for the exit, and whether that is
-        the supervisor's deadline rather than the child's own shutdown."""
-        self._take_back(proc)
-        # The stop signal to the group, or to the main process alone (kill_mode
-        # "main", systemd's KillMode=mixed: the group goes when the main one exits).
-        proc.send_signal(int(self.spec.stop_signal), group=self.spec.kill_mode == "group")
-        if self._paused:
-            proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
-        return stop_timeout(self.spec.shutdown, deadline, time.monotonic())
+    def _stop_order(self, proc: ChildHandle) -> StopOrder:
+        """How our spec stops `proc`: its stop signal to the group, or to the main
+        process alone (kill_mode "main", systemd's KillMode=mixed)."""
+        group = self.spec.kill_mode == "group"
+        return StopOrder(proc, int(self.spec.stop_signal), group, self._paused, self.spec.shutdown)
 
     def _take_back(self, proc: ChildHandle) -> None:
         """The exit to come is ours: no memory watch, no restart ahead of it."""
         self._context.memory.unwatch(proc.pid)
         if self._template is not None:
             self._template[0].disarm(proc)
+
+    def _settle(self, proc: ChildHandle, outcome: StopOutcome) -> tuple[ProcessExit, str]:
+        """A stop's exit, and the note why it was killed if it was: the exit reported,
+        else waited for once the OS says it is gone, else a kill."""
+        exit = outcome.exit or proc.exit
+        if exit is None and outcome.dead:
+            with blocking():  # gone, as the OS said: the launcher's report is on its way
+                exit = proc.wait(KILL_REPORT_GRACE)
+        note = self._timeout_note(proc, outcome.timeout, outcome.capped) if outcome.killed else ""
+        if exit is None:
+            exit = self._kill_now(proc)
+        return exit, note
 
     def _timeout_note(self, proc: ChildHandle, timeout: float | None, capped: bool) -> str:
         if capped:
@@ -783,22 +770,12 @@ class WorkerActor(PooledActor):
     def _terminate(
         self, proc: ChildHandle, deadline: float | None = None
     ) -> tuple[ProcessExit, str]:
-        """The shutdown protocol: SIGTERM, wait `shutdown` s, SIGKILL; or at once / forever.
-
-        A `deadline` from a supervisor above cuts the wait short.
-        """
-        note = ""
-        exit: ProcessExit | None = None
-        if self.spec.shutdown != "brutal_kill":
-            timeout, capped = self._begin_terminate(proc, deadline)
-            with blocking():
-                exit = proc.wait(timeout)
-            if exit is None:
-                note = self._timeout_note(proc, timeout, capped)
-        else:
-            self._take_back(proc)
-        if exit is None:
-            exit = self._kill_now(proc)
+        """The shutdown protocol on this thread: the stop signal, wait `shutdown` s (or
+        until a supervisor's `deadline`), SIGKILL; or at once, or forever."""
+        self._take_back(proc)
+        with blocking():
+            outcome = carry_out(self._stop_order(proc), deadline, time.monotonic())
+        exit, note = self._settle(proc, outcome)
         self._forget(proc, _STOPPED)
         return exit, note
 
@@ -916,10 +893,10 @@ class WorkerActor(PooledActor):
         proc = self._proc
         if proc is None or proc.exit is not None or message.plan.incarnation != self._incarnation:
             return  # the plan was for a process that is gone
-        self._executor().arm(proc, message.group, message.plan)
+        self._spawner().arm(proc, message.group, message.plan)
 
-    def _executor(self) -> Executor:
-        """The executor our process came from (the one our template is defined on)."""
+    def _spawner(self) -> Spawner:
+        """The spawner our process came from (the one our template is defined on)."""
         cached = self._template
         if cached is not None:
             return cached[0]
@@ -989,7 +966,7 @@ class WorkerActor(PooledActor):
 
     def _forget(self, proc: ChildHandle, why: str, *, adopt: bool = False) -> ChildHandle | None:
         """The process is gone (or going): drop it, keep what it said. The successor the
-        executor started in its place is returned to `adopt` it (its exit is reported,
+        spawner started in its place is returned to `adopt` it (its exit is reported,
         and the decision may take it); else it is killed, and `why` says so."""
         successor = proc.take_successor()
         if not adopt:
@@ -1026,34 +1003,25 @@ class WorkerActor(PooledActor):
         self._parent.tell(ChildExited(self.spec.id, self._incarnation, pid, reason, uptime))
 
     def _classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
-        """Why the process ended: once per exit, in this actor's thread."""
-        if exit.launcher_died and not stop_requested:
-            return ExitReason(
-                ExitKind.LAUNCHER_DIED,
-                signal=-exit.returncode if exit.returncode < 0 else None,
-                message="the launcher process died, and its children with it",
-                stderr_tail=self._tail(exit.stderr),
-            )
-        error = exit.error
-        if exit.detached and exit.returncode == 0 and not stop_requested:
-            message = daemonized_message(self.spec.id, list(exit.detached))
-            log.warning("%s", message)
-            return ExitReason.daemonized(message)
-        if error is not None and error.type == "PidFileError" and self.spec.pid_file is not None:
-            return ExitReason.start_failure(
-                f"{error.message} within start_timeout={self.spec.start_timeout}s after its "
-                "first process exited 0; check pid_file (the path the program writes) or "
-                "raise start_timeout"
-            )
-        return classify_exit(
+        """Why the process ended: once per exit, in this actor's thread, by the core's
+        rules (supervision.classify_exit)."""
+        spec, error = self.spec, exit.error
+        reason = classify_exit(
             exit.returncode,
-            normal_exit_codes=frozenset(self.spec.normal_exit_codes),
+            normal_exit_codes=frozenset(spec.normal_exit_codes),
             stop_requested=stop_requested,
             exc_type=error.type if error else None,
             exc_message=error.message if error else "",
             traceback=error.traceback if error else "",
             stderr_tail=self._tail(exit.stderr),
+            launcher_died=exit.launcher_died,
+            detached=exit.detached,
+            child=spec.id,
+            pid_file_timeout=spec.start_timeout if spec.pid_file is not None else None,
         )
+        if reason.kind is ExitKind.DAEMONIZED:
+            log.warning("%s", reason.message)
+        return reason
 
     def _tail(self, stderr: bytes) -> str:
         """The last lines of captured stderr, bounded in lines and bytes."""
@@ -1070,3 +1038,8 @@ class WorkerActor(PooledActor):
         if self._proc is not None or not previous:
             return self._last_output.get(stream, b"")
         return self._previous_output.get(stream, b"")
+
+
+def _ran_out(proc: ChildHandle, timeout: float | None, capped: bool) -> StopOutcome:
+    """A stop whose time is up: its exit if it came, else it is to be killed."""
+    return StopOutcome(proc.exit, False, proc.exit is None, timeout, capped)
