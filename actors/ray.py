@@ -1,7 +1,7 @@
 """RayEngine: remote subtrees on a Ray cluster. All of nannytree's Ray code is here.
 
 Install with `pip install "nannytree[ray]"`. Each remote subtree incarnation is
-one Ray actor, NannyHost, that runs a complete local tree (actors._shell._remote_child.RemoteHost):
+one Ray actor, NannyHost, that runs a complete local tree (actors._remote._host.RemoteHost):
 `max_restarts=0` and `max_task_retries=0` (every restart is the parent's decision,
 charged to its intensity), `num_cpus=0`, non-detached (it fate-shares with its
 owner: the parent tree's process), pinned to the chosen node by
@@ -9,9 +9,9 @@ NodeAffinitySchedulingStrategy(soft=False), with concurrency groups so the
 parked wait_exit never blocks a control call. Its launcher double-forks into its
 own session (actors._process._detach): Ray SIGKILLs an actor's direct children.
 
-Death reports map as the design says: ActorUnavailableError -> "unreachable";
-ActorDiedError -> NODE_DOWN when the node is no longer alive (else by its
-message), REMOTE_CRASH otherwise. Security: a Ray cluster runs pickled code from
+Death reports map as docs/multihost.md section 3 says: ActorUnavailableError ->
+"unreachable"; ActorDiedError -> NODE_DOWN when the node is no longer alive (else
+by its message), REMOTE_CRASH otherwise. Security: a Ray cluster runs pickled code from
 any client; keep it on a trusted network.
 """
 
@@ -36,8 +36,15 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from supervision import ExitKind, ExitReason, NannyError, NodeInfo, SupervisorSpec
 
 from ._process import _detach
-from ._remote._port import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
-from ._shell._remote_child import RemoteApiError, RemoteHost
+from ._remote._host import RemoteHost
+from ._remote._port import (
+    Outcome,
+    RemoteApiError,
+    RemoteDead,
+    RemoteStartError,
+    RemoteUnreachable,
+)
+from ._tree import Tree
 
 __all__ = ["NannyHost", "RayEngine", "RayHandle"]
 
@@ -49,7 +56,6 @@ CONTROL_CALLS = (
     "ping",
     "liveness",
     "wait_events",
-    "launcher_pid",
 )
 
 
@@ -76,6 +82,7 @@ class NannyHost:
         self.host = RemoteHost(
             spec,
             incarnation,
+            start_tree=Tree.start,
             lease_timeout=lease_timeout,
             watch_parent=True,
             on_fenced=_exit_fenced,
@@ -96,9 +103,6 @@ class NannyHost:
     def call(self, method: str, *args: Any) -> Any:
         if method not in CONTROL_CALLS:
             raise ValueError(f"NannyHost has no control call {method!r}")
-        if method == "launcher_pid":
-            tree = self.host._tree
-            return None if tree is None else tree.context.launcher.pid
         return getattr(self.host, method)(*args)
 
     def __ray_shutdown__(self) -> None:

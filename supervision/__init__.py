@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
+from ._fencing import Fencing
 from ._intensity import Relaunches, RestartWindow, add_restart
 from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
@@ -87,6 +88,7 @@ __all__ = [
     "ExitKind",
     "ExitPlan",
     "ExitReason",
+    "Fencing",
     "NannyError",
     "NodeInfo",
     "PauseChild",

@@ -3,7 +3,8 @@
 A `SupervisorSpec` with a `placement` is a remote subtree (as with an engine,
 live): when a `Cluster` is given to `simulate`, it is placed on a node by the
 same pure `choose_node` the live tree uses, and node faults reach it as the
-live tree sees them (actors/_shell/_remote_child.py):
+live tree sees them (actors/_shell/_remote_child.py), declared down by the same
+rule (`Fencing`, docs/multihost.md section 8):
 
 - `NodeDown(at, node)`: the node dies at `at`; everything on it stops at once
   (down for availability), and its parent learns it `detection` seconds later
@@ -11,8 +12,9 @@ live tree sees them (actors/_shell/_remote_child.py):
   never comes back under its old identity (Ray's node ids are not reused);
   `NodeUp` adds a node (a repaired host that joins again).
 - `Unreachable(at, node, duration)`: a partition, or a silent node. Nothing is
-  charged while it lasts; if it heals within `health_check` (or within the
-  cluster's `unreachable_timeout`, when set and shorter) nothing happens at all.
+  charged while it lasts; if it heals before `Fencing.declared_after` (the
+  engine's verdict after `health_check`, or the cluster's `unreachable_timeout`,
+  when set and shorter) nothing happens at all.
   Otherwise the node is declared dead then: `node_down` for its subtrees,
   whose old incarnation is fenced (its children are stopped; anything it says
   after is an old incarnation's, which restarts nothing).
@@ -35,6 +37,7 @@ from random import Random
 from typing import Any
 
 from ._errors import SpecError
+from ._fencing import Fencing
 from ._placement import NodeInfo
 
 DEFAULT_DETECTION = 1.3
@@ -166,10 +169,14 @@ class Cluster:
             )
 
     @property
+    def fencing(self) -> Fencing:
+        """The live rule with this cluster's settings (the simulator has no lease)."""
+        return Fencing(unreachable_timeout=self.unreachable_timeout)
+
+    @property
     def declared_after(self) -> float:
         """How long a node stays unreachable before it is declared dead."""
-        limit = self.unreachable_timeout
-        return self.health_check if limit is None else min(limit, self.health_check)
+        return self.fencing.declared_after(self.health_check)
 
     def schedule(self, seed: int, duration: float) -> list[NodeFault]:
         """The scripted faults and the seed's random ones, in time order."""

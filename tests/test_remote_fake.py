@@ -10,9 +10,8 @@ import psutil
 import pytest
 
 from actors import Tree
-from actors._remote._port import FakeEngine, Outcome
-from actors._shell._remote_child import fence_delay, lease_expired
-from actors.testing import exit_with, wait_gone
+from actors._remote._port import Outcome
+from actors.testing import FakeEngine, exit_with, wait_gone
 from supervision import (
     ChildNotFound,
     ChildSpec,
@@ -209,18 +208,6 @@ def test_the_parent_waits_for_the_old_incarnations_fence(trees: list[Tree]) -> N
     assert old.host.fenced and old.host.ended
     assert all(not psutil.pid_exists(p) or psutil.Process(p).status() == "zombie" for p in pids)
     assert engine.spawned[1] == ("c", 2)
-
-
-def test_fencing_rules_in_virtual_time() -> None:
-    # The parent waits out the lease since its last renewal; without a lease, at once.
-    assert fence_delay(now=10.0, last_renewal=9.0, lease_timeout=3.0) == 2.0
-    assert fence_delay(now=13.5, last_renewal=9.0, lease_timeout=3.0) == 0.0
-    assert fence_delay(now=10.0, last_renewal=None, lease_timeout=3.0) == 0.0
-    assert fence_delay(now=10.0, last_renewal=9.0, lease_timeout=None) == 0.0
-    # The remote side fences before the parent may act: strictly inside the lease.
-    assert not lease_expired(now=9.5, last_renewal=9.0, lease_timeout=3.0)
-    assert lease_expired(now=11.5, last_renewal=9.0, lease_timeout=3.0)
-    assert not lease_expired(now=1e9, last_renewal=9.0, lease_timeout=None)
 
 
 def test_stop_takes_the_remote_subtree_down(trees: list[Tree]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from supervision import (
+    ChildInfo,
     ChildSpec,
     EventKind,
     ExitKind,
@@ -168,7 +169,7 @@ def test_live_fake_engine_and_simulation_agree_on_a_node_loss() -> None:
     """The same spec and node loss: the root's events in the same order, live (through
     FakeEngine, real processes) and simulated."""
     from actors import Tree
-    from actors._remote._port import FakeEngine
+    from actors.testing import FakeEngine
     from tests.support import wait_until
 
     spec = tree(
@@ -198,6 +199,96 @@ def test_live_fake_engine_and_simulation_agree_on_a_node_loss() -> None:
         live_tree.stop(timeout=30)
     assert live == expected
     assert [p[2] for p in simulated.placements] == ["b", "c"]
+
+
+@pytest.mark.parametrize("lease", [None, 1.2], ids=["no-lease", "lease"])
+def test_live_and_simulation_agree_on_a_partition_past_unreachable_timeout(
+    lease: float | None,
+) -> None:
+    """The fencing rule (supervision.Fencing) live and simulated: node b cut off for
+    longer than unreachable_timeout is declared down by both, the root's events come
+    in the same order, and the subtree moves to c. Live, with a lease, the parent also
+    waits for the old incarnation's fence; that only delays the same decisions."""
+    import time
+
+    from actors import Tree
+    from actors.testing import FakeEngine, wait_gone
+    from tests.support import wait_until
+
+    bound = 0.5
+    spec = tree(
+        ChildSpec(id="web", command=SLEEP),
+        remote(Placement(node="b", fallback=["c"])),
+        strategy=Strategy.ONE_FOR_ALL,
+    )
+    cluster = Cluster(
+        ["a", "b", "c"], faults=[Unreachable(5.0, "b", 60.0)], unreachable_timeout=bound
+    )
+    simulated = simulate(spec, duration=30.0, cluster=cluster)
+    expected = [(s, k, o) for s, k, o in event_sequence(simulated.events) if s == "root"]
+
+    engine = FakeEngine(["a", "b", "c"], unreachable_timeout=bound, lease_timeout=lease)
+    live_tree = Tree.start(spec, engine=engine)
+    try:
+        old = engine.handles()[0]
+        old_pids = [c.pid for c in old.host.api("which_children")]
+        cut = time.monotonic()
+        engine.unreachable("b")  # never declared dead by the engine: only the bound can
+        wait_until(
+            lambda: (
+                live_tree.nanny.which_child("ingest").get().node == "c"
+                and live_tree.nanny.which_child("web").get().restarts == 1
+            ),
+            30,
+            "the subtree to move to c",
+        )
+        live_events = live_tree.events()
+        live = [(s, k, o) for s, k, o in event_sequence(live_events) if s == "root"]
+    finally:
+        live_tree.stop(timeout=30)
+    assert live == expected
+    assert [p[2] for p in simulated.placements] == ["b", "c"]
+    sim_exit = root_events(simulated, EventKind.CHILD_EXITED)
+    assert [e.time for e in sim_exit] == [5.0 + bound]  # type: ignore[attr-defined]
+    assert engine.spawned == [("b", 1), ("c", 2)]
+    exits = [
+        e
+        for e in live_events
+        if e.supervisor == "root" and e.context is EventKind.CHILD_EXITED and e.offender == "ingest"
+    ]
+    assert [e.reason.kind for e in exits] == [ExitKind.NODE_DOWN]
+    assert "unreachable_timeout" in exits[0].reason.message
+    assert exits[0].time - cut >= bound  # never before the rule's bound
+    assert old.host.ended and wait_gone(old_pids) == []
+
+
+def test_live_and_simulation_agree_that_a_short_partition_decides_nothing() -> None:
+    """Cut off, then healed before any verdict: nothing charged, live and simulated."""
+    from actors import Tree
+    from actors.testing import FakeEngine
+    from tests.support import wait_until
+
+    spec = tree(ChildSpec(id="web", command=SLEEP), remote(Placement(node="b", fallback=["c"])))
+    cluster = Cluster(["a", "b", "c"], faults=[Unreachable(5.0, "b", 2.0)], unreachable_timeout=30)
+    simulated = simulate(spec, duration=30.0, cluster=cluster)
+    expected = [(s, k, o) for s, k, o in event_sequence(simulated.events) if s == "root"]
+
+    engine = FakeEngine(["a", "b", "c"], unreachable_timeout=30.0)
+    live_tree = Tree.start(spec, engine=engine)
+    try:
+
+        def ingest() -> ChildInfo:
+            return live_tree.nanny.which_child("ingest").get()
+
+        engine.unreachable("b")
+        wait_until(lambda: ingest().state == "unreachable", what="unreachable")
+        engine.heal("b")
+        wait_until(lambda: ingest().state == "running", what="running again")
+        live = [(s, k, o) for s, k, o in event_sequence(live_tree.events()) if s == "root"]
+    finally:
+        live_tree.stop(timeout=30)
+    assert live == expected
+    assert [p[2] for p in simulated.placements] == ["b"] and engine.spawned == [("b", 1)]
 
 
 def _policy_tree(policy: str) -> SupervisorSpec:

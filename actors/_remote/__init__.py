@@ -2,7 +2,7 @@
 
 `_port.py` is the `Engine` protocol a `RemoteChild` (actors/_shell/) calls and
 its types; `actors.ray.RayEngine` is the real adapter and
-`actors.testing.FakeEngine` the fake. The far side runs a whole local tree,
-started by a function its engine hands it, so nothing here imports the tree
-(docs/multihost.md).
+`actors.testing.FakeEngine` the fake. `_host.py` is the far side, `RemoteHost`:
+it runs a whole local tree, started by a function its engine hands it, so
+nothing here imports the tree (docs/multihost.md sections 1 and 6).
 """

@@ -1,4 +1,4 @@
-"""A subtree on another node: RemoteChild on the parent's side, RemoteHost on the far side.
+"""RemoteChild: the parent's stand-in for a subtree on another node.
 
 RemoteChild is a pykka actor in the parent's process that plays, for a remote
 subtree, the role a nested NannyActor plays for a local one: the parent asks it
@@ -7,16 +7,14 @@ the OTP API. Every engine call happens in its thread, with a timeout, never in
 the parent nanny's. One RemoteChild per incarnation: a late message of an old
 incarnation reaches a stopped actor (or a stale incarnation) and restarts nothing.
 
-State machine (design §3.2): running -> unreachable (a failed call, nothing
-charged) -> running again when a probe answers; -> exited when the engine says
-dead (REMOTE_CRASH, NODE_DOWN) or the remote tree ended by itself (crosses as
-`shutdown`). With a lease on, a NODE_DOWN is told to the parent only once the
-lease has run out since its last renewal: by then the old incarnation has fenced
+State machine (docs/multihost.md section 4): running -> unreachable (a failed
+call, nothing charged) -> running again when a probe answers; -> exited when the
+engine says dead (REMOTE_CRASH, NODE_DOWN), when `supervision.Fencing` declares
+the node down, or when the remote tree ended by itself (crosses as `shutdown`).
+With a lease on, a NODE_DOWN is told to the parent only once the lease has run
+out since its last renewal (section 5): by then the old incarnation has fenced
 itself (stopped its children), so a restart elsewhere does not run beside it.
-
-RemoteHost runs a complete local tree (actors.Tree) in the remote process, and
-a watchdog that fences it: it stops its tree when its lease is not renewed in
-time, or when its parent process changes (a Ray worker whose raylet died).
+The far side is actors/_remote/_host.py.
 """
 
 from __future__ import annotations
@@ -24,10 +22,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-import os
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -38,251 +34,30 @@ from supervision import (
     ChildNotRunning,
     ExitKind,
     ExitReason,
-    NannyError,
+    Fencing,
     StartError,
     SupervisorSpec,
     choose_node,
 )
 
-from .._remote._port import Engine, Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from .._remote._port import (
+    CALL_TIMEOUT,
+    Engine,
+    Outcome,
+    RemoteApiError,
+    RemoteDead,
+    RemoteStartError,
+    RemoteUnreachable,
+)
+from .._runtime._timer import Scheduler
 from ._messages import ChildExited, ShutdownTree
 
 log = logging.getLogger("nannytree")
 
-CALL_TIMEOUT = 10.0  # seconds for a pass-through API call
 START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
 PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
 PROBE_MAX = 2.0
 EVENT_POLL = 5.0  # seconds a long poll for the remote tree's events waits
-
-# The OTP API calls a RemoteChild forwards to its remote tree.
-API = (
-    "which_children",
-    "which_child",
-    "count_children",
-    "get_childspec",
-    "start_child",
-    "terminate_child",
-    "restart_child",
-    "delete_child",
-    "pause_child",
-    "resume_child",
-    "signal_child",
-    "read_output",
-    "events",
-    "which_tree",
-)
-
-
-class RemoteApiError(Exception):
-    """A nannytree error raised by a forwarded API call, in a form that crosses hosts.
-
-    nannytree's own errors are rebuilt on the parent's side (`rebuild`); only
-    classes of `supervision` are, by name: nothing else is imported or trusted.
-    """
-
-    def __init__(self, kind: str, message: str, fields: dict[str, Any]) -> None:
-        super().__init__(kind, message, fields)
-        self.kind, self.message, self.fields = kind, message, fields
-
-    @classmethod
-    def wrap(cls, error: NannyError) -> RemoteApiError:
-        return cls(type(error).__name__, str(error), dict(vars(error)))
-
-    def rebuild(self) -> Exception:
-        import supervision
-
-        kind = getattr(supervision, self.kind, None)
-        if not (isinstance(kind, type) and issubclass(kind, NannyError)):
-            return RuntimeError(f"{self.kind}: {self.message}")
-        error = kind.__new__(kind)
-        Exception.__init__(error, self.message)
-        error.__dict__.update(self.fields)
-        return error
-
-
-def fence_delay(now: float, last_renewal: float | None, lease_timeout: float | None) -> float:
-    """Seconds the parent must still wait before acting on a NODE_DOWN (0: at once).
-
-    The old incarnation stops its children once its lease has run out; acting
-    sooner could run the restarted subtree beside the old one.
-    """
-    if lease_timeout is None or last_renewal is None:
-        return 0.0
-    return max(0.0, last_renewal + lease_timeout - now)
-
-
-FENCE_AT = 0.75  # of the lease: the remote side fences this early, so it is done in time
-
-
-def lease_expired(now: float, last_renewal: float, lease_timeout: float | None) -> bool:
-    """The remote side's test: fence once no renewal came for FENCE_AT of the lease.
-
-    Renewals come every third of the lease, so two may be lost; the parent waits
-    the whole lease, which leaves the fence a quarter of it to stop the children.
-    """
-    return lease_timeout is not None and now - last_renewal >= lease_timeout * FENCE_AT
-
-
-# -- the remote side --------------------------------------------------------------------
-
-
-class RemoteHost:
-    """A complete local tree for one remote subtree incarnation, and its fence.
-
-    Runs in the remote process (a Ray actor, or a thread of FakeEngine). The
-    engine calls `start`, then parks `wait_exit`; `api`, `shutdown`, `renew_lease`
-    and `ping` are control calls.
-    """
-
-    def __init__(
-        self,
-        spec: SupervisorSpec,
-        incarnation: int,
-        *,
-        lease_timeout: float | None = None,
-        watch_parent: bool = True,
-        clock: Callable[[], float] = time.monotonic,
-        on_fenced: Callable[[], None] | None = None,
-    ) -> None:
-        # The remote tree is a root here: its own launcher, its own event log.
-        self.spec = dataclasses.replace(spec, placement=None)
-        self.incarnation = incarnation
-        self.lease_timeout = lease_timeout
-        self._clock = clock
-        self._last_renewal = clock()
-        self._ppid = os.getppid() if watch_parent else None
-        self._tree: Any = None
-        self._ended = threading.Event()
-        self._stop_watch = threading.Event()
-        self._listeners: list[Callable[[], None]] = []
-        self.killed = False
-        self.fenced = ""
-        self._on_fenced = on_fenced  # Ray: the process exits, and its death is the report
-        self._watchdog: threading.Thread | None = None
-
-    def start(self) -> int:
-        """Start the tree, every child in order; raises as a local start does. Our pid."""
-        from .._tree import Tree
-
-        self._tree = Tree.start(self.spec)
-        self._watchdog = threading.Thread(
-            target=self._watch, name=f"nannytree-fence-{self.spec.id}", daemon=True
-        )
-        self._watchdog.start()
-        return os.getpid()
-
-    # -- looking ----------------------------------------------------------------
-
-    @property
-    def alive(self) -> bool:
-        return self._tree is not None and not self._ended.is_set()
-
-    @property
-    def ended(self) -> bool:
-        return self._ended.is_set()
-
-    @property
-    def exit_reason(self) -> ExitReason | None:
-        if self._tree is None:
-            return None
-        reason = self._tree.finished()
-        return reason if isinstance(reason, ExitReason) else None
-
-    def on_end(self, listener: Callable[[], None]) -> None:
-        self._listeners.append(listener)
-        if self._ended.is_set():
-            listener()
-
-    # -- calls --------------------------------------------------------------------
-
-    def wait_exit(self, timeout: float | None = None) -> ExitReason | None:
-        """Parked: the tree's exit reason once it ended by itself.
-
-        A fenced incarnation never answers: it is not a give-up, and the parent learns
-        of it from the engine (its node's death, or its process's).
-        """
-        self._ended.wait(timeout)
-        if self.fenced and timeout is None:
-            threading.Event().wait()  # never returns: the process exits (see on_fenced)
-        return self.exit_reason
-
-    def api(self, method: str, *args: Any) -> Any:
-        if method not in API:
-            raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
-        if self._tree is None or self._ended.is_set():
-            raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")
-        try:
-            return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
-        except NannyError as e:
-            raise RemoteApiError.wrap(e) from None
-
-    def shutdown(self) -> ExitReason | None:
-        """The orderly stop: children in reverse order, each by its own spec."""
-        if self._tree is not None:
-            self._tree.stop()
-        self._finish()
-        return self.exit_reason
-
-    def renew_lease(self) -> None:
-        self._last_renewal = self._clock()
-
-    def ping(self) -> int:
-        return os.getpid()
-
-    def wait_events(self, since: int, timeout: float) -> tuple[list[Any], int, float]:
-        """Long poll: the tree's events from index `since` (waiting up to `timeout`),
-        the next index, and our clock now (the parent maps the times onto its own)."""
-        if self._tree is None:
-            return [], since, time.monotonic()
-        events, index = self._tree.context.log.since(since, timeout)
-        return events, index, time.monotonic()
-
-    def liveness(self, timeout: float) -> bool:
-        """The opt-in liveness check: the remote supervisor itself answers a read-only
-        call within `timeout` (the process and the node answering is not enough)."""
-        if self._tree is None or self._ended.is_set():
-            return True  # ending: its exit is on its way
-        self._tree.nanny.count_children().get(timeout=timeout)
-        return True
-
-    def kill(self) -> None:
-        """The fake's "process death": the tree stops; nobody is told politely."""
-        self.killed = True
-        self.shutdown()
-
-    # -- the fence ------------------------------------------------------------------
-
-    def _finish(self) -> None:
-        if self._ended.is_set():
-            return
-        self._ended.set()
-        self._stop_watch.set()
-        for listener in list(self._listeners):
-            with contextlib.suppress(Exception):
-                listener()
-
-    def _watch(self) -> None:
-        period = 0.2 if self.lease_timeout is None else min(0.2, self.lease_timeout / 5)
-        while not self._stop_watch.is_set():
-            if self._tree.context.wait(period):
-                self._finish()  # ended by itself: the parked wait_exit returns
-                return
-            why = ""
-            if self._ppid is not None and os.getppid() != self._ppid:
-                why = "its parent process (the raylet) is gone"
-            elif lease_expired(self._clock(), self._last_renewal, self.lease_timeout):
-                why = f"its lease was not renewed within {self.lease_timeout}s"
-            if why:
-                self.fenced = why
-                log.warning("remote subtree %r fences itself: %s", self.spec.id, why)
-                self.shutdown()
-                if self._on_fenced is not None:
-                    self._on_fenced()
-                return
-
-
-# -- the parent side --------------------------------------------------------------------
 
 
 class RemoteStatus:
@@ -326,21 +101,20 @@ class _Declare:
     reason: ExitReason
 
 
-_previous: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
-# Nodes a tree declared down: never chosen again by it (a Ray node that comes back
-# has a new id), even while the engine's node list still lags behind.
-_down: weakref.WeakKeyDictionary[Any, set[str]] = weakref.WeakKeyDictionary()
-
-
 def start_remote(
     spec: SupervisorSpec, context: Any, link: Any
 ) -> tuple[pykka.ActorRef[RemoteChild], RemoteStatus]:
-    """Place `spec` on a node of the tree's engine and start it there; raises StartError."""
+    """Place `spec` on a node of the tree's engine and start it there; raises StartError.
+
+    The tree remembers where each remote subtree ran (`context.previous_nodes`, by
+    path) and the nodes it declared down (`context.nodes_down`: never chosen again,
+    as a Ray node that comes back has a new id, even while the engine still lists it).
+    """
     engine: Engine = context.engine
     supervisor = link.name.rsplit("/", 1)[0]
     assert spec.placement is not None
-    nodes = _previous.setdefault(context, {})
-    down = _down.setdefault(context, set())
+    nodes: dict[str, str] = context.previous_nodes
+    down: set[str] = context.nodes_down
     try:
         live = [n for n in engine.nodes() if n.id not in down]
     except Exception as e:
@@ -368,7 +142,9 @@ def start_remote(
     except Exception:
         pid = None
     status = RemoteStatus(node, pid)
-    ref = RemoteChild.start(spec, engine, handle, link, status, down.add, context.log)
+    ref = RemoteChild.start(
+        spec, engine, handle, link, status, context.scheduler, down.add, context.log
+    )
     return ref, status
 
 
@@ -384,6 +160,7 @@ class RemoteChild(pykka.ThreadingActor):
         handle: Any,
         link: Any,
         status: RemoteStatus,
+        scheduler: Scheduler,
         node_down: Callable[[str], None] = lambda node: None,
         log: Any = None,
     ) -> None:
@@ -396,18 +173,16 @@ class RemoteChild(pykka.ThreadingActor):
         self._supervisor = link.name.rsplit("/", 1)[0]
         self._incarnation = link.incarnation
         self.status = status
-        self._node_down = node_down
+        self._node_down = node_down  # the tree's: never placed there again
+        self._scheduler = scheduler  # the tree's timers
         self._state = "running"  # running, unreachable, exiting, stopped
-        self._lease = engine.lease_timeout
-        self._last_renewal: float | None = time.monotonic() if self._lease else None
-        # Opt-in (off by default): declare NODE_DOWN after this long unreachable,
-        # without the engine's verdict (Erlang-like bounds; see the fencing caveat).
-        self._unreachable_timeout: float | None = getattr(engine, "unreachable_timeout", None)
+        self._fencing = Fencing(engine.lease_timeout, engine.unreachable_timeout)
+        self._renew_every = self._fencing.renew_every
+        self._last_renewal: float | None = time.monotonic() if self._renew_every else None
         self._unreachable_since = 0.0
-        self._timers: list[threading.Timer] = []
         # Opt-in (off by default): a hung remote supervisor is invisible to the engine;
         # it is asked this often to answer within this long (remote_unresponsive).
-        self._liveness: float | None = getattr(engine, "liveness_timeout", None)
+        self._liveness = engine.liveness_timeout
         self._pinging = False
         self._killed = False
         self._log = log  # the parent tree's event log: the remote events join it
@@ -417,8 +192,8 @@ class RemoteChild(pykka.ThreadingActor):
 
     def on_start(self) -> None:
         self._park()
-        if self._lease:
-            self._later(self._lease / 3, _Renew())
+        if self._renew_every:
+            self._later(self._renew_every, _Renew())
         if self._liveness:
             self._later(self._liveness, _Ping())
         if self._log is not None:
@@ -428,9 +203,9 @@ class RemoteChild(pykka.ThreadingActor):
             ).start()
 
     def on_stop(self) -> None:
+        # The tree's scheduler cancels nothing: a timer that fires later tells a
+        # stopped actor, and is dropped.
         self._forwarding.clear()
-        for timer in self._timers:
-            timer.cancel()
         if self._state in ("running", "unreachable"):
             self._state = "stopped"
             self._kill()
@@ -563,16 +338,18 @@ class RemoteChild(pykka.ThreadingActor):
     def _probe(self, delay: float) -> None:
         if self._state != "unreachable":
             return
-        limit = self._unreachable_timeout
-        if limit is not None and time.monotonic() - self._unreachable_since >= limit:
-            reason = f"node {self.status.node!r} unreachable for {limit}s (unreachable_timeout)"
-            self._exit(ExitReason(ExitKind.NODE_DOWN, message=reason))
+        node = self.status.node
+        try:
+            listed = any(n.id == node for n in self._engine.nodes())
+        except Exception:
+            listed = True  # no word from the engine: only the bound may declare it down
+        verdict = self._fencing.verdict(
+            time.monotonic(), node, self._unreachable_since, listed=listed
+        )
+        if verdict is not None:
+            self._exit(verdict)
             return
         try:
-            if all(n.id != self.status.node for n in self._engine.nodes()):
-                reason = f"node {self.status.node!r} was declared dead"
-                self._exit(ExitReason(ExitKind.NODE_DOWN, message=reason))
-                return
             self._engine.call(self._handle, "ping", timeout=min(PROBE_MAX, 1.0))
         except RemoteDead as e:
             self._exit(e.reason)
@@ -587,17 +364,18 @@ class RemoteChild(pykka.ThreadingActor):
         self._park()
 
     def _renew(self) -> None:
-        if self._state not in ("running", "unreachable") or not self._lease:
+        every = self._renew_every
+        if self._state not in ("running", "unreachable") or not every:
             return
         try:
-            self._engine.call(self._handle, "renew_lease", timeout=self._lease / 3)
+            self._engine.call(self._handle, "renew_lease", timeout=every)
             self._last_renewal = time.monotonic()
         except RemoteDead as e:
             self._exit(e.reason)
             return
         except Exception as e:
             self._unreachable(f"lease renewal failed: {e}")
-        self._later(self._lease / 3, _Renew())
+        self._later(every, _Renew())
 
     def _forward_events(self) -> None:
         """The remote tree's events, into the parent's log, under this child's path and on
@@ -671,17 +449,15 @@ class RemoteChild(pykka.ThreadingActor):
 
     def _exit(self, reason: ExitReason) -> None:
         self._state = "exiting"
-        wait = 0.0
         if reason.kind is ExitKind.REMOTE_UNRESPONSIVE:
             # Hung, or cut off: killed now (on a thread: a kill may wait for the hung
             # process); restarted elsewhere only once its fence is sure to have
             # stopped it, if the kill could not reach it.
             self._killed = True
             threading.Thread(target=self._kill, daemon=True).start()
-            wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
         if reason.kind is ExitKind.NODE_DOWN:
             self._node_down(self.status.node)
-            wait = fence_delay(time.monotonic(), self._last_renewal, self._lease)
+        wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
         if wait > 0:
             log.info("remote child %r: %s; waiting %.1fs for its fence", self._name, reason, wait)
             self._later(wait, _Declare(reason))
@@ -726,8 +502,4 @@ class RemoteChild(pykka.ThreadingActor):
             with contextlib.suppress(pykka.ActorDeadError):
                 ref.tell(message)
 
-        timer = threading.Timer(delay, post)
-        timer.daemon = True
-        self._timers = [t for t in self._timers if t.is_alive()]
-        self._timers.append(timer)
-        timer.start()
+        self._scheduler.call_later(delay, post)

@@ -1,0 +1,227 @@
+"""RemoteHost: the far side of a remote subtree, and its fence.
+
+It runs in the remote process (a Ray actor, or a thread of the fake engine) and
+runs a complete local tree there, started by the `start_tree` its engine hands
+it, so nothing here imports the tree. A watchdog fences it: it stops its tree
+when its lease is not renewed in time (supervision.Fencing), or when its parent
+process changes (a Ray worker whose raylet died). docs/multihost.md section 6.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from supervision import ChildNotRunning, ExitReason, Fencing, NannyError, SupervisorSpec
+
+from ._port import CALL_TIMEOUT, RemoteApiError
+
+log = logging.getLogger("nannytree")
+
+# The OTP API calls a remote child forwards to its remote tree.
+API = (
+    "which_children",
+    "which_child",
+    "count_children",
+    "get_childspec",
+    "start_child",
+    "terminate_child",
+    "restart_child",
+    "delete_child",
+    "pause_child",
+    "resume_child",
+    "signal_child",
+    "read_output",
+    "events",
+    "which_tree",
+)
+
+
+class LocalTree(Protocol):
+    """What the far side needs of the tree `start_tree` returns (an actors.Tree)."""
+
+    @property
+    def nanny(self) -> Any: ...
+
+    @property
+    def log(self) -> Any: ...
+
+    def finished(self) -> ExitReason | None: ...
+
+    def wait(self, timeout: float | None = None) -> ExitReason | None: ...
+
+    def stop(self, timeout: float | None = None) -> ExitReason | None: ...
+
+
+class RemoteHost:
+    """A complete local tree for one remote subtree incarnation, and its fence.
+
+    The engine calls `start`, then parks `wait_exit`; `api`, `shutdown`,
+    `renew_lease`, `ping`, `liveness` and `wait_events` are control calls.
+    `start_tree(spec)` starts the tree, every child in order, and raises as a local
+    start does.
+    """
+
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        incarnation: int,
+        *,
+        start_tree: Callable[[SupervisorSpec], LocalTree],
+        lease_timeout: float | None = None,
+        watch_parent: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        on_fenced: Callable[[], None] | None = None,
+    ) -> None:
+        # The remote tree is a root here: its own launcher, its own event log.
+        self.spec = dataclasses.replace(spec, placement=None)
+        self.incarnation = incarnation
+        self.lease_timeout = lease_timeout
+        self._start_tree = start_tree
+        self._fencing = Fencing(lease_timeout)
+        self._clock = clock
+        self._last_renewal = clock()
+        self._ppid = os.getppid() if watch_parent else None
+        self._tree: LocalTree | None = None
+        self._ended = threading.Event()
+        self._stop_watch = threading.Event()
+        self._listeners: list[Callable[[], None]] = []
+        self.killed = False
+        self.fenced = ""
+        self._on_fenced = on_fenced  # Ray: the process exits, and its death is the report
+        self._watchdog: threading.Thread | None = None
+
+    def start(self) -> int:
+        """Start the tree; raises as a local start does. Our pid."""
+        self._tree = self._start_tree(self.spec)
+        self._watchdog = threading.Thread(
+            target=self._watch, name=f"nannytree-fence-{self.spec.id}", daemon=True
+        )
+        self._watchdog.start()
+        return os.getpid()
+
+    # -- looking ----------------------------------------------------------------
+
+    @property
+    def tree(self) -> LocalTree | None:
+        """The local tree, once started."""
+        return self._tree
+
+    @property
+    def alive(self) -> bool:
+        return self._tree is not None and not self._ended.is_set()
+
+    @property
+    def ended(self) -> bool:
+        return self._ended.is_set()
+
+    @property
+    def exit_reason(self) -> ExitReason | None:
+        return None if self._tree is None else self._tree.finished()
+
+    def on_end(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+        if self._ended.is_set():
+            listener()
+
+    # -- calls --------------------------------------------------------------------
+
+    def wait_exit(self, timeout: float | None = None) -> ExitReason | None:
+        """Parked: the tree's exit reason once it ended by itself.
+
+        A fenced incarnation never answers: it is not a give-up, and the parent learns
+        of it from the engine (its node's death, or its process's).
+        """
+        self._ended.wait(timeout)
+        if self.fenced and timeout is None:
+            threading.Event().wait()  # never returns: the process exits (see on_fenced)
+        return self.exit_reason
+
+    def api(self, method: str, *args: Any) -> Any:
+        if method not in API:
+            raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
+        if self._tree is None or self._ended.is_set():
+            raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")
+        try:
+            return getattr(self._tree.nanny, method)(*args).get(timeout=CALL_TIMEOUT)
+        except NannyError as e:
+            raise RemoteApiError.wrap(e) from None
+
+    def shutdown(self) -> ExitReason | None:
+        """The orderly stop: children in reverse order, each by its own spec."""
+        if self._tree is not None:
+            self._tree.stop()
+        self._finish()
+        return self.exit_reason
+
+    def renew_lease(self) -> None:
+        self._last_renewal = self._clock()
+
+    def ping(self) -> int:
+        return os.getpid()
+
+    def wait_events(self, since: int, timeout: float) -> tuple[list[Any], int, float]:
+        """Long poll: the tree's events from index `since` (waiting up to `timeout`),
+        the next index, and our clock now (the parent maps the times onto its own)."""
+        if self._tree is None:
+            return [], since, time.monotonic()
+        events, index = self._tree.log.since(since, timeout)
+        return events, index, time.monotonic()
+
+    def liveness(self, timeout: float) -> bool:
+        """The opt-in liveness check: the remote supervisor itself answers a read-only
+        call within `timeout` (the process and the node answering is not enough)."""
+        if self._tree is None or self._ended.is_set():
+            return True  # ending: its exit is on its way
+        self._tree.nanny.count_children().get(timeout=timeout)
+        return True
+
+    def kill(self) -> None:
+        """The fake's "process death": the tree stops; nobody is told politely."""
+        self.killed = True
+        self.shutdown()
+
+    # -- the fence ------------------------------------------------------------------
+
+    def _finish(self) -> None:
+        if self._ended.is_set():
+            return
+        self._ended.set()
+        self._stop_watch.set()
+        for listener in list(self._listeners):
+            with contextlib.suppress(Exception):
+                listener()
+
+    def _ended_by_itself(self, period: float) -> bool:
+        assert self._tree is not None
+        try:
+            self._tree.wait(period)
+        except TimeoutError:
+            return False
+        return True
+
+    def _watch(self) -> None:
+        lease = self.lease_timeout
+        period = 0.2 if lease is None else min(0.2, lease / 5)
+        while not self._stop_watch.is_set():
+            if self._ended_by_itself(period):
+                self._finish()  # the parked wait_exit returns
+                return
+            why = ""
+            if self._ppid is not None and os.getppid() != self._ppid:
+                why = "its parent process (the raylet) is gone"
+            elif self._fencing.lease_expired(self._clock(), self._last_renewal):
+                why = f"its lease was not renewed within {lease}s"
+            if why:
+                self.fenced = why
+                log.warning("remote subtree %r fences itself: %s", self.spec.id, why)
+                self.shutdown()
+                if self._on_fenced is not None:
+                    self._on_fenced()
+                return
