@@ -10,6 +10,7 @@ import pykka
 import pytest
 
 from actors._runtime import _pooled as _dispatch
+from actors._runtime._loop import Fatal, ThreadedActor
 from actors._runtime._pooled import PooledActor, blocking, pool_threads
 from supervision import ChildSpec, Strategy, SupervisorSpec
 from tests.support import wait_until
@@ -222,3 +223,80 @@ def test_an_actor_whose_on_start_fails_is_stopped_before_any_message() -> None:
         ref.ask("first", timeout=10)
     assert log == ["on_start"]
     wait_until(lambda: not ref.is_alive(), 10, "the actor to stop")
+
+
+# -- a BaseException: the actor and its tree, never the process --------------------------
+
+
+class Doom(BaseException):
+    """What a handler raises where pykka would stop every actor (as SystemExit)."""
+
+
+class Above(PooledActor):
+    """Makes an actor in its handler (so it is that actor's actor above); keeps what it is told."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.told: list[Any] = []
+
+    def on_receive(self, message: Any) -> Any:
+        if isinstance(message, type):
+            return message.start()
+        if message == "told":
+            return list(self.told)
+        self.told.append(message)
+        return None
+
+
+class PooledDoomed(PooledActor):
+    stopped = threading.Event()
+
+    def on_receive(self, message: Any) -> Any:
+        raise Doom("broken on purpose")
+
+    def on_stop(self) -> None:
+        type(self).stopped.set()
+
+
+class ThreadedDoomed(ThreadedActor):
+    stopped = threading.Event()
+
+    def on_receive(self, message: Any) -> Any:
+        raise Doom("broken on purpose")
+
+    def on_stop(self) -> None:
+        type(self).stopped.set()
+
+
+@pytest.mark.parametrize("doomed", [PooledDoomed, ThreadedDoomed])
+def test_a_base_exception_stops_its_actor_and_tells_the_one_above_not_every_actor(
+    doomed: type[PooledDoomed | ThreadedDoomed],
+) -> None:
+    doomed.stopped.clear()
+    above, bystander = Above.start(), Recorder.start()
+    try:
+        ref = above.ask(doomed)
+        with pytest.raises(pykka.ActorDeadError):  # the asker is answered, not left waiting
+            ref.ask("anything", timeout=10)
+        assert doomed.stopped.is_set() and not ref.is_alive()  # stopped as pykka's: on_stop ran
+        wait_until(lambda: bool(above.ask("told")), 10, "the actor above told")
+        (fatal,) = above.ask("told")
+        assert isinstance(fatal, Fatal) and fatal.ref is ref
+        assert isinstance(fatal.error, Doom) and str(fatal.error) == "broken on purpose"
+        assert above.is_alive() and bystander.ask("still here", timeout=10) == "still here"
+    finally:
+        above.stop()
+        bystander.stop()
+
+
+class DoomedAtStart(PooledActor):
+    def on_start(self) -> None:
+        raise Doom("cannot start")
+
+
+def test_a_base_exception_in_on_start_stops_the_actor_and_answers_its_askers() -> None:
+    ref = DoomedAtStart.start()
+    with pytest.raises(pykka.ActorDeadError):
+        ref.ask("first", timeout=10)
+    wait_until(lambda: not ref.is_alive(), 10, "the actor to stop")
+    assert pykka.ActorRegistry.get_by_urn(ref.actor_urn) is None

@@ -6,9 +6,10 @@ from __future__ import annotations
 import signal
 import threading
 
+import pykka
 import pytest
 
-from actors import Tree
+from actors import NannyActor, Tree
 from actors._launcher._protocol import Failure
 from actors.testing import FakeSpawner
 from supervision import (
@@ -146,10 +147,8 @@ def test_read_only_calls_answer_while_a_start_waits() -> None:
     # The tree is still starting; its root answers from the core's state.
     nanny = None
     while nanny is None:
-        from actors._shell._nanny import _roots
-
-        roots = [n for n in list(_roots) if n._spec.id == "root"]
-        nanny = roots[0].actor_ref.proxy() if roots else None
+        roots = pykka.ActorRegistry.get_by_class(NannyActor)
+        nanny = roots[0].proxy() if roots else None
     info = nanny.which_children().get(timeout=2)
     assert [(i.id, i.state) for i in info] == [("slow", "starting")]
     child.become_ready()

@@ -21,17 +21,16 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pykka
-from pykka import messages as pykka_messages
 
 from ._flag import Flag
 from ._future import LightFuture
+from ._loop import LATER, answer_dead, current, handle, set_up, stop_fatally, teardown
 
 log = logging.getLogger("nannytree")
 
@@ -39,7 +38,8 @@ RUNNABLE = 2  # threads that run Python at once: more only fight over the GIL
 KEEP = 2  # pool threads kept however long they are idle
 IDLE_RETIRE = 5.0  # seconds an extra pool thread stays idle before it ends
 BATCH = 32  # messages one actor handles before the others get a turn
-LATER: Any = object()  # a handler's answer: the reply is set later (take_reply)
+
+__all__ = ["LATER", "PooledActor", "blocking", "pool_threads"]
 
 
 class _Pool:
@@ -119,6 +119,7 @@ class _Pool:
             waker.acquire()  # woken just as the wait ran out: take the wake-up
 
 
+# Process-wide on purpose (actors/_runtime/__init__.py): every tree's workers share it.
 _pool = _Pool("nannytree-worker")
 
 
@@ -161,7 +162,7 @@ class _Mailbox:
                     return
                 self._scheduled = True
         if closed:
-            _answer_dead(envelope)
+            answer_dead(envelope)
             return
         _pool.submit(self._run)
 
@@ -197,7 +198,7 @@ class _Mailbox:
         assert actor is not None
         if not self._set_up:
             self._set_up = True
-            actor._actor_loop_setup()
+            set_up(actor, actor.on_fatal)
         for _ in range(BATCH):
             if actor.actor_stopped.is_set():
                 self._close(actor)
@@ -222,32 +223,7 @@ class _Mailbox:
                 return
             self._closed = True
         held, actor._held = actor._held or [], None
-        for envelope in held:
-            _answer_dead(envelope)
-        actor._actor_loop_teardown()
-
-
-def answer_failure(actor: pykka.Actor, reply_to: pykka.Future[Any] | None) -> None:
-    """pykka's answer to a handler that raised (call it in the `except`): an asker
-    gets the error; a told message's error stops the actor, after on_failure."""
-    if reply_to is not None:
-        reply_to.set_exception()
-        return
-    actor._handle_failure(*sys.exc_info())
-    try:
-        actor.on_failure(*sys.exc_info())
-    except Exception:
-        actor._handle_failure(*sys.exc_info())
-
-
-def _answer_dead(envelope: Any) -> None:
-    if envelope.reply_to is None:
-        return
-    if isinstance(envelope.message, pykka_messages._ActorStop):
-        envelope.reply_to.set(None)
-        return
-    dead = pykka.ActorDeadError("the actor stopped before handling the message")
-    envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
+        teardown(actor, held)
 
 
 class PooledActor(pykka.Actor):
@@ -271,6 +247,7 @@ class PooledActor(pykka.Actor):
         # pykka's actor_stopped, shared with the ref, as a Flag: no Event per actor.
         stopped = Flag()
         self.actor_stopped = self.actor_ref.actor_stopped = stopped  # type: ignore[assignment]
+        self._above = current()  # told Fatal if a handler fails with a BaseException
 
     @staticmethod
     def _create_actor_inbox() -> Any:
@@ -305,16 +282,9 @@ class PooledActor(pykka.Actor):
         if self._held is not None and self.holds(envelope.message):
             self._held.append(envelope)
             return
-        # pykka's loop body (pykka/_actor.py, _actor_loop_running), one message.
         self._reply = envelope.reply_to
-        try:
-            response = self._handle_receive(envelope.message)
-            if response is LATER:
-                return
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except Exception:
-            answer_failure(self, envelope.reply_to)
-        except BaseException:
-            self._stop()
-            pykka.ActorRegistry.stop_all(block=False)
+        handle(self, envelope, LATER, self.on_fatal)
+
+    def on_fatal(self, error: BaseException) -> None:
+        """A BaseException in a handler (pykka: stop every actor): stop, tell the actor above."""
+        stop_fatally(self, self._above, error)

@@ -18,7 +18,6 @@ import contextlib
 import dataclasses
 import logging
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,7 +57,7 @@ from supervision import (
     signal_name,
 )
 
-from .._runtime._pooled import answer_failure
+from .._runtime._loop import Fatal, dead, handle, serving, teardown, tell_quietly
 from .._tree import TreeContext
 from ._event_log import EventLog
 from ._messages import (
@@ -147,9 +146,6 @@ class _Starting:
     token: int
     child_id: str
     nested: pykka.ActorRef[NannyActor] | None = None
-
-
-_roots: weakref.WeakSet[NannyActor] = weakref.WeakSet()
 
 
 def _crash_reason(e: BaseException) -> ExitReason:
@@ -395,41 +391,27 @@ class NannyActor(pykka.ThreadingActor):
 
     def _handle_envelope(self, envelope: Any) -> None:
         message = envelope.message
+        if isinstance(message, Fatal):
+            with serving(self):  # a restart it causes makes actors below this one
+                self._fatal_below(envelope)
+            return
         mutating = isinstance(message, InitTree) or (
             isinstance(message, pykka_messages.ProxyCall)
             and message.attr_path[-1] not in _READ_ONLY
         )
         if mutating and envelope.reply_to is not None:
             self._call = envelope.reply_to
-        try:
-            response = self._handle_receive(envelope.message)
-            if response is _LATER:
-                return  # answered when the core replies
-            if self._call is envelope.reply_to:
-                self._call = None
-            if envelope.reply_to is not None:
-                envelope.reply_to.set(response)
-        except Exception:
-            if self._call is envelope.reply_to:
-                self._call = None
-            answer_failure(self, envelope.reply_to)
-        except BaseException:
-            self._stop()
-            pykka.ActorRegistry.stop_all()
+        # pykka's loop body (actors/_runtime/_loop.py); a call answered _LATER is
+        # answered when the core replies.
+        if handle(self, envelope, _LATER, self.on_fatal) and self._call is envelope.reply_to:
+            self._call = None
 
     def _actor_loop_teardown(self) -> None:
-        dead = pykka.ActorDeadError(f"{self.actor_ref} stopped before handling the message")
-        while self._deferred:
-            envelope = self._deferred.popleft()
-            if envelope.reply_to is not None:
-                if isinstance(envelope.message, pykka_messages._ActorStop):
-                    envelope.reply_to.set(None)
-                else:
-                    envelope.reply_to.set_exception(exc_info=(type(dead), dead, None))
-        if self._call is not None:
-            self._call.set_exception(exc_info=(type(dead), dead, None))
-            self._call = None
-        super()._actor_loop_teardown()
+        teardown(self, self._deferred)
+        self._deferred.clear()
+        call, self._call = self._call, None
+        if call is not None:
+            dead(call)
 
     def on_receive(self, message: Any) -> Any:
         now = time.monotonic()
@@ -489,16 +471,18 @@ class NannyActor(pykka.ThreadingActor):
 
             def answer_parent(reason: ExitReason, error: NannyError | None) -> None:
                 failure = getattr(error, "reason", reason)
-                parent.tell(StartFailed(child_id, token, failure))
+                tell_quietly(parent, StartFailed(child_id, token, failure))
 
-            self._on_idle = lambda: parent.tell(StartDone(child_id, token, None, incarnation))
+            self._on_idle = lambda: tell_quietly(
+                parent, StartDone(child_id, token, None, incarnation)
+            )
             self._init_reply = answer_parent
         self._run(self._core.start(now))
         return _LATER if parent is None else None
 
     def on_start(self) -> None:
-        if self._is_root:
-            _roots.add(self)
+        if self._is_root:  # the tree's own exit hook: interpreter exit is process-wide
+            atexit.register(self._stop_at_exit)
 
     def on_stop(self) -> None:
         if self._core.mode in ("new", "running"):
@@ -508,12 +492,70 @@ class NannyActor(pykka.ThreadingActor):
 
     def on_failure(self, *exc_info: Any) -> None:
         # A bug in the nanny must not orphan its subtree: stop it, report upward.
+        if self._exit_reason is None:  # a root's tree ends saying why
+            self._exit_reason = _crash_reason(exc_info[1])
         try:
             self._stop_all_children()
         finally:
             self._cleanup()
             if not self._exit_requested:
                 self._tell_parent(_crash_reason(exc_info[1]))
+
+    def on_fatal(self, error: BaseException) -> None:
+        """A BaseException in the nanny's own handler, where pykka would stop every
+        actor of the process: its subtree stops now, and its tree through the root."""
+        where = f"nanny {self._core.name!r}"
+        if self._parent is not None:
+            self._exit_requested = True  # its parent hears Fatal, not ChildExited
+            tell_quietly(self._parent, Fatal(error, self.actor_ref, where))
+        self._end_tree(error, where, own=True)
+
+    def _fatal_below(self, envelope: Any) -> None:
+        """An actor below failed with a BaseException: up to the root, which ends the tree."""
+        fatal: Fatal = envelope.message
+        child = next((c for c, w in self._workers.items() if w is fatal.ref), None)
+        if child is not None:
+            fatal = dataclasses.replace(fatal, where=f"the worker of {self._core.name}/{child}")
+            starting = self._starting
+            if starting is not None and starting.child_id == child:  # it died in its start
+                failed = StartFailed(child, starting.token, _crash_reason(fatal.error))
+                self._on_start_failed(failed, time.monotonic())
+        if self._parent is not None:
+            tell_quietly(self._parent, fatal)
+        elif self._starting is not None:  # the core waits for a start: end once it is answered
+            envelope.message = fatal
+            self._deferred.append(envelope)
+        else:
+            self._end_tree(fatal.error, fatal.where, own=False)
+
+    def _end_tree(self, error: BaseException, where: str, *, own: bool) -> None:
+        """Stop this nanny's subtree, and end, with a reason that names the failure: in
+        order when the core can take it now, else (its own failure) at once."""
+        reason = ExitReason(
+            ExitKind.ACTOR_CRASHED,
+            exc_type=type(error).__name__,
+            message=f"{where} failed with {type(error).__name__}: {error}"[:8192],
+        )
+        if self._core.mode in ("new", "running") and self._starting is None:
+            try:
+                self._run(self._core.shutdown(time.monotonic(), reason))
+                return
+            except Exception:
+                log.exception("nanny %r cannot stop its children in order", self._core.name)
+        elif not own:
+            return  # stopping already
+        if not self.actor_stopped.is_set():
+            self._exit_reason = reason
+            pykka.ActorRegistry.unregister(self.actor_ref)
+            self.actor_stopped.set()
+            self.on_failure(type(error), error, error.__traceback__)
+
+    def _stop_at_exit(self) -> None:
+        # Daemon actor threads would die mid-stop at exit: stop the tree politely first.
+        try:
+            self.actor_ref.stop(timeout=30)
+        except Exception:
+            log.exception("stopping tree %r at exit failed", self._core.name)
 
     # -- executing the core's actions ---------------------------------------------
 
@@ -984,23 +1026,13 @@ class NannyActor(pykka.ThreadingActor):
         self._plugins.clear()
         if self._is_root:
             self._context.end(self._exit_reason)
-        _roots.discard(self)
+            atexit.unregister(self._stop_at_exit)
 
 
 def _answers_now(message: Any) -> bool:
     """Whether a message is handled even while the core waits for a start."""
-    if isinstance(message, StartDone | StartFailed | ChildNote | ChildStatus):
-        return True  # answers, and what a child said: never held behind a start
+    if isinstance(message, StartDone | StartFailed | ChildNote | ChildStatus | Fatal):
+        return True  # answers, what a child said, a failure below: never held behind a start
     if isinstance(message, pykka_messages.ProxyCall | pykka_messages.ProxyGetAttr):
         return message.attr_path[-1] in _READ_ONLY
     return False
-
-
-@atexit.register
-def _stop_roots() -> None:
-    # Daemon actor threads would die mid-stop at exit: stop trees politely first.
-    for nanny in list(_roots):
-        try:
-            nanny.actor_ref.stop(timeout=30)
-        except Exception:
-            log.exception("stopping tree %r at exit failed", nanny._core.name)

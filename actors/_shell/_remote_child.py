@@ -49,6 +49,7 @@ from .._remote._port import (
     RemoteStartError,
     RemoteUnreachable,
 )
+from .._runtime._loop import ThreadedActor
 from .._runtime._timer import Scheduler
 from ._messages import ChildExited, ShutdownTree
 
@@ -148,7 +149,7 @@ def start_remote(
     return ref, status
 
 
-class RemoteChild(pykka.ThreadingActor):
+class RemoteChild(ThreadedActor):
     """The parent's stand-in for one incarnation of a remote subtree."""
 
     use_daemon_thread = True
