@@ -15,17 +15,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import select
-import shlex
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
-import cloudpickle
 import pykka
 
 from supervision import (
@@ -35,11 +31,9 @@ from supervision import (
     ExitKind,
     ExitReason,
     ReadyFile,
-    ReloadRefused,
     classify_exit,
     signal_name,
 )
-from supervision import Reload as ReloadSpec
 
 from .._process._port import (
     SPAWN_TIMEOUT,
@@ -51,7 +45,8 @@ from .._process._port import (
     Spawner,
     SpawnRequest,
 )
-from .._runtime._pooled import LATER, PooledActor, blocking
+from .._runtime._loop import LATER, tell_quietly
+from .._runtime._pooled import PooledActor, blocking
 from .._tree import TreeContext
 from ._messages import (
     ArmExit,
@@ -78,29 +73,21 @@ from ._messages import (
     Unstart,
     WatchdogTick,
 )
+from ._readiness import wait_ready
+from ._reload import reload_process
+from ._request import StartProblem, build_request, pickled_target, request_shape
 from ._sd_notify import Notification, NotifyEndpoint
 from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, carry_out, kill_and_wait
 
 log = logging.getLogger("nannytree")
 STDERR_TAIL_LINES = 20
 STDERR_TAIL_BYTES = 4096
-READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
-NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
-# An sd_notify child's first process that exited 0 leaving a process behind: how long
-# its MAINPID= is waited for (it crosses the host on its way to the launcher).
-MAINPID_GRACE = 1.0
-CHECK_OUTPUT = 2048  # bytes of a failed reload check's output kept in the error
 
 
 _STOPPED = "a stop came first"
 
 # What a stop in progress still handles; the rest waits until it is done.
 _DURING_STOP = (ProcessNote, StopTimeout, FinishStop, NotifyReadable, ReadOutput)
-
-
-class _Failed(Exception):
-    def __init__(self, reason: ExitReason) -> None:
-        self.reason = reason
 
 
 class _Stopping:
@@ -205,7 +192,7 @@ class WorkerActor(PooledActor):
         if isinstance(message, NotifyReadable):
             return self._on_notify_readable()
         if isinstance(message, ReloadChild):
-            return self._reload()
+            return reload_process(self.spec, self._proc, self._supervisor)
         if isinstance(message, Signal):
             return self._signal(message.sig, "send a signal to it")
         if isinstance(message, Pause):
@@ -240,7 +227,7 @@ class WorkerActor(PooledActor):
             exc_type=exception_type.__name__ if exception_type else None,
             message=f"worker actor of {self.spec.id!r} failed: {exception_value}",
         )
-        self._parent.tell(ChildExited(self.spec.id, self._incarnation, None, reason))
+        self._tell_parent(ChildExited(self.spec.id, self._incarnation, None, reason))
 
     def on_stop(self) -> None:
         # The nanny stops its children before its workers; this is the backstop.
@@ -265,17 +252,17 @@ class WorkerActor(PooledActor):
             return
         try:
             pid = self._start_process(spawned)
-        except _Failed as failed:
+        except StartProblem as failed:
             if spawned is None or not spawned.cancelled:  # a cancelled one never ran
                 self._last_exit = failed.reason
             self._last_start = (token, None)
-            self._parent.tell(StartFailed(self.spec.id, token, failed.reason))
+            self._tell_parent(StartFailed(self.spec.id, token, failed.reason))
             return
         proc = self._proc
         self._last_start = (token, proc)
         if arm is not None and proc is not None:
             self._spawner().arm(proc, arm.group, arm.plan)
-        self._parent.tell(StartDone(self.spec.id, token, pid, self._incarnation))
+        self._tell_parent(StartDone(self.spec.id, token, pid, self._incarnation))
         if proc is not None and proc.exit is not None:
             # An adopted successor that had already ended: its note came while it was
             # not ours yet, so its exit is reported now, after its start.
@@ -297,7 +284,7 @@ class WorkerActor(PooledActor):
             return None
         try:
             launcher, template = self._define()
-        except _Failed:
+        except StartProblem:
             return None  # the Start itself reports why
         return StartTicket(launcher, template, spec.id, self._notifier())
 
@@ -344,7 +331,7 @@ class WorkerActor(PooledActor):
             try:
                 proc: ChildHandle = spawned.result()
             except LaunchError as e:
-                raise _Failed(ExitReason.start_failure(str(e))) from None
+                raise StartProblem(ExitReason.start_failure(str(e))) from None
         else:
             launcher, template = self._define()
             proc = self._spawn(launcher, template)
@@ -355,7 +342,7 @@ class WorkerActor(PooledActor):
         incarnation = self._incarnation
         self._proc, self._paused = proc, False
         with blocking():
-            ready_now = self._wait_ready(proc)
+            ready_now = wait_ready(self.spec, proc, self._notify, self._take_note)
         if not ready_now:
             exit = proc.exit
             if exit is None:
@@ -378,7 +365,7 @@ class WorkerActor(PooledActor):
             else:
                 reason = self._classify(exit, stop_requested=False)
             self._forget(proc, "its start failed")
-            raise _Failed(reason)
+            raise StartProblem(reason)
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
             # cannot become a spawn storm.
@@ -416,7 +403,7 @@ class WorkerActor(PooledActor):
                     standby=self._take_standby(launcher, template),
                 )
         except LaunchError as e:
-            raise _Failed(ExitReason.start_failure(str(e))) from None
+            raise StartProblem(ExitReason.start_failure(str(e))) from None
 
     def _watch_memory(self, pid: int) -> None:
         limit = self.spec.memory_limit
@@ -427,7 +414,7 @@ class WorkerActor(PooledActor):
         ref, incarnation = self.actor_ref, self._incarnation
         self._memory_pid = pid
         self._context.memory.watch(
-            pid, limit, lambda rss: ref.tell(MemoryExceeded(incarnation, rss))
+            pid, limit, lambda rss: tell_quietly(ref, MemoryExceeded(incarnation, rss))
         )
 
     def _take_standby(self, launcher: Spawner, template: int) -> int | None:
@@ -446,43 +433,6 @@ class WorkerActor(PooledActor):
             launcher, _, sid = self._standby
             launcher.discard(sid)
             self._standby = None
-
-    def _wait_ready(self, proc: ChildHandle) -> bool:
-        """True once the child is ready; False if it exited or start_timeout passed."""
-        ready, timeout = self.spec.ready, self.spec.start_timeout
-        if self.spec.pid_file is not None:
-            # The launcher looks for the pid file until start_timeout and then says
-            # Forked or Exited: its answer is waited for, a little past that.
-            return proc.wait_ready(timeout + KILL_REPORT_GRACE)
-        if ready == "started":
-            return True
-        if ready == "notify":
-            return proc.wait_ready(timeout)
-        if isinstance(ready, float):
-            return proc.wait(ready) is None  # the spec keeps ready < start_timeout
-        if ready == "sd_notify":
-            return self._wait_notify(proc, time.monotonic() + timeout)
-        assert isinstance(ready, ReadyFile)
-        deadline = time.monotonic() + timeout
-        while not os.path.exists(ready.path):
-            if proc.wait(READY_FILE_POLL) is not None or time.monotonic() > deadline:
-                return False
-        return True
-
-    def _wait_notify(self, proc: ChildHandle, deadline: float) -> bool:
-        """Until READY=1 on the child's NOTIFY_SOCKET, its exit, or the deadline."""
-        endpoint = self._notify
-        assert endpoint is not None
-        while proc.exit is None:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            readable, _, _ = select.select([endpoint], [], [], min(left, NOTIFY_POLL))
-            for note in endpoint.read() if readable else ():
-                self._take_note(proc, note)
-                if note.ready:
-                    return True
-        return False
 
     def _watch_notify(self) -> None:
         """Have the tree's watcher tell us when our NOTIFY_SOCKET has something."""
@@ -512,7 +462,7 @@ class WorkerActor(PooledActor):
         """What a running child said on its NOTIFY_SOCKET (the sender was checked)."""
         if note.status is not None and note.status != self.status:
             self.status = note.status
-            self._parent.tell(ChildStatus(self.spec.id, note.status))
+            self._tell_parent(ChildStatus(self.spec.id, note.status))
         if note.watchdog:
             self._beat = time.monotonic()
         if note.watchdog_trigger:
@@ -521,13 +471,31 @@ class WorkerActor(PooledActor):
             # MAINPID=: once this process exits, the launcher follows that one.
             self._spawner().follow(proc, note.main_pid)
 
+    def _request(self, host: tuple[Any, ...]) -> SpawnRequest:
+        """Our spawn request: one object for every child of the tree built alike in
+        the same host state, which the launcher then defines once."""
+        spec = self.spec
+        if spec.notify_socket and self._notify is None:
+            self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog)
+        if spec.target is not None and self._payload is None:
+            self._payload = pickled_target(spec)
+        shape = request_shape(spec, self._payload)
+        if shape is None:
+            return build_request(spec, self._payload, self._notify)
+        shared = self._context.requests.get(shape)
+        if shared is not None and shared[0] == host:
+            return shared[1]
+        request = build_request(spec, self._payload, self._notify)
+        self._context.requests[shape] = (host, request)
+        return request
+
     def _define(self) -> tuple[Spawner, int]:
         """The launcher to use and our template on it, defined again only when the
         host's env, cwd, sys.path or argv changed (or the launcher was replaced)."""
         try:
             launcher = self._context.current_launcher()
         except LaunchError as e:
-            raise _Failed(ExitReason(ExitKind.LAUNCHER_DIED, message=str(e))) from None
+            raise StartProblem(ExitReason(ExitKind.LAUNCHER_DIED, message=str(e))) from None
         key = (
             os.environ._data.copy() if self.spec.inherit_env else None,  # type: ignore[attr-defined]
             os.getcwd(),
@@ -543,101 +511,9 @@ class WorkerActor(PooledActor):
             with blocking():  # a send: it waits when the launcher does not read
                 template = launcher.define(self._request(key))
         except LaunchError as e:
-            raise _Failed(ExitReason.start_failure(str(e))) from None
+            raise StartProblem(ExitReason.start_failure(str(e))) from None
         self._template = (launcher, key, template)
         return launcher, template
-
-    def _request(self, host: tuple[Any, ...]) -> SpawnRequest:
-        """Our spawn request: one object for every child of the tree built alike in
-        the same host state, which the launcher then defines once."""
-        shape = self._shape()
-        if shape is None:
-            return self._build_request()
-        shared = self._context.requests.get(shape)
-        if shared is not None and shared[0] == host:
-            return shared[1]
-        request = self._build_request()
-        self._context.requests[shape] = (host, request)
-        return request
-
-    def _shape(self) -> tuple[Any, ...] | None:
-        """What of our spec goes into the request (all but the id); None when the
-        request is ours alone (a NOTIFY_SOCKET of our own in its env)."""
-        spec = self.spec
-        if spec.notify_socket:
-            return None
-        what = tuple(spec.command) if spec.command is not None else self._pickled()
-        return (
-            what,
-            spec.inherit_env,
-            tuple(sorted((spec.env or {}).items())),
-            spec.cwd,
-            spec.stdout,
-            spec.stderr,
-            spec.pid_file,
-            spec.start_timeout if spec.pid_file is not None else None,
-            spec.fresh_interpreter,
-        )
-
-    def _build_request(self) -> SpawnRequest:
-        spec = self.spec
-        env = dict(os.environ) if spec.inherit_env else {}
-        env.update(spec.env or {})
-        if spec.notify_socket:
-            if self._notify is None:
-                self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog)
-            env.update(self._notify.env())
-        if spec.pid_file is not None:
-            extra: dict[str, Any] = {
-                "pid_file": os.fspath(spec.pid_file),
-                "pid_timeout": spec.start_timeout,
-            }
-        elif spec.notify_socket:
-            extra = {"follow_grace": MAINPID_GRACE}
-            if spec.watchdog is not None:
-                extra["pid_env"] = "WATCHDOG_PID"  # as systemd sets it, with WATCHDOG_USEC
-        else:
-            extra = {}
-        common: dict[str, Any] = {
-            "env": env,
-            "cwd": os.fspath(spec.cwd) if spec.cwd is not None else os.getcwd(),
-            "stdout": os.fspath(spec.stdout) if spec.stdout is not None else None,
-            "stderr": os.fspath(spec.stderr) if spec.stderr is not None else None,
-            "name": spec.id,
-        }
-        if spec.command is not None:
-            return SpawnRequest(command=list(spec.command), **common, **extra)
-        return SpawnRequest(
-            payload=self._pickled(),
-            sys_path=list(sys.path),
-            argv=list(sys.argv),
-            fresh_interpreter=spec.fresh_interpreter,
-            **common,
-        )
-
-    def _pickled(self) -> bytes:
-        if self._payload is None:
-            spec = self.spec
-            try:
-                self._payload = cloudpickle.dumps((spec.target, spec.args, spec.kwargs))
-            except Exception:
-                for name, value in (
-                    ("target", spec.target),
-                    ("args", spec.args),
-                    ("kwargs", spec.kwargs),
-                ):
-                    try:
-                        cloudpickle.dumps(value)
-                    except Exception as e:
-                        raise _Failed(
-                            ExitReason.start_failure(
-                                f"field {name!r}: cannot be pickled ({type(e).__name__}: {e}); "
-                                "pass plain values, and create locks, sockets and files "
-                                "inside the target"
-                            )
-                        ) from None
-                raise
-        return self._payload
 
     # -- stop ---------------------------------------------------------------------
 
@@ -805,58 +681,9 @@ class WorkerActor(PooledActor):
         exit, _ = self._terminate(proc)
         reason = ExitReason.watchdog(seconds)
         self._last_exit = reason
-        self._parent.tell(
+        self._tell_parent(
             ChildExited(self.spec.id, self._incarnation, proc.pid, reason, exit.uptime)
         )
-
-    def _reload(self) -> int:
-        """The spec's reload: its check (refused if it fails), then its signal."""
-        reload, proc = self.spec.reload, self._proc
-        if not isinstance(reload, ReloadSpec):  # the spec stores a Reload, or None
-            raise ReloadRefused(
-                self._supervisor,
-                self.spec.id,
-                'its spec has no reload; set reload="HUP" or a check',
-            )
-        if proc is None or proc.exit is not None:
-            raise ChildNotRunning(self._supervisor, self.spec.id, "reload it")
-        if reload.check is not None:
-            self._run_check(list(reload.check), reload.check_timeout)
-        if not proc.send_signal(int(reload.signal), group=False):
-            raise ChildNotRunning(self._supervisor, self.spec.id, "reload it")
-        return int(reload.signal)
-
-    def _run_check(self, argv: list[str], timeout: float) -> None:
-        env = dict(os.environ) if self.spec.inherit_env else {}
-        env.update(self.spec.env or {})
-        cwd = os.fspath(self.spec.cwd) if self.spec.cwd is not None else None
-        command = shlex.join(argv)
-        try:
-            with blocking():
-                done = subprocess.run(
-                    argv,
-                    env=env,
-                    cwd=cwd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    timeout=timeout,
-                )
-        except subprocess.TimeoutExpired:
-            raise ReloadRefused(
-                self._supervisor, self.spec.id, f"its check {command!r} ran over {timeout}s"
-            ) from None
-        except OSError as e:
-            raise ReloadRefused(
-                self._supervisor, self.spec.id, f"its check {command!r} could not run: {e}"
-            ) from None
-        if done.returncode != 0:
-            said = done.stdout[-CHECK_OUTPUT:].decode(errors="replace").strip()
-            raise ReloadRefused(
-                self._supervisor,
-                self.spec.id,
-                f"its check {command!r} exited {done.returncode}" + (f": {said}" if said else ""),
-            )
 
     def _drop_successor(self, why: str) -> None:
         """The successor an exit report handed us, for a decision that did not come."""
@@ -879,7 +706,7 @@ class WorkerActor(PooledActor):
             respawned_by=self._template[0] if self._template is not None else None,
         )
         with contextlib.suppress(pykka.ActorDeadError):  # a supervisor gone first
-            self._parent.tell(note)
+            self._tell_parent(note)
 
     def _born(self, successor: ChildHandle | None) -> ChildHandle | None:
         """The successor the launcher started, once its pid is known (it is announced
@@ -921,7 +748,7 @@ class WorkerActor(PooledActor):
             self._on_forked(proc)
             return
         if message.note == "channel_closed":
-            self._parent.tell(
+            self._tell_parent(
                 ChildNote(
                     self.spec.id,
                     self._incarnation,
@@ -942,7 +769,7 @@ class WorkerActor(PooledActor):
         respawned_by = self._template[0] if self._successor is not None and self._template else None
         reason = self._classify(exit, stop_requested=False)
         self._last_exit = reason
-        self._parent.tell(
+        self._tell_parent(
             ChildExited(
                 self.spec.id, self._incarnation, proc.pid, reason, exit.uptime, respawned_by
             )
@@ -953,7 +780,7 @@ class WorkerActor(PooledActor):
         if self._notify is not None:
             self._notify.main_pid = proc.pid
         self._watch_memory(proc.pid)
-        self._parent.tell(
+        self._tell_parent(
             ChildNote(
                 self.spec.id,
                 self._incarnation,
@@ -1000,7 +827,7 @@ class WorkerActor(PooledActor):
 
     def _report_exit(self, pid: int, reason: ExitReason, uptime: float | None) -> None:
         self._last_exit = reason
-        self._parent.tell(ChildExited(self.spec.id, self._incarnation, pid, reason, uptime))
+        self._tell_parent(ChildExited(self.spec.id, self._incarnation, pid, reason, uptime))
 
     def _classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
         """Why the process ended: once per exit, in this actor's thread, by the core's
@@ -1038,6 +865,12 @@ class WorkerActor(PooledActor):
         if self._proc is not None or not previous:
             return self._last_output.get(stream, b"")
         return self._previous_output.get(stream, b"")
+
+    def _tell_parent(self, message: Any) -> None:
+        # A report to a supervisor that has stopped is normal (OTP drops a message to
+        # a dead process): dropped, not raised into the handler as a crash.
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._parent.tell(message)
 
 
 def _ran_out(proc: ChildHandle, timeout: float | None, capped: bool) -> StopOutcome:

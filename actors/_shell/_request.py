@@ -1,0 +1,107 @@
+"""What a worker asks the launcher to start: its spec turned into a `SpawnRequest`.
+
+Children built alike share one request (by the spec's shape and the host's state),
+so the launcher defines it once for all of them (docs/scale.md).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import cloudpickle
+
+from supervision import ChildSpec, ExitReason
+
+from .._process._port import SpawnRequest
+from ._sd_notify import NotifyEndpoint
+
+# An sd_notify child's first process that exited 0 leaving a process behind: how long
+# its MAINPID= is waited for (it crosses the host on its way to the launcher).
+MAINPID_GRACE = 1.0
+
+
+class StartProblem(Exception):
+    """A start that cannot happen, and why (the reason its supervisor is told)."""
+
+    def __init__(self, reason: ExitReason) -> None:
+        super().__init__(reason.message)
+        self.reason = reason
+
+
+def pickled_target(spec: ChildSpec) -> bytes:
+    """A Python child's target, args and kwargs, pickled once; a field that cannot be
+    pickled is named."""
+    try:
+        return bytes(cloudpickle.dumps((spec.target, spec.args, spec.kwargs)))
+    except Exception:
+        for name, value in (("target", spec.target), ("args", spec.args), ("kwargs", spec.kwargs)):
+            try:
+                cloudpickle.dumps(value)
+            except Exception as e:
+                raise StartProblem(
+                    ExitReason.start_failure(
+                        f"field {name!r}: cannot be pickled ({type(e).__name__}: {e}); "
+                        "pass plain values, and create locks, sockets and files "
+                        "inside the target"
+                    )
+                ) from None
+        raise
+
+
+def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | None:
+    """What of the spec goes into the request (all but the id); None when the request
+    is the child's alone (a NOTIFY_SOCKET of its own in its env)."""
+    if spec.notify_socket:
+        return None
+    what = tuple(spec.command) if spec.command is not None else payload
+    return (
+        what,
+        spec.inherit_env,
+        tuple(sorted((spec.env or {}).items())),
+        spec.cwd,
+        spec.stdout,
+        spec.stderr,
+        spec.pid_file,
+        spec.start_timeout if spec.pid_file is not None else None,
+        spec.fresh_interpreter,
+    )
+
+
+def build_request(
+    spec: ChildSpec, payload: bytes | None, notify: NotifyEndpoint | None
+) -> SpawnRequest:
+    """The request, in the host's state now (its environment, cwd, sys.path, argv)."""
+    env = dict(os.environ) if spec.inherit_env else {}
+    env.update(spec.env or {})
+    if notify is not None:
+        env.update(notify.env())
+    if spec.pid_file is not None:
+        extra: dict[str, Any] = {
+            "pid_file": os.fspath(spec.pid_file),
+            "pid_timeout": spec.start_timeout,
+        }
+    elif spec.notify_socket:
+        extra = {"follow_grace": MAINPID_GRACE}
+        if spec.watchdog is not None:
+            extra["pid_env"] = "WATCHDOG_PID"  # as systemd sets it, with WATCHDOG_USEC
+    else:
+        extra = {}
+    common: dict[str, Any] = {
+        "env": env,
+        "cwd": os.fspath(spec.cwd) if spec.cwd is not None else os.getcwd(),
+        "stdout": os.fspath(spec.stdout) if spec.stdout is not None else None,
+        "stderr": os.fspath(spec.stderr) if spec.stderr is not None else None,
+        "name": spec.id,
+    }
+    if spec.command is not None:
+        return SpawnRequest(command=list(spec.command), **common, **extra)
+    assert payload is not None
+    return SpawnRequest(
+        payload=payload,
+        sys_path=list(sys.path),
+        argv=list(sys.argv),
+        fresh_interpreter=spec.fresh_interpreter,
+        **common,
+    )
