@@ -17,7 +17,7 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
-from ._config import ConfigError, TargetResolver, UnresolvedTarget, load_tree
+from ._config import MISSING, ConfigError, TargetResolver, UnresolvedTarget, load_tree
 from ._core import Supervisor
 from ._errors import (
     AlreadyPresent,
@@ -38,8 +38,8 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
-from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._fencing import Fencing
+from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import Relaunches, RestartWindow, add_restart
 from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
@@ -60,17 +60,30 @@ from ._spec import (
     check_childspecs,
     parse_signal,
 )
+from ._update import (
+    Change,
+    DeleteOld,
+    StartAgain,
+    StartNew,
+    StopOld,
+    UpdatePlan,
+    UpdateStep,
+    plan_restart_all,
+    plan_update,
+)
 
 __all__ = [
     "BRUTAL_KILL",
     "CAPTURE",
     "INFINITY",
+    "MISSING",
     "Action",
     "AlreadyPresent",
     "AlreadyStarted",
     "AnySpec",
     "AutoShutdown",
     "Backoff",
+    "Change",
     "ChildCounts",
     "ChildError",
     "ChildInfo",
@@ -82,6 +95,7 @@ __all__ = [
     "ChildSpec",
     "ChildState",
     "ConfigError",
+    "DeleteOld",
     "Event",
     "EventKind",
     "Exit",
@@ -95,12 +109,12 @@ __all__ = [
     "Placement",
     "PlacementPolicy",
     "ReadyFile",
+    "Relaunches",
     "Reload",
     "ReloadRefused",
     "RemoveChild",
     "Reply",
     "Report",
-    "Relaunches",
     "Restart",
     "RestartWindow",
     "ResumeChild",
@@ -108,8 +122,11 @@ __all__ = [
     "Shutdown",
     "SimpleOneForOneError",
     "SpecError",
+    "StartAgain",
     "StartChild",
     "StartError",
+    "StartNew",
+    "StopOld",
     "Strategy",
     "Supervisor",
     "SupervisorNotRunning",
@@ -120,6 +137,8 @@ __all__ = [
     "TerminateChildren",
     "TooManyChildren",
     "UnresolvedTarget",
+    "UpdatePlan",
+    "UpdateStep",
     "add_restart",
     "check_childspecs",
     "choose_node",
@@ -128,6 +147,8 @@ __all__ = [
     "event_to_dict",
     "load_tree",
     "parse_signal",
+    "plan_restart_all",
+    "plan_update",
     "signal_name",
 ]
 

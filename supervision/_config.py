@@ -63,6 +63,7 @@ TargetResolver = Callable[[str], Callable[..., Any]]
 
 NO_FILE = "<string>"
 MISSING: Any = type("Missing", (), {"__repr__": lambda self: "missing"})()
+"""The value of a ConfigError about something absent: a key, or the whole file (path "")."""
 
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)

@@ -32,8 +32,9 @@ import psutil
 import pytest
 from rich.console import Console
 
+from actors._launcher._runtime_dir import runtime_dir
 from actors.cli._command import signal_arg
-from actors.cli._control import AlreadyRunning, ControlError, ControlSocket, runtime_dir
+from actors.cli._control import AlreadyRunning, ControlError, ControlSocket
 from actors.cli._status import EventRecord, Node
 from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
@@ -17,17 +18,10 @@ from typing import Any
 
 import pytest
 
-from actors._shell._event_log import EventLog
-from actors.cli._control import (
-    MAX_CLIENTS,
-    MAX_LINE,
-    MAX_PENDING,
-    ControlError,
-    Controller,
-    ControlSocket,
-    Follower,
-    call,
-)
+from actors import EventLog
+from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
+from actors.cli._control import MAX_CLIENTS, MAX_LINE, ControlError, ControlSocket, call
+from actors.cli._controller import MAX_PENDING, Controller, Follower
 from supervision import Event, EventKind, ExitReason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,6 +111,64 @@ def test_a_missing_folder_is_a_one_line_error_from_run(tmp_path):
     out = _run_cli("--socket", str(tmp_path / "no" / "such" / "x.sock"), tmp_path=tmp_path)
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "does not exist" in out.stderr, out.stderr
+
+
+# -- the runtime directory: private, or refused ---------------------------------------------
+
+
+def test_the_runtime_dir_is_made_private_whatever_the_umask(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    old = os.umask(0o022)
+    try:
+        made = runtime_dir()
+    finally:
+        os.umask(old)
+    assert made == tmp_path / "nannytree"
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert runtime_dir(create=False) == made
+
+
+def test_without_xdg_it_lives_in_tmpdir_and_a_client_never_makes_it(tmp_path, monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    assert runtime_dir(create=False) is None
+    assert not (tmp_path / f"nannytree-{os.getuid()}").exists()
+    assert runtime_dir() == tmp_path / f"nannytree-{os.getuid()}"
+
+
+def test_a_loose_runtime_dir_is_refused_not_repaired(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    loose = tmp_path / "nannytree"
+    loose.mkdir()
+    loose.chmod(0o755)
+    with pytest.raises(UnsafeDirectory, match=rf"{loose} has mode 0755.*`chmod 700 {loose}`"):
+        runtime_dir()
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o755
+    # The CLI says it in one line, with its own way out, and exits 1.
+    out = subprocess.run(
+        [*CLI, "status"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)},
+        cwd=ROOT,
+        timeout=30,
+    )
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert f"chmod 700 {loose}" in out.stderr and "--socket PATH" in out.stderr
+
+
+def test_a_runtime_dir_of_another_user_or_a_symlink_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
+    (tmp_path / "elsewhere").mkdir(mode=0o700)
+    (tmp_path / "nannytree").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafeDirectory, match="is not a directory; remove it"):
+        runtime_dir()
+    (tmp_path / "nannytree").unlink()
+    (tmp_path / "nannytree").mkdir(mode=0o700)
+    me = os.getuid()
+    monkeypatch.setattr(os, "getuid", lambda: me + 1)  # as another user sees ours
+    with pytest.raises(UnsafeDirectory, match=rf"belongs to uid {me}, not to you \(uid {me + 1}\)"):
+        runtime_dir()
 
 
 # -- accept survives descriptor exhaustion -------------------------------------------------

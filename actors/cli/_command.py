@@ -296,7 +296,7 @@ def _tree_alive(sock: Path) -> bool:
 
 def _follow_file(sock: Path, path: str, poll: float = 0.2) -> int:
     """As `tail -F`: print what is appended; start over when the file is replaced."""
-    from ._control import open_log
+    from ._logfile import open_log
 
     fd: int | None = None
     position = 0

@@ -1,5 +1,6 @@
 """The control socket of `nannytree run`: a Unix socket (mode 0600, no TCP) that
-answers JSON-lines requests by calling the tree's nannies, and its client.
+answers JSON-lines requests, and its client. What each request does is the
+Controller's (`_controller.py`).
 
 One request per connection: the client sends one JSON object on one line; the
 server answers one JSON object on one line ({"ok": true, ...} or {"ok": false,
@@ -18,32 +19,20 @@ import errno
 import fcntl
 import json
 import os
-import select
 import selectors
-import shlex
-import signal
 import socket
 import stat
 import struct
 import threading
-import time
-from collections import deque
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ._records import EventRecord
-
-if TYPE_CHECKING:  # the server's side only: a client must not pay for pykka and the nanny
-    from supervision import Event
-
-    from .._shell._event_log import EventLog
-    from ._status import Target, TreeInspector
+from .._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
 
 MAX_LINE = 64 * 1024  # one request, in bytes
 MAX_PATH = 107  # sun_path holds 108 bytes, NUL included
 MAX_CLIENTS = 64  # connections served at once; one more is refused with a message
-MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
 SEND_TIMEOUT = 10.0  # a client that reads nothing for this long is dropped
 ACCEPT_BACKOFF = 0.1  # seconds to wait when accept() finds no free descriptor
 OP_TIMEOUT = 600.0
@@ -70,44 +59,32 @@ class Ambiguous(ControlError):
 # -- where sockets live ------------------------------------------------------------------
 
 
-def _secure_dir(path: Path, *, create: bool) -> Path | None:
-    """`path` as a private directory of ours (0700), created if asked; None if absent."""
-    if create:
-        with contextlib.suppress(FileExistsError):
-            path.mkdir(mode=0o700)
+def own_dir(path: Path, *, create: bool) -> Path | None:
+    """`path` as a private directory of ours (0700), made if asked; None if absent.
+    ControlError if it is not private (see actors/_launcher/_runtime_dir.py)."""
     try:
-        st = path.lstat()
-    except FileNotFoundError:
-        return None
-    uid = os.getuid()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:
-        raise ControlError(
-            f"{path} is not a directory of yours (uid {uid}); remove it, set "
-            "XDG_RUNTIME_DIR, or pass --socket PATH"
-        )
-    if st.st_mode & 0o077:
-        os.chmod(path, 0o700)
-    return path
+        return private_dir(path, create=create)
+    except UnsafeDirectory as e:
+        raise ControlError(str(e)) from None
 
 
-def runtime_dir(*, create: bool) -> Path | None:
-    """$XDG_RUNTIME_DIR/nannytree if usable, else /tmp/nannytree-<uid>, mode 0700."""
-    xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and os.path.isdir(xdg) and os.access(xdg, os.W_OK | os.X_OK):
-        return _secure_dir(Path(xdg) / "nannytree", create=create)
-    return _secure_dir(Path(f"/tmp/nannytree-{os.getuid()}"), create=create)
+def _base(*, create: bool) -> Path | None:
+    try:
+        return runtime_dir(create=create)
+    except UnsafeDirectory as e:
+        raise ControlError(f"{e}; or pass --socket PATH") from None
 
 
 def socket_for(tree_id: str) -> Path:
     """The default socket of a tree: <runtime dir>/<tree id>.sock (the dir is created)."""
-    base = runtime_dir(create=True)
+    base = _base(create=True)
     assert base is not None
     return base / f"{tree_id}.sock"
 
 
 def find_socket(tree: str | None = None) -> Path:
     """The socket a client should use: the named tree's, or the only one running."""
-    base = runtime_dir(create=False)
+    base = _base(create=False)
     if tree is not None:
         if base is None:
             raise NoTree(f"no tree {tree!r} is running (no runtime directory yet)")
@@ -124,7 +101,7 @@ def find_socket(tree: str | None = None) -> Path:
 
 def running_sockets() -> list[Path]:
     """The sockets in the runtime dir that a live run answers on."""
-    base = runtime_dir(create=False)
+    base = _base(create=False)
     sockets = sorted(base.glob("*.sock")) if base is not None else []
     return [s for s in sockets if _answers(s)]
 
@@ -172,7 +149,7 @@ class ControlSocket:
         check_path(path)
         if not path.parent.is_dir():
             try:  # one missing level is made, private; a missing tree is a mistake
-                _secure_dir(path.parent, create=True)
+                own_dir(path.parent, create=True)
             except (FileNotFoundError, NotADirectoryError):
                 raise ControlError(
                     f"the folder {path.parent.parent} does not exist; "
@@ -394,474 +371,6 @@ def _clear_stale(path: Path) -> bool:
         raise AlreadyRunning(f"something already answers on {path}; pass another --socket")
     path.unlink()
     return True
-
-
-# -- what the server answers ------------------------------------------------------------------
-
-
-class Controller:
-    """Turns control requests into calls on the tree's nannies."""
-
-    def __init__(
-        self,
-        inspector: TreeInspector,
-        log: EventLog,
-        info: dict[str, Any],
-        request_stop: Callable[[str], None],
-        closing: threading.Event,
-    ) -> None:
-        self.inspector = inspector
-        self.log = log
-        self.info = info
-        self.request_stop = request_stop
-        self.closing = closing
-        self.fanout = Fanout(log)
-        self.reload_source: Callable[[], Any] | None = None
-
-    def close(self) -> None:
-        self.fanout.close()
-
-    def handle(self, request: dict[str, Any], send: Send) -> None:
-        import pykka
-
-        from supervision import ChildNotFound, NannyError
-
-        op = request.get("op")
-        try:
-            if op == "events":
-                self._events(request, send)
-                return
-            send({"ok": True, **self._dispatch(str(op), request)})
-        except ChildNotFound as e:
-            key = request.get("id", e.child)
-            send(
-                {
-                    "ok": False,
-                    "error": f"no child {key!r} in tree {self.inspector.spec.id!r}; "
-                    "`nannytree status` lists them",
-                    "kind": "ChildNotFound",
-                }
-            )
-        except TimeoutError:
-            send(
-                {
-                    "ok": False,
-                    "error": "a supervisor is busy starting or stopping children; try again",
-                    "kind": "Busy",
-                }
-            )
-        except pykka.ActorDeadError:
-            send({"ok": False, "error": "the tree is stopping", "kind": "Stopping"})
-        except (NannyError, LookupError, ValueError) as e:
-            send({"ok": False, "error": str(e), "kind": type(e).__name__})
-
-    def _dispatch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
-        if op == "hello":
-            return dict(self.info)
-        if op == "status":
-            return {**self.info, "tree": self.inspector.snapshot().to_dict()}
-        if op == "detail":
-            key = request.get("id")
-            if not isinstance(key, str):
-                raise ValueError("the request needs an id")
-            return {"detail": self._detail(self.inspector.find(key))}
-        if op == "restart" and request.get("id") == "all":
-            return {"message": self._restart_all()}
-        if op == "reload":
-            return {"message": self._reload()}
-        if op == "reload_child":
-            key = request.get("id")
-            if not isinstance(key, str):
-                raise ValueError("the request needs an id")
-            return {"message": self._reload_child(self.inspector.find(key))}
-        if op == "add":
-            return {"message": self._add(request)}
-        if op == "logs":
-            key = request.get("id")
-            if not isinstance(key, str):
-                raise ValueError("the request needs an id")
-            return self._logs(self.inspector.find(key), request)
-        if op == "shutdown":
-            self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
-            return {"message": f"stopping tree {self.inspector.spec.id!r}"}
-        actions = {
-            "start": self._start,
-            "stop": self._stop,
-            "restart": self._restart,
-            "pause": self._pause,
-            "resume": self._resume,
-            "signal": self._signal,
-        }
-        if op not in actions:
-            raise ValueError(f"unknown op {op!r}; expected one of {', '.join(actions)}")
-        key = request.get("id")
-        if not isinstance(key, str):
-            raise ValueError("the request needs an id")
-        return {"message": actions[op](self.inspector.find(key), request)}
-
-    def _call(self, target: Target, method: str, *args: Any) -> Any:
-        return getattr(target.nanny.proxy(), method)(*args).get(timeout=OP_TIMEOUT)
-
-    def _start(self, t: Target, request: dict[str, Any]) -> str:
-        if t.info.state in ("running", "paused"):
-            raise ValueError(
-                f"{t.path} is already running (pid {t.info.pid}); use `nannytree restart`"
-            )
-        info = self._call(t, "restart_child", t.child_id)
-        return f"started {t.path}" + (f", pid {info.pid}" if info.pid else "")
-
-    def _stop(self, t: Target, request: dict[str, Any]) -> str:
-        if request.get("with_dependents") is True:
-            return self._stop_with_dependents(t)
-        if t.info.state == "stopped":
-            return f"{t.path} was not running"
-        self._call(t, "terminate_child", t.child_id)
-        return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
-
-    def _stop_with_dependents(self, t: Target) -> str:
-        """The child and what depends on it in its group (rest_for_one or one_for_all:
-        the siblings started after it, as the core decides), last started first."""
-        before = {c.id: c.state for c in self._call(t, "which_children")}
-        self._call(t, "terminate_child", t.child_id, True)
-        after = {c.id: c.state for c in self._call(t, "which_children")}
-        parent = t.path.rpartition("/")[0]
-        others = [
-            f"{parent}/{cid}"
-            for cid, state in before.items()
-            if cid != t.child_id and state != "stopped" and after.get(cid) == "stopped"
-        ]
-        if before.get(t.child_id) == "stopped" and not others:
-            return f"{t.path} was not running, nor anything that depends on it"
-        more = f" and its dependents: {', '.join(others)}" if others else ""
-        return f"stopped {t.path}{more}"
-
-    def _reload_child(self, t: Target) -> str:
-        self._worker_only(t, "reload")
-        self._call(t, "reload_child", t.child_id)
-        return f"reloaded {t.path} (pid {t.info.pid})"
-
-    def _restart(self, t: Target, request: dict[str, Any]) -> str:
-        if t.info.state != "stopped":
-            self._call(t, "terminate_child", t.child_id)
-        info = self._call(t, "restart_child", t.child_id)
-        if t.info.pid and info.pid:
-            return f"restarted {t.path}: pid {t.info.pid} -> {info.pid}"
-        return f"restarted {t.path}" + (f", pid {info.pid}" if info.pid else "")
-
-    def _restart_all(self) -> str:
-        """As `supervisorctl restart all`: stop the root's children in reverse start
-        order, then start them in order."""
-        ref = self.inspector.ref
-        if ref is None:
-            raise TimeoutError("the tree is starting")
-        root = ref.proxy()
-        # which_children lists the newest first, as OTP's does: start order is its reverse.
-        children = [c.id for c in reversed(root.which_children().get(timeout=OP_TIMEOUT))]
-        for child in reversed(children):
-            root.terminate_child(child).get(timeout=OP_TIMEOUT)
-        for child in children:
-            root.restart_child(child).get(timeout=OP_TIMEOUT)
-        return f"restarted {len(children)} children of {self.inspector.spec.id}: " + ", ".join(
-            children
-        )
-
-    def _reload(self) -> str:
-        """As `supervisorctl update`: the root's children as the edited file says;
-        new ones started, removed ones stopped and deleted, changed ones replaced.
-        Children the file did not change keep running, untouched."""
-        from supervision import ConfigError
-
-        if self.reload_source is None:
-            raise ValueError("this tree was not run from a file; nothing to reload")
-        ref = self.inspector.ref
-        if ref is None:
-            raise TimeoutError("the tree is starting")
-        try:
-            new = self.reload_source()
-        except ConfigError as e:
-            raise ValueError(f"the file is not valid, nothing changed: {e}") from None
-        old = self.inspector.spec
-        if new.id != old.id:
-            raise ValueError(f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed")
-        root = ref.proxy()
-        old_children = {c.id: c for c in old.children}
-        new_children = {c.id: c for c in new.children}
-        removed = [c for c in old_children if c not in new_children]
-        changed = [
-            c for c in new_children if c in old_children and new_children[c] != old_children[c]
-        ]
-        added = [c for c in new_children if c not in old_children]
-        for cid in [*removed, *changed]:
-            root.terminate_child(cid).get(timeout=OP_TIMEOUT)
-            root.delete_child(cid).get(timeout=OP_TIMEOUT)
-        for cid in [*changed, *added]:
-            root.start_child(new_children[cid]).get(timeout=OP_TIMEOUT)
-        self.inspector.replace_spec(new)
-        parts = [
-            f"{what}: {', '.join(ids)}"
-            for what, ids in (("added", added), ("changed", changed), ("removed", removed))
-            if ids
-        ]
-        return "; ".join(parts) if parts else "no change"
-
-    def _add(self, request: dict[str, Any]) -> str:
-        """A new child of a simple_one_for_one supervisor, with extra arguments."""
-        key = request.get("id")
-        extra = request.get("args", [])
-        if not isinstance(key, str) or not isinstance(extra, list):
-            raise ValueError("the request needs an id and a list of args")
-        root_id = self.inspector.spec.id
-        if key.strip("/") == root_id:
-            nanny, path = self.inspector.ref, root_id
-        else:
-            t = self.inspector.find(key)
-            if t.info.type != "supervisor":
-                raise ValueError(f"{t.path} is a worker; add children to a supervisor")
-            nanny = t.nanny.proxy().child_nanny(t.child_id).get(timeout=OP_TIMEOUT)
-            path = t.path
-        if nanny is None:
-            raise TimeoutError("the tree is starting")
-        info = nanny.proxy().start_child(extra).get(timeout=OP_TIMEOUT)
-        return f"added {path}/{info.id}" + (f", pid {info.pid}" if info.pid else "")
-
-    def _worker_only(self, t: Target, what: str) -> None:
-        if t.info.type == "supervisor":
-            raise ValueError(f"{t.path} is a supervisor; {what} its workers one by one")
-
-    def _pause(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "pause")
-        self._call(t, "pause_child", t.child_id)
-        return f"paused {t.path} (pid {t.info.pid}, SIGSTOP to its process group)"
-
-    def _resume(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "resume")
-        if t.info.state != "paused":
-            raise ValueError(f"{t.path} is not paused (it is {t.info.state}); nothing to resume")
-        self._call(t, "resume_child", t.child_id)
-        return f"resumed {t.path} (pid {t.info.pid})"
-
-    def _signal(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "signal")
-        sig = request.get("signal")
-        if type(sig) is not int:
-            raise ValueError("the request needs a signal number")
-        self._call(t, "signal_child", t.child_id, sig)
-        return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
-
-    def _logs(self, t: Target, request: dict[str, Any]) -> dict[str, Any]:
-        """The tail of a child's output: its capture buffer, or the file it writes to."""
-        self._worker_only(t, "read the output of")
-        stream = request.get("stream", "stderr")
-        if stream not in ("stdout", "stderr"):
-            raise ValueError("stream must be stdout or stderr")
-        where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
-        if where == "capture":
-            previous = request.get("previous") is True
-            text = self._call(t, "read_output", t.child_id, stream, previous)
-            return {"message": str(text).rstrip("\n"), "capture": True}
-        if request.get("previous") is True:
-            raise ValueError(
-                f"{t.path} writes to {where or 'the terminal'}: every run appends there, "
-                "so --previous is for captured output; read the file"
-            )
-        if isinstance(where, str):
-            return {"message": tail_file(where).rstrip("\n"), "path": where}
-        raise ValueError(
-            f"{t.path} writes its {stream} to the terminal of `nannytree run "
-            f'--child-output inherit`; set {stream} = "capture" or a file in its table'
-        )
-
-    def _detail(self, t: Target) -> dict[str, Any]:
-        """One child up close: its spec, its process, its last exits and their stderr."""
-        from supervision import EventKind
-
-        self._worker_only(t, "show the detail of")
-        spec = self._call(t, "get_childspec", t.child_id)
-        supervisor, _, child = t.path.rpartition("/")
-        exits = [
-            EventRecord.from_event(e).to_dict()
-            for e in self.log.snapshot()
-            if e.offender == child
-            and e.supervisor == supervisor
-            and e.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
-        ][-5:]
-        started = [
-            e.time
-            for e in self.log.snapshot()
-            if e.offender == child
-            and e.supervisor == supervisor
-            and e.context is EventKind.CHILD_STARTED
-        ]
-        running = t.info.state in ("running", "paused")
-        uptime = time.monotonic() - started[-1] if running and started else None
-        outputs = {getattr(spec, s, None) for s in ("stdout", "stderr")} - {None}
-        return {
-            "path": t.path,
-            "state": t.info.state,
-            "pid": t.info.pid,
-            "restarts": t.info.restarts,
-            "restart": t.info.restart.value,
-            "uptime": uptime,
-            "runs": _runs(spec),
-            "output": ", ".join(sorted(str(o) for o in outputs)),
-            "status": self._call(t, "child_status", t.child_id),
-            "node": t.info.node,
-            "exits": exits,
-        }
-
-    def _events(self, request: dict[str, Any], send: Send) -> None:
-        last = request.get("last", 20)
-        last = last if type(last) is int and last >= 0 else 20
-        conn: socket.socket = request["_peer"]["conn"]
-        follower = self.fanout.follow() if request.get("follow") else None
-        try:
-            backlog = self.log.snapshot()
-            seen = {id(e) for e in backlog[-1000:]}
-            for event in backlog[-last:] if last else []:
-                if not send({"event": EventRecord.from_event(event).to_dict()}):
-                    return
-            if follower is None:
-                send({"end": "done"})
-                return
-            while not self.closing.is_set():
-                events = follower.take(timeout=0.25)
-                if events is None:
-                    send({"end": f"too slow: fell {MAX_PENDING} bytes behind", "ok": False})
-                    return
-                for event in events:
-                    if id(event) in seen:
-                        continue
-                    if not send({"event": EventRecord.from_event(event).to_dict()}):
-                        return
-                if not events and _peer_gone(conn):
-                    return
-            for event in follower.take(timeout=0) or []:
-                send({"event": EventRecord.from_event(event).to_dict()})
-            send({"end": "the tree stopped"})
-        finally:
-            if follower is not None:
-                self.fanout.forget(follower)
-
-
-def _runs(spec: Any) -> str:
-    """What a child runs, in one line."""
-    if getattr(spec, "command", None) is not None:
-        return shlex.join(spec.command)
-    target = getattr(spec, "target", None)
-    ref = getattr(target, "ref", None)
-    return str(
-        ref or f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', target)}"
-    )
-
-
-class Follower:
-    """One `events --follow` client's pending events, bounded in bytes."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._events: deque[tuple[Event, int]] = deque()
-        self._bytes = 0
-        self.overflowed = False
-
-    def offer(self, event: Event) -> None:
-        size = _event_size(event)
-        with self._cond:
-            if self.overflowed:
-                return
-            if self._bytes + size > MAX_PENDING:
-                self.overflowed = True  # it cannot keep up: end its stream, say why
-            else:
-                self._events.append((event, size))
-                self._bytes += size
-            self._cond.notify()
-
-    def take(self, timeout: float) -> list[Event] | None:
-        """The events pending (waiting up to `timeout` for one); None if it fell behind."""
-        with self._cond:
-            if not self._events and not self.overflowed:
-                self._cond.wait(timeout)
-            if self.overflowed:
-                return None
-            events = [e for e, _ in self._events]
-            self._events.clear()
-            self._bytes = 0
-            return events
-
-
-def _event_size(event: Event) -> int:
-    reason = event.reason
-    text = len(event.detail) + (len(str(reason)) if reason is not None else 0)
-    return 256 + text  # the fixed fields, roughly, plus the texts
-
-
-class Fanout:
-    """One subscription to the event log, shared by every following client, so a
-    client costs one thread (its connection's), not two."""
-
-    def __init__(self, log: EventLog) -> None:
-        self._lock = threading.Lock()
-        self._followers: set[Follower] = set()
-        self._unsubscribe = log.subscribe(self._offer)
-
-    def _offer(self, event: Event) -> None:
-        with self._lock:
-            followers = list(self._followers)
-        for follower in followers:
-            follower.offer(event)
-
-    def follow(self) -> Follower:
-        follower = Follower()
-        with self._lock:
-            self._followers.add(follower)
-        return follower
-
-    def forget(self, follower: Follower) -> None:
-        with self._lock:
-            self._followers.discard(follower)
-
-    def close(self) -> None:
-        self._unsubscribe()
-
-
-MAX_TAIL = 64 * 1024
-
-
-def open_log(path: str) -> int:
-    """A child's log file for reading: never through a symlink, never a FIFO's block."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ValueError(f"{path} is not a regular file")
-    return fd
-
-
-def tail_file(path: str, limit: int = MAX_TAIL) -> str:
-    """The last `limit` bytes of a log file, from a line start; "" if there is none yet."""
-    try:
-        fd = open_log(path)
-    except FileNotFoundError:
-        return ""
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    try:
-        size = os.fstat(fd).st_size
-        start = max(0, size - limit)
-        data = os.pread(fd, limit, start)
-    finally:
-        os.close(fd)
-    if start > 0 and b"\n" in data:
-        data = data[data.index(b"\n") + 1 :]
-    return data.decode(errors="replace")
-
-
-def _peer_gone(conn: socket.socket) -> bool:
-    readable, _, _ = select.select([conn], [], [], 0)
-    if not readable:
-        return False
-    try:
-        return conn.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
 
 
 # -- the client --------------------------------------------------------------------------------

@@ -16,19 +16,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pykka
 from rich.console import Console
 
 from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
 
-from .._shell._event_log import EventLog
-from .._tree import Tree
-from ._control import ControlError, Controller, ControlSocket, _secure_dir, socket_for
+from .. import EventLog, Tree
+from ._control import ControlError, ControlSocket, own_dir, socket_for
+from ._controller import Controller
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
 from ._view import Header, LiveView, plain_line
+
+if TYPE_CHECKING:
+    from ..ray import RayEngine
 
 
 @dataclass
@@ -41,7 +44,22 @@ class RunOptions:
     child_output: str = "auto"  # "auto", "inherit" or a file path
     source: Path | None = None  # the tree file, for `nannytree reload`
     refresh: float = 0.25
-    engine: str | None = None  # multi-host: "auto", "local", "ray://HOST:PORT" (see _engine)
+    engine: str | None = None  # multi-host: "auto", "local", "ray://HOST:PORT": engine_from_address
+
+
+def engine_from_address(address: str) -> RayEngine:
+    """The engine `nannytree run --engine ADDRESS` names: "auto" (the Ray cluster of
+    this host), "ray://HOST:PORT" (a Ray client address), "HOST:PORT" (a GCS address)
+    or "local" (a Ray started for this run). Needs the ray extra."""
+    if not address:
+        raise ValueError('an engine address is "auto", "local", "ray://HOST:PORT" or HOST:PORT')
+    try:
+        from ..ray import RayEngine
+    except ImportError as e:
+        raise ValueError(
+            f'--engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
+        ) from e
+    return RayEngine(None if address == "local" else address)
 
 
 class _Interrupted(Exception):
@@ -257,7 +275,7 @@ class Runner:
             # their escape sequences would reach the operator's terminal raw.
             folder = control.path.with_name(control.path.name.removesuffix(".sock") + ".logs")
             root = folder / log_name(self.spec.id)
-            _secure_dir(folder, create=True)  # ours, never a symlink planted for us
+            own_dir(folder, create=True)  # ours, never a symlink planted for us
             return f"{root}/<child>.log", with_log_files(self.spec, root)
         path = os.path.abspath(choice)
         return path, with_output(self.spec, path)
@@ -272,8 +290,6 @@ class Runner:
             return 1
         engine = None
         if self.opts.engine is not None:
-            from .._remote._port import engine_from_address
-
             try:
                 engine = engine_from_address(self.opts.engine)
             except ValueError as e:
@@ -282,22 +298,22 @@ class Runner:
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
-        tree = Tree(spec, engine=engine)
+        log = EventLog()
         # Served before the start, so `status` answers at once during a slow one.
-        inspector = TreeInspector(None, spec, tree.log)
+        inspector = TreeInspector(None, spec, log)
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
-        controller = Controller(inspector, tree.log, info, self.stop.request, control.closing)
+        controller = Controller(inspector, log, info, self.stop.request, control.closing)
         controller.reload_source = self._reload_source(control)
         control.serve(controller.handle)
         # Plain lines as they happen, a slow start included (the live view starts after).
-        feed = None if self.live else EventFeed(tree.log)
+        feed = None if self.live else EventFeed(log)
         early = None
         if feed is not None:
             self._announce(spec, control, output)
             early = _EarlyPrinter(self, feed)
         try:
             try:
-                tree._start()
+                tree = Tree.start(spec, log=log, engine=engine)
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0

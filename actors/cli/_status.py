@@ -21,8 +21,7 @@ from supervision import (
     SupervisorSpec,
 )
 
-from .._shell._event_log import EventLog
-from .._shell._nanny import TreeNode
+from .. import EventLog, TreeNode
 from ._records import EventRecord, Node, stderr_lines
 
 __all__ = ["EventFeed", "EventRecord", "Node", "ProcStats", "TreeInspector", "stderr_lines"]

@@ -8,8 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from supervision import ConfigError, SupervisorSpec, load_tree
-from supervision._config import MISSING
+from supervision import MISSING, ConfigError, SupervisorSpec, load_tree
 
 
 def import_target(ref: str) -> Callable[..., Any]:
