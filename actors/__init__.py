@@ -15,6 +15,7 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 
 if TYPE_CHECKING:
     from . import child
+    from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
     from ._shell._event_log import EventLog, load_events
     from ._shell._messages import (
         ChildExited,
@@ -29,11 +30,12 @@ if TYPE_CHECKING:
     from ._shell._nanny import NannyActor, NannyPlugin, TreeNode
     from ._shell._worker import WorkerActor
     from ._tree import Tree
+    from ._treefile import load_tree_file, load_tree_text
 
 _HOMES = {
     "ChildExited": "._shell._messages",
     "EventLog": "._shell._event_log",
-    "NannyActor": "._shell._nanny",
+    "NannyActor": "._tree",  # its home composes how a tree starts
     "NannyPlugin": "._shell._nanny",
     "Pause": "._shell._messages",
     "Resume": "._shell._messages",
@@ -45,8 +47,13 @@ _HOMES = {
     "Tree": "._tree",
     "TreeNode": "._shell._nanny",
     "WorkerActor": "._shell._worker",
+    "UnsafeDirectory": "._launcher._runtime_dir",
     "child": ".child",
     "load_events": "._shell._event_log",
+    "load_tree_file": "._treefile",
+    "load_tree_text": "._treefile",
+    "private_dir": "._launcher._runtime_dir",
+    "runtime_dir": "._launcher._runtime_dir",
 }
 
 __all__ = [
@@ -63,9 +70,14 @@ __all__ = [
     "Stop",
     "Tree",
     "TreeNode",
+    "UnsafeDirectory",
     "WorkerActor",
     "child",
     "load_events",
+    "load_tree_file",
+    "load_tree_text",
+    "private_dir",
+    "runtime_dir",
 ]
 
 

@@ -1,132 +1,27 @@
-"""A tree and what its nannies share: the launcher, the event log, the timers.
+"""The tree handle, and the composition root: the one place that picks the spawner.
 
 `Tree` is the handle a user holds: it starts the root nanny, keeps the event
-log readable after the tree ended, and knows why the tree ended. Every nanny of
-the tree gets the same `TreeContext`, passed down, instead of private
-constructor arguments; the root owns it and closes it last.
+log readable after the tree ended, and knows why the tree ended. It makes the
+tree's `TreeContext` (actors/_shell/_context.py) with the spawner it picked (the
+launcher's client by default) and the engine it was given, and installs itself
+as the way `NannyActor.start` starts a tree, so the shell never names an adapter.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
-import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pykka
 
-from supervision import ExitKind, ExitReason, Relaunches, SupervisorSpec
+from supervision import ExitReason, SupervisorSpec
 
 from ._process._client import LauncherClient
-from ._process._port import LaunchError, Spawner, SpawnRequest
-from ._runtime._timer import Scheduler
+from ._process._port import Spawner
+from ._shell._context import TreeContext
 from ._shell._event_log import EventLog
-from ._shell._memory import MemoryWatch
-from ._shell._messages import LauncherLost
-from ._shell._sd_notify_watch import NotifyWatcher
-
-if TYPE_CHECKING:
-    from ._shell._nanny import NannyActor, NannyPlugin
-
-
-class TreeContext:
-    """The resources of one tree, shared by all its nannies; closed once, by the root."""
-
-    def __init__(
-        self,
-        spec: SupervisorSpec,
-        log: EventLog | None = None,
-        spawner: Callable[[], Spawner] = LauncherClient.start,
-        engine: Any = None,
-    ) -> None:
-        self.spec = spec
-        self.engine = engine  # multi-host: runs the subtrees that have a placement
-        # Multi-host: the node each remote subtree last ran on (by path), written by its
-        # supervisor's nanny; the nodes this tree declared down, never chosen again,
-        # added by a RemoteChild before it tells its parent (one set operation each).
-        self.previous_nodes: dict[str, str] = {}
-        self.nodes_down: set[str] = set()
-        self.log = EventLog() if log is None else log
-        self._new_spawner = spawner
-        self.launcher: Spawner | None = None
-        self.memory = MemoryWatch()
-        self.scheduler = Scheduler()
-        self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
-        # Children built alike share one spawn request, by their spec's shape: the
-        # launcher then defines it once (10,000 like children: one encoding, not
-        # 10,000). Each with the host's state it was built in.
-        self.requests: dict[tuple[Any, ...], tuple[tuple[Any, ...], SpawnRequest]] = {}
-        self.root: pykka.ActorRef[Any] | None = None
-        self._lock = threading.Lock()
-        self._relaunches = Relaunches()
-        self._lost: LaunchError | None = None
-        self._ended = threading.Event()
-        self._reason: ExitReason | None = None
-        self._groups = 0
-
-    def new_group(self) -> int:
-        """An id for one supervisor of the tree, for the launcher's restart budgets."""
-        with self._lock:
-            self._groups += 1
-            return self._groups
-
-    def open(self) -> None:
-        """Start the launcher (raises LaunchError)."""
-        self.launcher = self._new_spawner()
-
-    def current_launcher(self) -> Spawner:
-        """The tree's launcher; a new one if the last one died (raises LaunchError)."""
-        with self._lock:
-            launcher = self.launcher
-            if launcher is not None and launcher.alive:
-                return launcher
-            if self._lost is not None or self._ended.is_set():
-                raise self._lost or LaunchError("the tree has ended")
-            why = launcher.death() if launcher is not None else "there is no launcher"
-            ended = self._relaunches.relaunch(time.monotonic(), why)
-            if ended is not None:
-                return self._lose(ended.message)
-            try:
-                self.launcher = self._new_spawner()
-            except LaunchError as e:
-                return self._lose(f"{why}, and a new one could not be started: {e}")
-            return self.launcher
-
-    def _lose(self, message: str) -> Spawner:
-        """No launcher any more: tell the root to end the tree, and refuse every spawn."""
-        self._lost = LaunchError(message)
-        if self.root is not None:
-            reason = ExitReason(ExitKind.LAUNCHER_DIED, message=message)
-            with contextlib.suppress(pykka.ActorDeadError):
-                self.root.tell(LauncherLost(reason))
-        raise self._lost
-
-    def end(self, reason: ExitReason | None) -> None:
-        """The root stopped with `reason`: release everything, wake the waiters."""
-        if self._ended.is_set():
-            return
-        self._reason = reason
-        self.memory.close()
-        self.scheduler.close()
-        self.notify.close()
-        with self._lock:
-            launcher = self.launcher
-        if launcher is not None:
-            launcher.close()
-        self._ended.set()
-
-    @property
-    def ended(self) -> bool:
-        return self._ended.is_set()
-
-    @property
-    def reason(self) -> ExitReason | None:
-        return self._reason
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._ended.wait(timeout)
+from ._shell._nanny import NannyActor, NannyPlugin
 
 
 class Tree:
@@ -175,8 +70,6 @@ class Tree:
         return cls(spec, plugins=plugins, log=log, spawner=spawner, engine=engine)._start()
 
     def _start(self) -> Tree:
-        from ._shell._nanny import NannyActor  # the nanny imports this module
-
         if self._ref is not None:
             raise RuntimeError(f"tree {self.spec.id!r} was already started")
         self._ref = NannyActor._start_root(self.spec, self.context, self._plugins)
@@ -236,3 +129,16 @@ class Tree:
             self._ref.stop(timeout=timeout)
             self.context.wait(timeout)
         return self.context.reason
+
+
+def _start_tree(
+    spec: SupervisorSpec,
+    *,
+    plugins: Sequence[NannyPlugin] = (),
+    log: EventLog | None = None,
+    engine: Any = None,
+) -> pykka.ActorRef[NannyActor]:
+    return Tree.start(spec, plugins=plugins, log=log, engine=engine).ref
+
+
+NannyActor.compose(_start_tree)  # NannyActor.start(spec) starts a Tree

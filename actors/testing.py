@@ -175,7 +175,7 @@ class TreeHarness:
     @classmethod
     def from_toml(cls, path: str | os.PathLike[str], **start_kwargs: Any) -> TreeHarness:
         """A harness for the tree in a TOML file (as `nannytree run` reads it)."""
-        from .cli._treefile import load_tree_file
+        from ._treefile import load_tree_file
 
         return cls(load_tree_file(os.fspath(path)), **start_kwargs)
 

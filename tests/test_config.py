@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from actors.cli._treefile import import_target, load_tree_file
+from actors._treefile import import_target, load_tree_file
 from supervision import (
     AutoShutdown,
     Backoff,

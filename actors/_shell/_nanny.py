@@ -21,7 +21,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import pykka
 from pykka import messages as pykka_messages
@@ -58,7 +58,7 @@ from supervision import (
 )
 
 from .._runtime._loop import Fatal, dead, handle, serving, teardown, tell_quietly
-from .._tree import TreeContext
+from ._context import TreeContext
 from ._event_log import EventLog
 from ._messages import (
     ArmExit,
@@ -240,9 +240,19 @@ class NannyActor(pykka.ThreadingActor):
         also keeps the event log and the tree's exit reason. `engine` (e.g.
         `actors.ray.RayEngine()`) runs the subtrees that have a placement on other nodes.
         """
-        from .._tree import Tree
+        start_tree = NannyActor._start_tree
+        if start_tree is None:
+            raise RuntimeError("import actors first: it composes how a tree starts")
+        return start_tree(spec, plugins=plugins, log=log, engine=engine)
 
-        return Tree.start(spec, plugins=plugins, log=log, engine=engine).ref
+    # How a tree starts, installed by the composition root (actors/_tree.py), which
+    # picks the spawner and the engine: the shell names no adapter.
+    _start_tree: ClassVar[Callable[..., pykka.ActorRef[NannyActor]] | None] = None
+
+    @staticmethod
+    def compose(start_tree: Callable[..., pykka.ActorRef[NannyActor]]) -> None:
+        """(The composition root.) How `NannyActor.start` starts a whole tree."""
+        NannyActor._start_tree = start_tree
 
     @classmethod
     def _start_root(

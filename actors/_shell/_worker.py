@@ -47,7 +47,7 @@ from .._process._port import (
 )
 from .._runtime._loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
-from .._tree import TreeContext
+from ._context import TreeContext
 from ._messages import (
     ArmExit,
     ChildExited,

@@ -93,10 +93,10 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from actors import load_tree_file
     from supervision import ConfigError
 
     from ._run import run_tree
-    from ._treefile import load_tree_file
 
     try:
         spec = load_tree_file(args.file)
@@ -115,8 +115,9 @@ def demo_text() -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from actors import load_tree_text
+
     from ._run import run_tree
-    from ._treefile import load_tree_text
 
     spec = load_tree_text(demo_text(), "demo.toml")
     return run_tree(spec, _run_options(args))

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
+from actors import UnsafeDirectory, private_dir, runtime_dir
 
 MAX_LINE = 64 * 1024  # one request, in bytes
 MAX_PATH = 107  # sun_path holds 108 bytes, NUL included

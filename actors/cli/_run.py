@@ -254,7 +254,7 @@ class Runner:
             return None
 
         def load() -> SupervisorSpec:
-            from ._treefile import load_tree_file
+            from actors import load_tree_file
 
             saved = self.spec
             try:
