@@ -183,9 +183,9 @@ def _no_leftovers() -> None:
 
 
 def test_runs_longer_than_one_batch_stop_every_child_once_in_reverse_order() -> None:
-    from actors._shell import _nanny
+    from actors._shell import _stop_runs
 
-    n = _nanny._RUN_OF_STOPS * 2 + 3  # three runs: the core's order holds across them
+    n = _stop_runs.RUN_OF_STOPS * 2 + 3  # three runs: the core's order holds across them
     ids = [f"c{i}" for i in range(n)]
     tree = Tree.start(
         SupervisorSpec("root", children=[ChildSpec(id=i, command=["sleep", "60"]) for i in ids])

@@ -9,6 +9,12 @@ in a deferred queue, in order, until the core is idle again, so the core sees
 its inputs one at a time, as OTP's gen_server does. Stops are asked and waited
 for: each is bounded by the child's shutdown, and a stop that the launcher
 cannot confirm is confirmed by the OS (see WorkerActor).
+
+One concept, as OTP's supervisor.erl is one module: the actor that runs one
+`Supervisor` (its mailbox, the OTP API it answers, and each action of the core
+carried out). What is not that lives beside it: runs of starts
+(`_start_runs.py`), runs of stops (`_stop_runs.py`), the tree's resources
+(`_context.py`), the actor loop (actors/_runtime/_loop.py).
 """
 
 from __future__ import annotations
@@ -65,11 +71,9 @@ from ._messages import (
     ChildExited,
     ChildNote,
     ChildStatus,
-    FinishStop,
     InitTree,
     LauncherLost,
     Pause,
-    PrepareStop,
     ReadOutput,
     ReloadChild,
     Resume,
@@ -82,14 +86,10 @@ from ._messages import (
     Stop,
 )
 from ._start_runs import RUN_OF_STARTS, Member, StartRuns
-from ._stopping import StopOrder, StopOutcome, carry_out
+from ._stop_runs import RUN_OF_STOPS, failed_stop, gather_stops, stop_run, warn_if_late
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
-
-# The most stops carried out in one run: what a run keeps alive (its orders, answers
-# and futures) stays young for the GC; 10,000 at once brought five full collections.
-_RUN_OF_STOPS = 128
 
 # Calls answered at once, even while a child is starting: they only read the core.
 _READ_ONLY = frozenset(
@@ -150,12 +150,6 @@ class _Starting:
 
 def _crash_reason(e: BaseException) -> ExitReason:
     return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e)[:8192])
-
-
-def _failed_stop(e: BaseException) -> ExitReason:
-    if isinstance(e, pykka.ActorDeadError):
-        return ExitReason.shutdown("already stopped")
-    return _crash_reason(e)
 
 
 def signal_number(sig: int | str, child: str) -> int:
@@ -819,10 +813,10 @@ class NannyActor(pykka.ThreadingActor):
                 return reason or ExitReason.shutdown()
             worker = self._workers[child_id]
             reason = cast(ExitReason, worker.ask(Stop(self._next_token(), self._deadline)))
-            self._warn_if_late(child_id, reason)
+            warn_if_late(self._core.name, child_id, reason)
             return reason
         except Exception as e:
-            return _failed_stop(e)
+            return failed_stop(e)
 
     def _terminate_in_turn(self, child_id: str, shutdown: Shutdown) -> tuple[ExitReason, float]:
         """Stop a worker's child, and the worker children the core stops right after
@@ -834,50 +828,13 @@ class NannyActor(pykka.ThreadingActor):
         if child_id not in self._workers or child_id in self._nested:
             return self._terminate(child_id, shutdown), time.monotonic()
         run = [child_id]
-        for next_id in self._core.next_terminations(_RUN_OF_STOPS - 1):
+        for next_id in self._core.next_terminations(RUN_OF_STOPS - 1):
             if next_id not in self._workers or next_id in self._nested:
                 break
             run.append(next_id)
-        # Every worker lets go of its process at once; then the stops, in order.
-        # All answers first: the pool's work is done before the first signal, and does
-        # not compete with the run for the GIL.
-        asked = [(c, self._workers[c].ask(PrepareStop(), block=False)) for c in run]
-        orders: list[tuple[str, StopOrder | ExitReason]] = []
-        for c, future in asked:
-            try:
-                orders.append((c, future.get()))
-            except Exception as e:
-                orders.append((c, _failed_stop(e)))
-        results: dict[str, ExitReason] = {}
-        stopped_at: dict[str, float] = {}  # each stop's own time, for its event
-        finishing = []
-        for c, order in orders:
-            stopped_at[c] = time.monotonic()
-            if isinstance(order, ExitReason):  # it had no process left
-                results[c] = order
-                continue
-            try:
-                outcome = carry_out(order, self._deadline, time.monotonic())
-            except Exception:
-                log.exception("nanny %r: cannot stop %r; its worker kills it", self._core.name, c)
-                outcome = StopOutcome(None, False, False, None, False)
-            stopped_at[c] = time.monotonic()
-            finishing.append((c, outcome))
-        # Told after the run: handling them on the pool meanwhile would slow the run
-        # (the GIL: a busy pool thread keeps it for a switch interval).
-        told = [(c, self._workers[c].ask(FinishStop(o), block=False)) for c, o in finishing]
-        for c, future in told:
-            try:
-                results[c] = cast(ExitReason, future.get())
-                self._warn_if_late(c, results[c])
-            except Exception as e:
-                results[c] = _failed_stop(e)
-        self._stopped_ahead.update((c, (r, stopped_at[c])) for c, r in results.items())
+        stopped = stop_run({c: self._workers[c] for c in run}, self._deadline, self._core.name)
+        self._stopped_ahead.update(stopped)
         return self._stopped_ahead.pop(child_id)
-
-    def _warn_if_late(self, child_id: str, reason: ExitReason) -> None:
-        if "supervisor's shutdown deadline" in reason.message:
-            log.warning("%s/%s %s", self._core.name, child_id, reason.message)
 
     def _terminate_many(
         self, child_ids: tuple[str, ...], shutdown: Shutdown
@@ -892,25 +849,7 @@ class NannyActor(pykka.ThreadingActor):
                 futures[child_id] = self._nested.pop(child_id).ask(message, block=False)
             else:
                 futures[child_id] = self._workers[child_id].ask(Stop(token, deadline), block=False)
-        results: dict[str, ExitReason] = {}
-        for child_id, future in futures.items():
-            try:
-                results[child_id] = future.get() or ExitReason.shutdown()
-            except Exception as e:
-                results[child_id] = _failed_stop(e)
-        late = [c for c, r in results.items() if "supervisor's shutdown deadline" in r.message]
-        if late:
-            shown = ", ".join(late[:5]) + (f" and {len(late) - 5} more" if len(late) > 5 else "")
-            log.warning(
-                "%s: %d of %d children were still running at the shutdown deadline "
-                "(shutdown=%s); killed with SIGKILL: %s",
-                self._core.name,
-                len(late),
-                len(results),
-                shutdown,
-                shown,
-            )
-        return results
+        return gather_stops(futures, self._core.name, shutdown)
 
     def _exit(self, action: Exit) -> None:
         self._exit_reason = action.reason

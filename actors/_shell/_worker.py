@@ -8,6 +8,12 @@ start is a failed start, seen by the start itself; an exit the worker caused (a
 stop) is the stop's answer. A worker has no thread of its own: a shared pool
 serves its mailbox (actors/_runtime/_pooled.py), never on two threads at once, so
 nothing of the worker is touched by two threads together.
+
+One concept: the life of one child's process, from its start to its exit's
+report, in one actor. What is not that lives beside it: what to ask the launcher
+(`_request.py`), when a start counts (`_readiness.py`), how a process is stopped
+(`_stopping.py`), a reload (`_reload.py`), and why a process ended (the core's
+`classify_exit`).
 """
 
 from __future__ import annotations
