@@ -31,7 +31,7 @@ ROUNDS = 30
 
 
 def _launcher_pid(tree: Tree) -> int:
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert launcher is not None
     return int(launcher.pid)  # type: ignore[attr-defined]
 

@@ -90,7 +90,7 @@ def test_the_nanny_arms_its_workers_and_grants_its_budget() -> None:
 
 def _armed(tree: Tree) -> tuple[int, Any]:
     """The pid of child "w"'s first process and its launcher handle, once armed."""
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert launcher is not None
     first = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_STARTED, 5).pid
     assert first is not None
@@ -130,7 +130,7 @@ def test_nothing_beyond_the_intensity_is_started_ahead() -> None:
         )
     )
     pids, handles = [], []
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert launcher is not None
     for incarnation in (1, 2):
         event = tree.log.wait_for(

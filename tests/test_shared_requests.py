@@ -30,7 +30,7 @@ def _wait_file(path: Path) -> str:
 def test_like_children_share_one_template_until_the_last_is_gone() -> None:
     specs = [ChildSpec(id=f"c{i}", command=["sleep", "60"]) for i in range(20)]
     tree = Tree.start(SupervisorSpec("root", children=specs))
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert [users for _, users in launcher._templates.values()] == [20]
     pids = [_pid(tree, s.id) for s in specs]
     assert len(set(pids)) == 20
@@ -105,7 +105,7 @@ def test_like_python_children_share_one_template_and_other_arguments_do_not() ->
     specs.append(ChildSpec(id="other", target=children.exit_with, args=(0,), restart="temporary"))
     tree = Tree.start(SupervisorSpec("root", children=specs))
     try:
-        users = sorted(users for _, users in tree.context.launcher._templates.values())
+        users = sorted(users for _, users in tree.context.spawner._templates.values())
         assert users in ([5], [1, 5])  # the temporary one may be gone already
     finally:
         tree.stop(timeout=30)

@@ -31,7 +31,7 @@ def _launcher_children(ref) -> list[psutil.Process]:
 
 
 def _launcher_pid(ref) -> int:
-    launcher = ref._actor_weakref()._context.launcher  # the tree's own, not another test's
+    launcher = ref._actor_weakref()._context.spawner  # the tree's own, not another test's
     return launcher.pid
 
 

@@ -44,7 +44,7 @@ class TreeContext:
         self.nodes_down: set[str] = set()
         self.log = EventLog() if log is None else log
         self._new_spawner = spawner
-        self.launcher: Spawner | None = None
+        self.spawner: Spawner | None = None  # the launcher's client, or a fake
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
         self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
@@ -68,12 +68,13 @@ class TreeContext:
 
     def open(self) -> None:
         """Start the launcher (raises LaunchError)."""
-        self.launcher = self._new_spawner()
+        self.spawner = self._new_spawner()
 
-    def current_launcher(self) -> Spawner:
-        """The tree's launcher; a new one if the last one died (raises LaunchError)."""
+    def current_spawner(self) -> Spawner:
+        """The tree's spawner; a new one (a new launcher) if the last one died (raises
+        LaunchError)."""
         with self._lock:
-            launcher = self.launcher
+            launcher = self.spawner
             if launcher is not None and launcher.alive:
                 return launcher
             if self._lost is not None or self._ended.is_set():
@@ -83,10 +84,10 @@ class TreeContext:
             if ended is not None:
                 return self._lose(ended.message)
             try:
-                self.launcher = self._new_spawner()
+                self.spawner = self._new_spawner()
             except LaunchError as e:
                 return self._lose(f"{why}, and a new one could not be started: {e}")
-            return self.launcher
+            return self.spawner
 
     def _lose(self, message: str) -> Spawner:
         """No launcher any more: tell the root to end the tree, and refuse every spawn."""
@@ -106,7 +107,7 @@ class TreeContext:
         self.scheduler.close()
         self.notify.close()
         with self._lock:
-            launcher = self.launcher
+            launcher = self.spawner
         if launcher is not None:
             launcher.close()
         self._ended.set()

@@ -780,7 +780,7 @@ class NannyActor(pykka.ThreadingActor):
 
     def _grant(self) -> None:
         """Keep the launcher's budget for restarts ahead of a decision as the core says."""
-        launcher = self._context.launcher
+        launcher = self._context.spawner
         if launcher is None or not launcher.alive:
             return
         if launcher is not self._grant_to:

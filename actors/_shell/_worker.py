@@ -499,7 +499,7 @@ class WorkerActor(PooledActor):
         """The launcher to use and our template on it, defined again only when the
         host's env, cwd, sys.path or argv changed (or the launcher was replaced)."""
         try:
-            launcher = self._context.current_launcher()
+            launcher = self._context.current_spawner()
         except LaunchError as e:
             raise StartProblem(ExitReason(ExitKind.LAUNCHER_DIED, message=str(e))) from None
         key = (
@@ -733,7 +733,7 @@ class WorkerActor(PooledActor):
         cached = self._template
         if cached is not None:
             return cached[0]
-        return self._context.current_launcher()
+        return self._context.current_spawner()
 
     def _kill_now(self, proc: ChildHandle) -> ProcessExit:
         """SIGKILL the group and wait for the exit: from the launcher, or else the OS."""

@@ -305,7 +305,7 @@ def crash_storm(seconds: float) -> None:
     me = psutil.Process()
     tree = Tree.start(spec)
     try:
-        launcher: Any = tree.context.launcher
+        launcher: Any = tree.context.spawner
         helpers = [launcher.pid, launcher.guardian_pid]
         time.sleep(0.5)  # past the first start
         c0, h0, n0, t0 = me.cpu_times(), _cpu(helpers), len(tree.log), time.monotonic()
