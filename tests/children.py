@@ -111,13 +111,13 @@ def send_pickle_to_launcher(marker: str, drop_to: int | None = None) -> None:
     import pickle
     import struct
 
-    from actors import child
+    from actors._launcher import _in_child
 
     if drop_to is not None:
         os.setgid(drop_to)
         os.setuid(drop_to)
     body = pickle.dumps(("ready", Exploit(marker)))
-    fd = child._control_fd
+    fd = _in_child._control_fd
     assert fd is not None
     for header in (struct.pack("!Q", len(body)), struct.pack("!I", len(body))):
         try:
@@ -131,9 +131,9 @@ def announce_huge_frame(megabytes: int) -> None:
     """Announce a 2 GiB frame on the control pipe, then send junk; then run."""
     import struct
 
-    from actors import child
+    from actors._launcher import _in_child
 
-    fd = child._control_fd
+    fd = _in_child._control_fd
     assert fd is not None
     junk = b"\xff" * (1 << 20)
     try:

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from actors import EventLog, Tree
-from actors._launcher._protocol import CHILD_FRAME, MAX_MESSAGE, MAX_TRACEBACK
+from actors._launcher._control import CHILD_FRAME, MAX_MESSAGE, MAX_TRACEBACK
 from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, ExitKind, SpecError, StartError, SupervisorSpec
 from tests import children
@@ -69,7 +69,7 @@ def test_a_pickle_on_the_control_pipe_runs_nothing(tmp_path: Path, drop: bool) -
         ChildSpec(id="good", command=["sleep", "60"]),
     )
     try:
-        launcher = tree.context.launcher
+        launcher = tree.context.spawner
         assert launcher is not None
         detail = _note(tree, "evil")
         assert "control channel closed" in detail
@@ -78,7 +78,7 @@ def test_a_pickle_on_the_control_pipe_runs_nothing(tmp_path: Path, drop: bool) -
         good = tree.nanny.which_child("good").get().pid
         os.kill(good, signal.SIGKILL)
         _started(tree, "good", 2)
-        assert tree.context.launcher is launcher and launcher.alive
+        assert tree.context.spawner is launcher and launcher.alive
         assert not marker.exists()
     finally:
         tree.stop()
@@ -87,7 +87,7 @@ def test_a_pickle_on_the_control_pipe_runs_nothing(tmp_path: Path, drop: bool) -
 def test_a_huge_frame_is_refused_before_it_is_buffered() -> None:
     tree = _tree(ChildSpec(id="liar", target=children.announce_huge_frame, args=(64,)))
     try:
-        launcher = tree.context.launcher
+        launcher = tree.context.spawner
         assert launcher is not None
         detail = _note(tree, "liar")
         assert f"over the limit of {CHILD_FRAME}" in detail
@@ -135,7 +135,7 @@ def test_launcher_death_at_the_default_intensity_ends_the_tree() -> None:
         ChildSpec(id="a", command=["sleep", "60"]),
         ChildSpec(id="b", target=children.sleep_forever),
     )
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert launcher is not None
     pids = [c.pid for c in tree.nanny.which_children().get()]
     os.kill(launcher.pid, signal.SIGKILL)
@@ -154,13 +154,13 @@ def test_launcher_death_at_a_high_intensity_restarts_the_children_once() -> None
         period=60.0,
     )
     try:
-        first = tree.context.launcher
+        first = tree.context.spawner
         assert first is not None
         old = {c.id: c.pid for c in tree.nanny.which_children().get()}
         os.kill(first.pid, signal.SIGKILL)
         new = {"a": _started(tree, "a", 2), "b": _started(tree, "b", 2)}
         assert set(new.values()).isdisjoint(old.values())
-        second = tree.context.launcher
+        second = tree.context.spawner
         assert second is not None and second is not first and second.alive
         assert psutil.Process(new["b"]).ppid() == second.pid
         # No retry loop: nothing more happens once both are back.
@@ -176,7 +176,7 @@ def test_launcher_death_at_a_high_intensity_restarts_the_children_once() -> None
 def test_a_launcher_that_keeps_dying_ends_the_tree_with_launcher_died() -> None:
     tree = _tree(ChildSpec(id="a", command=["sleep", "60"]), intensity=1000, period=60.0)
     for incarnation in range(2, 6):
-        launcher = tree.context.launcher
+        launcher = tree.context.spawner
         assert launcher is not None
         os.kill(launcher.pid, signal.SIGKILL)
         if incarnation == 5:
@@ -206,7 +206,7 @@ HOST = textwrap.dedent(
         ChildSpec(id="fresh", target=children.fork_escapee, args=(tmp + "/fresh",),
                   fresh_interpreter=True),
     ]))
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     pids = [c.pid for c in tree.nanny.which_children().get()]
     print(json.dumps({"launcher": launcher.pid, "guardian": launcher.guardian_pid,
                       "children": pids}), flush=True)
@@ -266,7 +266,7 @@ def test_a_stopped_launcher_hangs_no_call() -> None:
         intensity=10**6,
         period=3600.0,
     )
-    launcher = tree.context.launcher
+    launcher = tree.context.spawner
     assert launcher is not None
     try:
         _started(tree, "storm", 3)

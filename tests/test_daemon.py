@@ -1,4 +1,8 @@
-"""Daemons that fork themselves: pid files read safely, detached descendants found."""
+"""Daemons that fork themselves: pid files read safely, what a command left behind found.
+
+The test process plays the launcher: a child subreaper that the processes a
+command leaves behind are re-parented to.
+"""
 
 from __future__ import annotations
 
@@ -9,22 +13,25 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from actors._launcher import _bootstrap
 from actors._launcher._daemons import (
     PID_FILE_MAX,
     TOKEN_ENV,
+    ChildTree,
     PidFileError,
     child_token,
     daemonized_message,
-    detached_descendants,
     in_tree,
-    is_alive,
+    left_behind,
     main_pid_from_file,
     read_pid_file,
 )
+from actors._launcher._procfs import boot_ticks, is_alive, proc_stat
 from actors.testing import wait_gone
 
 # A program that daemonizes as the classic ones do: a background process that
@@ -65,14 +72,35 @@ class Started:
         _wait_file(pid_file)
         self.daemon = int(pid_file.read_text())
 
+    def tree(self, token: str = "", *, born: int | None = None) -> ChildTree:
+        """The child's tree as we (its subreaper) see it. By default it was spawned
+        after its daemon started, so the start time ties nothing to it."""
+        if born is None:
+            st = proc_stat(self.daemon)
+            assert st is not None
+            born = st.start + 1
+        return ChildTree(os.getpid(), self.root, self.root, born, token)
+
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.daemon, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.daemon, 0)  # re-parented to us, the subreaper
         assert wait_gone([self.daemon]) == []
 
 
 @pytest.fixture
-def daemons() -> Iterator[list[Started]]:
+def subreaper() -> Iterator[None]:
+    """What a command leaves behind is re-parented to this process, as to the launcher."""
+    _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
+    try:
+        yield
+    finally:
+        _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 0)
+
+
+@pytest.fixture
+def daemons(subreaper: None) -> Iterator[list[Started]]:
     started: list[Started] = []
     yield started
     for d in started:
@@ -85,29 +113,50 @@ def test_a_daemon_that_left_the_session_is_found_by_its_token(tmp_path, daemons)
     daemons.append(d)
     assert d.code == 0 and is_alive(d.daemon) and not is_alive(d.root)
     assert os.getsid(d.daemon) == d.daemon  # it really left: no group, no parent link
-    assert main_pid_from_file(tmp_path / "d.pid", d.root, token=token) == d.daemon
-    assert detached_descendants(d.root, token=token) == [d.daemon]
+    tree = d.tree(token)
+    assert main_pid_from_file(tmp_path / "d.pid", tree).pid == d.daemon
+    assert left_behind(tree, known=(), groups=()) == [d.daemon]
     # Without the token nothing ties it to the child: the pid file is refused.
+    stranger = replace(tree, token=child_token())
     with pytest.raises(PidFileError, match="not a process this child started"):
-        main_pid_from_file(tmp_path / "d.pid", d.root)
-    assert detached_descendants(d.root, token=child_token()) == []
+        main_pid_from_file(tmp_path / "d.pid", stranger)
+    assert left_behind(stranger, known=(), groups=()) == []
+    # Nor is a process the launcher knows as its own child.
+    with pytest.raises(PidFileError, match="not a process this child started"):
+        main_pid_from_file(tmp_path / "d.pid", tree, taken={d.daemon})
+
+
+def test_a_daemon_that_overwrote_its_token_is_found_by_its_start_time(tmp_path, daemons):
+    """nginx and redis overwrite their environment with their process title: a process
+    re-parented to us that started since the child's spawn is taken as the child's."""
+    born = boot_ticks() - 1
+    d = Started(DAEMONIZE, tmp_path / "d.pid", token=None)
+    daemons.append(d)
+    tree = d.tree(child_token(), born=born)
+    assert main_pid_from_file(tmp_path / "d.pid", tree).pid == d.daemon
+    assert left_behind(tree, known=(), groups=()) == [d.daemon]
+    # Unless it is in the process group of another child of ours.
+    assert left_behind(tree, known=(), groups={os.getpgid(d.daemon)}) == []
 
 
 def test_a_backgrounded_process_is_found_by_its_process_group(tmp_path, daemons):
     d = Started(BACKGROUND, tmp_path / "b.pid", token=None)
     daemons.append(d)
     assert d.code == 0 and os.getpgid(d.daemon) == d.root
-    assert main_pid_from_file(tmp_path / "b.pid", d.root) == d.daemon
-    assert detached_descendants(d.root) == [d.daemon]
-    message = daemonized_message("nginx", detached_descendants(d.root))
+    tree = d.tree()
+    assert main_pid_from_file(tmp_path / "b.pid", tree).pid == d.daemon
+    assert left_behind(tree, known=(), groups=()) == [d.daemon]
+    message = daemonized_message("nginx", left_behind(tree, known=(), groups=()))
     assert f"pid {d.daemon} still runs" in message
     assert "set pid_file=" in message and "run it in the foreground" in message
 
 
-def test_a_foreground_program_that_exited_leaves_no_descendant():
+def test_a_foreground_program_that_exited_leaves_no_descendant(subreaper):
+    born = boot_ticks() - 1
     proc = subprocess.Popen(["sh", "-c", "exit 0"], process_group=0)
     assert proc.wait(timeout=10) == 0
-    assert detached_descendants(proc.pid, token=child_token()) == []
+    tree = ChildTree(os.getpid(), proc.pid, proc.pid, born, child_token())
+    assert left_behind(tree, known=(), groups=()) == []
 
 
 def test_a_descendant_through_its_parents_is_in_the_tree():
@@ -136,13 +185,17 @@ def _children(pid: int) -> list[int]:
 
 
 def test_a_pid_file_naming_a_stranger_is_refused(tmp_path):
-    child = subprocess.Popen(["sh", "-c", "exit 0"], process_group=0)
-    child.wait(timeout=10)
-    stranger = subprocess.Popen(["sleep", "60"])
+    stranger = subprocess.Popen(["sleep", "60"])  # ours, but started before the child
     try:
-        (tmp_path / "x.pid").write_text(f"{stranger.pid}\n")
-        with pytest.raises(PidFileError, match=f"names pid {stranger.pid}, which is not a process"):
-            main_pid_from_file(tmp_path / "x.pid", child.pid, token=child_token())
+        st = proc_stat(stranger.pid)
+        assert st is not None
+        child = subprocess.Popen(["sh", "-c", "exit 0"], process_group=0)
+        child.wait(timeout=10)
+        tree = ChildTree(os.getpid(), child.pid, child.pid, st.start + 1, child_token())
+        for pid in (stranger.pid, os.getppid()):  # ours, and not ours to reap
+            (tmp_path / "x.pid").write_text(f"{pid}\n")
+            with pytest.raises(PidFileError, match=f"names pid {pid}, which is not a process"):
+                main_pid_from_file(tmp_path / "x.pid", tree)
     finally:
         stranger.kill()
         stranger.wait()
@@ -152,8 +205,9 @@ def test_a_stale_pid_file_is_refused(tmp_path):
     gone = subprocess.Popen(["true"])
     gone.wait()
     (tmp_path / "x.pid").write_text(f"{gone.pid}\n")
+    tree = ChildTree(os.getpid(), gone.pid, gone.pid, 0, "")
     with pytest.raises(PidFileError, match=f"names pid {gone.pid}, which is not running"):
-        main_pid_from_file(tmp_path / "x.pid", gone.pid)
+        main_pid_from_file(tmp_path / "x.pid", tree)
 
 
 @pytest.mark.parametrize(

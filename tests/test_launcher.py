@@ -650,13 +650,13 @@ def test_preload(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 SLOW_SCAN = """
-import os, sys, time
-main = sys.modules["__main__"]  # the launcher runs as python -m actors._launcher._main
-real = main.LauncherLoop._start_scan
+import os, time
+from actors._launcher._orphans import OrphanScan  # preloaded into the launcher
+real = OrphanScan.start
 marker = os.environ["NT_SCAN_MARKER"]
 
 
-def _start_scan(self):
+def start(self):
     # Held like the scan of a very large tree, until the test lets it go.
     open(marker, "a").close()
     while not os.path.exists(marker + ".release"):
@@ -664,7 +664,7 @@ def _start_scan(self):
     return real(self)
 
 
-main.LauncherLoop._start_scan = _start_scan
+OrphanScan.start = start
 """
 
 

@@ -49,7 +49,7 @@ def _reported(tree: Tree) -> set[int]:
 
 def _launched(tree: Tree) -> set[int]:
     """The launcher's living children (its own helpers excluded: they are not
-    process-group leaders of children, see actors/_launcher/_main.py)."""
+    process-group leaders of children, see actors/_launcher/_spawn.py)."""
     alive = set()
     for p in psutil.Process(_launcher_pid(tree)).children():
         try:

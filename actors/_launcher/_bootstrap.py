@@ -23,8 +23,15 @@ import pickle
 import signal
 import sys
 
-from .. import child as _child
-from . import _wire
+from . import _in_child, _wire
+from ._control import (
+    CONTROL_FD_ENV,
+    CRASH_SIGNAL,
+    MAX_MESSAGE,
+    MAX_TRACEBACK,
+    MAX_TYPE,
+    ChildFailed,
+)
 
 TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
 if TYPE_CHECKING:
@@ -34,11 +41,6 @@ if TYPE_CHECKING:
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
-CONTROL_FD_ENV = "NANNYTREE_CONTROL_FD"
-# actors._launcher._protocol's bounds on a ChildFailed (not imported: a fresh child stays lean).
-MAX_TYPE = 256
-MAX_MESSAGE = 8 * 1024
-MAX_TRACEBACK = 32 * 1024
 
 _libc: ctypes.CDLL | None = None
 # True while the target (or its unpickling) runs: only then does SIGTERM raise.
@@ -76,8 +78,8 @@ class _Terminated(SystemExit):
 
 
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    first = not _child._stop_requested
-    _child._stop_requested = True
+    first = not _in_child._stop_requested
+    _in_child._stop_requested = True
     # Only the first one raises: a second SIGTERM must not cut `finally` short.
     if first and _raise_on_term:
         raise _Terminated(128 + signum)
@@ -156,21 +158,21 @@ def _read_all(fd: int) -> bytes:
 
 def _apply_settings(settings: Mapping[str, Any], control_fd: int) -> None:
     os.set_blocking(control_fd, False)  # a heartbeat must never block the child
-    _child._control_fd = control_fd
+    _in_child._control_fd = control_fd
     os.environ.clear()
     os.environ.update(settings["env"])
     if settings["sys_path"]:
         sys.path[:] = settings["sys_path"]
     sys.argv[:] = list(settings["argv"]) or [""]
     signal.signal(signal.SIGTERM, _on_sigterm)
-    signal.signal(signal.SIGRTMIN + 7, _on_crash_signal)  # actors._launcher._faults.CRASH_SIGNAL
+    signal.signal(CRASH_SIGNAL, _on_crash_signal)
     os.register_at_fork(after_in_child=_forget_control_fd)
 
 
 def _forget_control_fd() -> None:
     # A grandchild forked by user code is not this child: it must not report for it.
-    fd = _child._control_fd
-    _child._control_fd = None
+    fd = _in_child._control_fd
+    _in_child._control_fd = None
     if fd is not None:
         with contextlib.suppress(OSError):
             os.close(fd)
@@ -195,13 +197,10 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
     import traceback  # here, not at the top: a child that never fails never pays for it
 
     text = "".join(traceback.format_exception(type(exc), exc, tb))
-    record = (
-        "child_failed",  # actors._launcher._protocol.ChildFailed
-        _type_name(exc)[:MAX_TYPE],
-        _clip(message, MAX_MESSAGE),
-        text[-MAX_TRACEBACK:],
+    record = ChildFailed(
+        _type_name(exc)[:MAX_TYPE], _clip(message, MAX_MESSAGE), text[-MAX_TRACEBACK:]
     )
-    frame = _wire.encode(record)
+    frame = _wire.encode(record.pack())
     with contextlib.suppress(OSError):
         os.set_blocking(control_fd, True)  # the error report is worth waiting for
         _wire.write_all(control_fd, frame)
@@ -265,7 +264,7 @@ def _call_target(
 ) -> tuple[int, int | None]:
     """(exit code, signal to die by)."""
     try:
-        if _child._stop_requested:
+        if _in_child._stop_requested:
             # SIGTERM came while starting up, before it could raise: honour it now.
             raise _Terminated(128 + signal.SIGTERM)
         # Plain pickle: it imports cloudpickle only for what was pickled by value.

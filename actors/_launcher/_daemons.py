@@ -10,9 +10,12 @@ A child's *tree* is what nannytree may treat as that child:
   (`NANNYTREE_CHILD_TOKEN`, see `child_token()`): what finds a daemon that left
   the group with setsid() and was re-parented away, as most daemons do.
 
-Everything here reads /proc (Linux). Nothing here trusts what a child wrote: a
-pid file is read without following a symlink, bounded in size, owned by us (or
-root), and the pid it names must be alive and in the child's tree.
+The launcher, a subreaper, sees that tree as `ChildTree`: the processes
+re-parented to it that are in the child's group, carry its token, or started
+since its spawn. Nothing here trusts what a child wrote: a pid file is read
+without following a symlink, bounded in size, owned by us (or root), and the
+pid it names must be alive and in the child's tree (docs/launcher.md, "Daemons
+that fork themselves").
 """
 
 from __future__ import annotations
@@ -21,11 +24,15 @@ import os
 import secrets
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
+
+from ._launched import Launched
+from ._procfs import ProcStat, children, environ, exiting, group_members, proc_stat
 
 TOKEN_ENV = "NANNYTREE_CHILD_TOKEN"
 PID_FILE_MAX = 64  # bytes: a pid and a newline, with room to spare
+LEFT_BEHIND_MAX = 16  # processes named when a command daemonized itself
 _PARENT_HOPS = 256  # a parent chain longer than this is not followed
 
 
@@ -34,90 +41,23 @@ def child_token() -> str:
     return secrets.token_hex(16)
 
 
-@dataclass(frozen=True)
-class ProcStat:
-    """What /proc/<pid>/stat says about a process."""
-
-    pid: int
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    start: int = 0  # when it started, in clock ticks since boot (see boot_ticks)
-
-
-def proc_stat(pid: int) -> ProcStat | None:
-    """The process's state and ids, or None when it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read(4096)
-    except OSError:
-        return None
-    # The command name is in parentheses and may hold spaces or ')': cut at the last one.
-    fields = data[data.rfind(b")") + 2 :].split()
-    try:
-        return ProcStat(
-            pid,
-            fields[0].decode(),
-            int(fields[1]),
-            int(fields[2]),
-            int(fields[3]),
-            int(fields[19]),
-        )
-    except (IndexError, ValueError):
-        return None
-
-
-_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def boot_ticks() -> int:
-    """Now, on the clock of ProcStat.start: a process started later has a start >= it."""
-    return int(time.clock_gettime(time.CLOCK_BOOTTIME) * _TICKS)
-
-
-def is_alive(pid: int) -> bool:
-    """True when `pid` runs (a zombie has ended: it counts as dead)."""
-    st = proc_stat(pid)
-    return st is not None and st.state not in ("Z", "X")
-
-
-def has_token(pid: int, token: str) -> bool:
-    """Whether the process's environment carries `token` as TOKEN_ENV."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            environ = f.read(1 << 20)
-    except OSError:
-        return False
-    return f"{TOKEN_ENV}={token}".encode() in environ.split(b"\0")
-
-
-def exiting(pid: int) -> bool:
-    """True when the process is gone or between its exit and its zombie state: its
-    memory is released (/proc reads its environment as empty) but it still runs."""
-    try:
-        with open(f"/proc/{pid}/statm", "rb") as f:
-            return not any(int(v) for v in f.read().split())
-    except (OSError, ValueError):
-        return True
-
-
 def token_of(pid: int) -> str | None:
     """The TOKEN_ENV value in the process's environment, if it has one."""
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            environ = f.read(1 << 20)
-    except OSError:
-        return None
     prefix = f"{TOKEN_ENV}=".encode()
-    for entry in environ.split(b"\0"):
+    for entry in environ(pid):
         if entry.startswith(prefix):
             return entry[len(prefix) :].decode("ascii", "replace")
     return None
 
 
+def has_token(pid: int, token: str) -> bool:
+    """Whether the process's environment carries `token` as TOKEN_ENV."""
+    return bool(token) and f"{TOKEN_ENV}={token}".encode() in environ(pid)
+
+
 def in_tree(pid: int, root: int, *, token: str | None = None) -> bool:
-    """True when `pid` belongs to the tree of the child whose main process is `root`."""
+    """True when `pid` belongs to the tree of the child whose main process is `root`
+    (seen from anywhere: its parent chain, its group, its token)."""
     if pid <= 0 or root <= 0:
         return False
     st = proc_stat(pid)
@@ -134,25 +74,75 @@ def in_tree(pid: int, root: int, *, token: str | None = None) -> bool:
     return token is not None and has_token(pid, token)
 
 
-def _all_pids() -> Iterator[int]:
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            yield int(name)
+@dataclass(frozen=True)
+class ChildTree:
+    """One child's tree as its subreaper sees it, once its first process `root` exited."""
+
+    reaper: int  # the subreaper its escaped processes are re-parented to (the launcher)
+    root: int
+    pgid: int
+    born: int  # just before its spawn, on the clock of ProcStat.start
+    token: str
+
+    def holds(self, st: ProcStat) -> bool:
+        """Whether a process re-parented to the reaper is of this tree."""
+        return st.pgid == self.pgid or st.start >= self.born or has_token(st.pid, self.token)
 
 
-def detached_descendants(root: int, *, token: str | None = None) -> list[int]:
-    """Live processes of `root`'s tree other than `root`, e.g. after it exited 0.
+class NotMainProcess(Exception):
+    """The pid named cannot be the child's main process; `problem` says why."""
 
-    A first process that exited 0 while this is not empty has daemonized itself:
-    the caller says so ("set pid_file=... or run it in the foreground") instead
-    of counting a normal exit.
-    """
-    me = os.getpid()
-    return sorted(
-        pid
-        for pid in _all_pids()
-        if pid not in (root, me) and is_alive(pid) and in_tree(pid, root, token=token)
-    )
+    def __init__(self, pid: int, problem: str) -> None:
+        self.problem = f"names pid {pid}, which {problem}"
+        super().__init__(self.problem)
+
+
+def main_process(pid: int, tree: ChildTree, taken: Collection[int] = ()) -> ProcStat:
+    """`pid`, checked as the child's new main process: alive, re-parented to the
+    reaper (which can then reap it), not one of `taken`, and of the child's tree."""
+    st = proc_stat(pid)
+    if st is None or not st.alive:
+        raise NotMainProcess(pid, "is not running")
+    if st.ppid != tree.reaper or pid in taken or not tree.holds(st):
+        raise NotMainProcess(pid, "is not a process this child started")
+    return st
+
+
+def left_behind(tree: ChildTree, known: Collection[int], groups: Collection[int]) -> list[int]:
+    """Live processes a command left when its first process exited 0 (it daemonized
+    itself): in its group, or re-parented to the reaper with its token or since its
+    spawn. `known` are the reaper's own children, `groups` their process groups."""
+    found: list[int] = []
+    try:
+        os.killpg(tree.pgid, 0)
+        grouped = True
+    except OSError:
+        grouped = False
+    for _ in range(3):  # again while an orphan is mid-exit: its children move to us
+        unsettled = False
+        for pid in children(tree.reaper):
+            if pid in known:
+                continue
+            st = proc_stat(pid)
+            if st is None:
+                continue
+            if not st.alive:
+                unsettled = True
+            elif (grouped and st.pgid == tree.pgid) or has_token(pid, tree.token):
+                found.append(pid)
+            elif st.start >= tree.born and st.pgid not in groups:
+                found.append(pid)  # its token overwritten (setproctitle), not another's
+            elif exiting(pid):
+                # An intermediate of a double fork, exiting: its environment is gone,
+                # but the daemon it forked is still its child for a moment.
+                unsettled = True
+                found.extend(p for p in children(pid) if has_token(p, tree.token))
+        if found or not unsettled:
+            break
+    if grouped and not found:
+        # Still in its group but not ours: its parent is another of its processes.
+        found = [p for p in group_members(tree.pgid) if p != tree.root]
+    return found[:LEFT_BEHIND_MAX]
 
 
 class PidFileError(Exception):
@@ -201,20 +191,19 @@ def read_pid_file(path: str | os.PathLike[str]) -> int:
     return int(text)
 
 
-def main_pid_from_file(path: str | os.PathLike[str], root: int, *, token: str | None = None) -> int:
-    """The pid a daemon wrote, checked: alive and in the tree of the child started as `root`.
+def main_pid_from_file(
+    path: str | os.PathLike[str], tree: ChildTree, taken: Collection[int] = ()
+) -> ProcStat:
+    """The process a daemon's pid file names, checked as `main_process` does.
 
     Raises PidFileError when the file is unsafe, malformed, or names a process
     that is dead or not the child's (a stale file, another program's pid).
     """
     pid = read_pid_file(path)
-    if not is_alive(pid):
-        raise PidFileError(os.fspath(path), f"names pid {pid}, which is not running")
-    if not in_tree(pid, root, token=token):
-        raise PidFileError(
-            os.fspath(path), f"names pid {pid}, which is not a process this child started"
-        )
-    return pid
+    try:
+        return main_process(pid, tree, taken)
+    except NotMainProcess as e:
+        raise PidFileError(os.fspath(path), e.problem) from None
 
 
 def daemonized_message(child: str, pids: list[int]) -> str:
@@ -225,3 +214,127 @@ def daemonized_message(child: str, pids: list[int]) -> str:
         f"pid {shown} still runs); set pid_file=... to the file it writes its pid to, "
         "or run it in the foreground (preferred, e.g. nginx -g 'daemon off;')"
     )
+
+
+class ForkingDaemons:
+    """The launcher's commands that may fork themselves, until their main process is known.
+
+    A command with a pid file, or that speaks sd_notify (its MAINPID= comes as
+    `follow`), may hand over to a process it forked when its first process exits
+    0. The launcher's part is passed in: `adopted(child, first_pid)` once the
+    child's main process changed (it is re-keyed by then), `ended(child)` when
+    its MAINPID= never came (it exited 0), `failed(child, why)` when its pid file
+    named no main process in time.
+    """
+
+    def __init__(
+        self,
+        reaper: int,
+        children: Mapping[int, Launched],
+        adopted: Callable[[Launched, int], None],
+        ended: Callable[[Launched], None],
+        failed: Callable[[Launched, str], None],
+    ) -> None:
+        self.reaper = reaper
+        self._children = children
+        self._adopted = adopted
+        self._ended = ended
+        self._failed = failed
+        # First process exited 0: first pid -> child, until its pid file names its
+        # main process (or its pid_timeout passes), or its MAINPID= comes.
+        self.waiting: dict[int, Launched] = {}
+        # May fork itself, by token: what it forks is spared by the orphan scan
+        # until it is settled.
+        self.may_fork: dict[str, Launched] = {}
+
+    def started(self, child: Launched) -> None:
+        if child.pid_file is not None or child.follow_grace:
+            self.may_fork[child.token] = child
+
+    def settled(self, child: Launched) -> None:
+        """The child ended: what it forked is no longer spared."""
+        self.may_fork.pop(child.token, None)
+
+    def tree(self, child: Launched) -> ChildTree:
+        return ChildTree(self.reaper, child.pid, child.pgid, child.born, child.token)
+
+    def left_behind(self, child: Launched) -> list[int]:
+        """What a command whose first process exited 0 left running (`left_behind`)."""
+        groups = {c.pgid for c in self._children.values()}
+        return left_behind(self.tree(child), self._children, groups)
+
+    def first_exited(self, child: Launched, code: int) -> bool:
+        """Whether the exit of a command's first process hands over to its main process
+        (MAINPID=, or a pid file still to be read) instead of ending the child."""
+        if child.follow and self._adopt(child, child.follow):
+            return True
+        if code != 0 or child.pgid != child.pid:
+            return False
+        if child.pid_file is not None:
+            self.waiting[child.pid] = child  # its pid file is looked for from now on
+            return True
+        if child.follow_grace and self.left_behind(child):
+            # It speaks sd_notify and left a process behind: its MAINPID= may be on
+            # its way through the host. Wait a little for it before calling it gone.
+            child.pid_deadline = time.monotonic() + child.follow_grace
+            self.waiting[child.pid] = child
+            return True
+        return False
+
+    def follow(self, pid: int, main_pid: int) -> None:
+        """The child `pid` said MAINPID=`main_pid` (through the host)."""
+        child = self._children.get(pid)
+        if child is not None and child.token:
+            child.follow = main_pid
+        waiting = self.waiting.get(pid)
+        if waiting is not None and waiting.pid_file is None and self._adopt(waiting, main_pid):
+            del self.waiting[pid]
+
+    def look(self) -> None:
+        """Read the pid files of the daemons waited for; end the waits that ran out."""
+        now = time.monotonic()
+        for first, child in list(self.waiting.items()):
+            if child.pid_file is None:  # waiting for a MAINPID=
+                if now >= child.pid_deadline:
+                    del self.waiting[first]
+                    self._ended(child)
+                continue
+            try:
+                st = main_pid_from_file(child.pid_file, self.tree(child), self._children)
+            except PidFileError as e:
+                if now >= child.pid_deadline:
+                    del self.waiting[first]
+                    self._failed(child, f"pid file {child.pid_file!r} {e.problem}")
+                continue
+            del self.waiting[first]
+            self._hand_over(child, st)
+
+    def spares(self) -> Callable[[ProcStat], bool] | None:
+        """What the orphan scan must leave alone now (None: nothing): a process that may
+        be a daemon a child is still forking (by its token), and while a pid file is
+        awaited, any that started since that child did (its token may be overwritten)."""
+        if not self.may_fork:
+            return None
+        tokens = self.may_fork
+        pending = [c.born for c in tokens.values() if c.pid_file is not None]
+        after = min(pending) if pending else None
+
+        def spared(st: ProcStat) -> bool:
+            return token_of(st.pid) in tokens or (after is not None and st.start >= after)
+
+        return spared
+
+    def _adopt(self, child: Launched, main: int) -> bool:
+        try:
+            st = main_process(main, self.tree(child), self._children)
+        except NotMainProcess:
+            return False
+        self._hand_over(child, st)
+        return True
+
+    def _hand_over(self, child: Launched, st: ProcStat) -> None:
+        first = child.pid
+        child.pid, child.pgid, child.follow = st.pid, st.pgid, 0
+        child.pid_file = None  # found: its main process's exit is the child's exit
+        self.settled(child)
+        self._adopted(child, first)

@@ -9,31 +9,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
-import stat
-import tempfile
 import time
 
 import cloudpickle
 
-CRASH_SIGNAL = signal.SIGRTMIN + 7
-
-
-def runtime_dir() -> str:
-    """A private directory for this user: $XDG_RUNTIME_DIR/nannytree or /tmp/nannytree-UID."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base and os.access(base, os.W_OK):
-        path = os.path.join(base, "nannytree")
-    else:
-        path = os.path.join(tempfile.gettempdir(), f"nannytree-{os.getuid()}")
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(path, 0o700)
-    info = os.lstat(path)
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
-        raise PermissionError(
-            f"{path} must be a directory owned by uid {os.getuid()} with mode 0700; remove it"
-        )
-    return path
+from ._control import CRASH_SIGNAL
+from ._runtime_dir import runtime_dir
 
 
 def _crash_file(pid: int) -> str:

@@ -1,9 +1,9 @@
 """The launcher's protocol: every message, as a named record, documented here.
 
-Three streams, each of `actors._launcher._wire` frames (plain data, never pickle). A
-record travels as a tuple: its tag, then its fields in order. `decode` checks
-the tag, the number of fields and each field's type, so a reader gets either
-a well-formed record or a `WireError`.
+Three streams, each of `actors._launcher._wire` frames (plain data, never pickle).
+A record (`actors._launcher._record`) travels as a tuple: its tag, then its
+fields in order. `decode` checks the tag, the number of fields and each field's
+type, so a reader gets either a well-formed record or a `WireError`.
 
 Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
 
@@ -63,7 +63,8 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
   now on: its exit is the child's exit, its group `pgid` is what a stop signals.
 
 Child -> launcher, on the child's control pipe (UNTRUSTED: the child may run
-anything; frames up to CHILD_FRAME bytes, every string bounded):
+anything; frames up to CHILD_FRAME bytes, every string bounded). A Python child
+writes them, so they live in the lean `actors._launcher._control`:
 
 - `ChildReady()`: `actors.child.ready()` was called.
 - `ChildFailed(type, message, traceback)`: the target raised.
@@ -73,46 +74,18 @@ anything; frames up to CHILD_FRAME bytes, every string bounded):
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any
 
+from ._control import MAX_MESSAGE, MAX_TRACEBACK, MAX_TYPE, ChildFailed, ChildHeartbeat, ChildReady
+from ._record import Record
 from ._wire import WireError
 
 HOST_FRAME = 1 << 30  # a cloudpickled target can be large; the host is trusted
 REPORT_FRAME = 1 << 20  # the launcher's reports: output chunks and bounded texts
-CHILD_FRAME = 64 * 1024  # what a child may send in one frame
 OUTPUT_CHUNK = 64 * 1024  # bytes of captured output per report
 HEARTBEAT_EVERY = 0.02  # seconds: a child that beats faster is reported this often
-# Bounds of what a child's error report may carry, in characters.
-MAX_TYPE = 256
-MAX_MESSAGE = 8 * 1024
-MAX_TRACEBACK = 32 * 1024
 
 _NONE = type(None)
-
-
-class Record:
-    """A message: `TAG` and typed fields; `pack()` gives the plain tuple sent."""
-
-    TAG: ClassVar[str]
-    _TYPES: ClassVar[tuple[Any, ...]]
-
-    def pack(self) -> tuple[Any, ...]:
-        return (self.TAG, *self.values())
-
-    def values(self) -> tuple[Any, ...]:
-        """The fields in order, nested records as tuples of their own fields."""
-        names = _NAMES.get(type(self))
-        if names is None:
-            names = _NAMES[type(self)] = tuple(f.name for f in fields(self))  # type: ignore[arg-type]
-        out = []
-        for name in names:
-            value = getattr(self, name)
-            out.append(value.values() if isinstance(value, Record) else value)
-        return tuple(out)
-
-
-_NAMES: dict[type[Record], tuple[str, ...]] = {}
-
 
 _REGISTRY: dict[str, type[Record]] = {}
 
@@ -120,7 +93,8 @@ _REGISTRY: dict[str, type[Record]] = {}
 def _record(tag: str, *types: Any) -> Any:
     def wrap(cls: type[Record]) -> type[Record]:
         cls.TAG = tag
-        cls._TYPES = types
+        cls.TYPES = types
+        cls.FIELDS = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
         _REGISTRY[tag] = cls
         return cls
 
@@ -139,7 +113,7 @@ def decode(value: Any, allowed: frozenset[str] | None = None) -> Record:
 
 
 def _build(cls: type[Record], values: tuple[Any, ...]) -> Record:
-    types = cls._TYPES
+    types = cls.TYPES
     if len(values) != len(types):
         raise WireError(f"{cls.TAG}: expected {len(types)} fields, got {len(values)}")
     return cls(*(_field(cls.TAG, v, t) for v, t in zip(values, types, strict=True)))
@@ -410,30 +384,11 @@ REPORT_RECORDS = frozenset(
     }
 )
 
-# -- child -> launcher (untrusted) ------------------------------------------------------
+# -- child -> launcher (untrusted): the records are written in `_control` -------------
 
-
-@_record("child_ready")
-@dataclass(frozen=True)
-class ChildReady(Record):
-    pass
-
-
-@_record("child_failed", str, str, str)
-@dataclass(frozen=True)
-class ChildFailed(Record):
-    type: str
-    message: str
-    traceback: str
-
-
-@_record("child_heartbeat")
-@dataclass(frozen=True)
-class ChildHeartbeat(Record):
-    pass
-
-
-CHILD_RECORDS = frozenset({"child_ready", "child_failed", "child_heartbeat"})
+_CHILD = (ChildReady, ChildFailed, ChildHeartbeat)
+_REGISTRY.update((cls.TAG, cls) for cls in _CHILD)
+CHILD_RECORDS = frozenset(cls.TAG for cls in _CHILD)
 
 
 def child_failure(record: ChildFailed) -> Failure:

@@ -34,6 +34,7 @@ from typing import Any
 from supervision import CAPTURE, ExitPlan
 
 from .._launcher import _protocol, _wire
+from .._launcher._procfs import is_alive
 from .._launcher._protocol import (
     RESPAWNING,
     Arm,
@@ -53,13 +54,13 @@ from .._launcher._protocol import (
     Prepare,
     Prepared,
     Ready,
-    Record,
     Respawned,
     Spawn,
     Spawned,
     SpawnFailed,
     StandbyDied,
 )
+from .._launcher._record import Record
 from .._runtime._flag import Flag
 from . import _detach
 from ._port import (
@@ -89,7 +90,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _HELLO_TIMEOUT = 60.0  # generous: preloading heavy modules can take seconds
 SEND_TIMEOUT = 5.0  # nor one that does not read what we send
 
@@ -207,12 +208,7 @@ class ChildProcess:
         For a launcher that stopped answering: a pid is reused only after the
         launcher reaped it, and a reaped child would have been reported.
         """
-        try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                data = f.read()
-        except OSError:
-            return True
-        return data[data.rindex(b")") + 2 : data.rindex(b")") + 3] in (b"Z", b"X")
+        return not is_alive(self.pid)
 
     @property
     def ready(self) -> bool:
@@ -254,6 +250,8 @@ class ChildProcess:
                 log.exception("nannytree: notifying the owner of pid %d failed", self.pid)
 
 
+# Process-wide on purpose: a fork copies every tree's launcher client, and a fork hook
+# cannot be unregistered, so one hook lets go of them all.
 _instances: weakref.WeakSet[LauncherClient] = weakref.WeakSet()
 
 

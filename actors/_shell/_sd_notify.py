@@ -35,7 +35,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .._launcher._daemons import in_tree, is_alive, proc_stat
+from .._launcher._daemons import in_tree
+from .._launcher._procfs import is_alive, proc_stat
 
 MAX_DATAGRAM = 4096
 MAX_STATUS = 1024

@@ -1,0 +1,406 @@
+"""Starting children: a command exec'd, a Python target forked or run in a fresh
+interpreter, a warm standby forked ahead; and runs of starts (chains).
+
+`Starter` only makes processes and says what it made (a `Launched`); the loop
+(`_loop`) watches them, reads them and reports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import stat
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from . import _bootstrap, _wire
+from ._control import CONTROL_FD_ENV
+from ._daemons import TOKEN_ENV, child_token
+from ._launched import Launched, SpawnError
+from ._procfs import boot_ticks
+from ._protocol import Template
+
+CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+# The directory holding the `actors` package (actors/_launcher/ is two below it),
+# for fresh interpreters.
+_PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# Runs of starts cancelled or failed, remembered so their later spawns start nothing;
+# a supervisor names a new chain per run, so only the recent ones matter.
+FAILED_CHAINS = 1024
+
+
+def close_all(fds: Iterable[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
+def _which(command: str, path: str) -> str:
+    """PATH lookup in the *child's* PATH (glibc's posix_spawnp uses ours)."""
+    if "/" in command:
+        return command
+    denied = False
+    for directory in path.split(os.pathsep):
+        candidate = os.path.join(directory or ".", command)
+        try:
+            st = os.stat(candidate)
+        except OSError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            continue
+        if os.access(candidate, os.X_OK):
+            return candidate
+        denied = True
+    if denied:
+        raise SpawnError(
+            errno.EACCES,
+            f"command {command!r} is on PATH but not executable; fix its permissions (chmod +x)",
+        )
+    raise SpawnError(
+        errno.ENOENT,
+        f"command {command!r} not found on PATH {path!r}; install it, give its full path, "
+        "or set PATH in the child's env",
+    )
+
+
+def _open_output(path: str | None, which: str, captures: dict[int, int]) -> int | None:
+    if path is None:
+        return None
+    if path == "capture":
+        read_end, write_end = os.pipe()  # both close-on-exec; dup2 onto 1/2 clears it
+        os.set_blocking(read_end, False)
+        captures[1 if which == "stdout" else 2] = read_end
+        return write_end
+    try:
+        return os.open(path, _OUTPUT_FLAGS, 0o644)
+    except OSError as exc:
+        raise SpawnError(
+            exc.errno,
+            f"cannot open its {which} file {path!r}: {exc.strerror}; "
+            "check that the directory exists and is writable",
+        ) from None
+
+
+def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int, int]]:
+    actions = []
+    if out_fd is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, out_fd, 1))
+    if err_fd is not None:
+        actions.append((os.POSIX_SPAWN_DUP2, err_fd, 2))
+    return actions
+
+
+def _posix_spawn(
+    path: str, argv: list[str], env: dict[str, str], out_fd: int | None, err_fd: int | None
+) -> int:
+    """A child in its own process group, with a fresh interpreter's signals (trap 5)."""
+    return os.posix_spawn(
+        path,
+        argv,
+        env,
+        file_actions=_dup_actions(out_fd, err_fd),
+        setpgroup=0,
+        setsigdef=CATCHABLE,
+        setsigmask=(),
+    )
+
+
+def _fork_exec(
+    path: str,
+    argv: list[str],
+    env: dict[str, str],
+    out_fd: int | None,
+    err_fd: int | None,
+    pid_env: str,
+) -> int:
+    """As _posix_spawn, but with the child's own pid in `pid_env` (known only after the
+    fork). The exec's failure comes back on a close-on-exec pipe, as an OSError."""
+    err_r, err_w = os.pipe()
+    signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
+    try:
+        pid = os.fork()
+    except OSError:
+        _bootstrap.unblock_all_signals()
+        os.close(err_r)
+        os.close(err_w)
+        raise
+    if pid == 0:
+        try:
+            signal.set_wakeup_fd(-1)
+            for sig in CATCHABLE:
+                with contextlib.suppress(OSError, ValueError):
+                    signal.signal(sig, signal.SIG_DFL)
+            os.setpgid(0, 0)
+            if out_fd is not None:
+                os.dup2(out_fd, 1)
+            if err_fd is not None:
+                os.dup2(err_fd, 2)
+            _bootstrap.unblock_all_signals()
+            os.execve(path, argv, {**env, pid_env: str(os.getpid())})
+        except OSError as exc:
+            os.write(err_w, str(exc.errno or 0).encode())
+        finally:
+            os._exit(127)
+    _bootstrap.unblock_all_signals()
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # as the child does: a killpg may come before it runs
+    os.close(err_w)
+    try:
+        said = os.read(err_r, 32)  # EOF at the exec: the pipe is close-on-exec
+    finally:
+        os.close(err_r)
+    if said:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+        code = int(said) if said.isdigit() else errno.EIO
+        raise OSError(code, os.strerror(code))
+    return pid
+
+
+def _child_settings(t: Template) -> dict[str, Any]:
+    """What a Python child needs of its template, as plain data."""
+    return {"payload": t.payload, "env": t.env, "sys_path": t.sys_path, "argv": t.argv}
+
+
+class Starter:
+    """Makes the launcher's children from the host's templates, and its warm standbys
+    (forked ahead, target unpickled, waiting for "go")."""
+
+    def __init__(self, me: int) -> None:
+        self.me = me
+        self.templates: dict[int, Template] = {}
+        self.standbys: dict[int, tuple[Launched, int]] = {}  # id -> (child, write end of "go")
+        self.discarded: dict[int, Launched] = {}  # pid -> a standby killed, not yet reaped
+        self._failed_chains: dict[int, None] = {}  # insertion-ordered, FAILED_CHAINS at most
+        self._cwd = os.getcwd()
+        self._paths: dict[tuple[str, str], str] = {}
+
+    # -- runs of starts --------------------------------------------------------------
+
+    def chain_failed(self, chain: int) -> bool:
+        return chain in self._failed_chains
+
+    def fail_chain(self, chain: int) -> None:
+        """No later spawn of this run of starts may start anything."""
+        self._failed_chains[chain] = None
+        if len(self._failed_chains) > FAILED_CHAINS:
+            del self._failed_chains[next(iter(self._failed_chains))]
+
+    # -- children ----------------------------------------------------------------------
+
+    def start(self, template_id: int) -> Launched:
+        """Start a child from a template; raises SpawnError."""
+        template = self.templates.get(template_id)
+        if template is None:
+            raise SpawnError(None, "unknown template: the host forgot it")
+        out_fd = err_fd = None
+        captures: dict[int, int] = {}
+        try:
+            self._chdir(template.cwd)
+            out_fd = _open_output(template.stdout, "stdout", captures)
+            err_fd = _open_output(template.stderr, "stderr", captures)
+            control_fd = None
+            token = ""
+            born = boot_ticks() - 1  # a tick of margin: the clocks round apart
+            if template.command is not None:
+                token = child_token()
+                pid = self._spawn_command(template, out_fd, err_fd, token)
+            elif template.fresh:
+                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
+            else:
+                pid, control_fd = self._fork(template, out_fd, err_fd)
+        except SpawnError:
+            close_all(captures.values())
+            raise
+        except Exception as exc:
+            close_all(captures.values())
+            err = exc.errno if isinstance(exc, OSError) else None
+            raise SpawnError(err, f"{type(exc).__name__}: {exc}") from None
+        finally:
+            close_all(fd for fd in (out_fd, err_fd) if fd is not None)
+        child = Launched(pid, control_fd, template_id)
+        child.captures = captures
+        child.token = token
+        child.born = born
+        if template.pid_file is not None:
+            child.pid_file = template.pid_file
+            child.pid_deadline = child.started + template.pid_timeout
+        child.follow_grace = template.follow_grace if token else 0.0
+        return child
+
+    def _chdir(self, cwd: str) -> None:
+        if cwd == self._cwd:
+            return
+        try:
+            os.chdir(cwd)
+        except FileNotFoundError as exc:
+            raise SpawnError(
+                exc.errno, f"working directory {cwd!r} does not exist; create it or fix cwd"
+            ) from None
+        except OSError as exc:
+            raise SpawnError(
+                exc.errno, f"cannot use working directory {cwd!r}: {exc.strerror}; fix cwd"
+            ) from None
+        self._cwd = cwd
+
+    def _spawn_command(
+        self, t: Template, out_fd: int | None, err_fd: int | None, token: str
+    ) -> int:
+        assert t.command is not None
+        argv = t.command
+        search = t.env.get("PATH", os.defpath)
+        key = (argv[0], search)
+        path = self._paths.get(key)
+        if path is None:
+            path = _which(argv[0], search)
+        env = {**t.env, TOKEN_ENV: token}
+        try:
+            if t.pid_env is None:
+                pid = _posix_spawn(path, argv, env, out_fd, err_fd)
+            else:
+                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env)
+        except OSError as exc:
+            self._paths.pop(key, None)
+            raise SpawnError(
+                exc.errno, f"cannot execute {path!r}: {exc.strerror}; check the command"
+            ) from None
+        self._paths[key] = path
+        return pid
+
+    def _fork(
+        self,
+        t: Template,
+        out_fd: int | None,
+        err_fd: int | None,
+        go_fd: int | None = None,
+    ) -> tuple[int, int]:
+        control_r, control_w = os.pipe()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.flush()  # or the child would write our buffer again
+        # Blocked across fork: the child must not run our handlers before resetting them.
+        # (Our mask is empty otherwise; unblocking by hand spares pthread_sigmask's
+        # conversion of the whole returned set into enum members on every fork.)
+        signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            _bootstrap.unblock_all_signals()
+            os.close(control_r)
+            os.close(control_w)
+            raise SpawnError(exc.errno, f"fork failed: {exc.strerror}") from None
+        if pid == 0:
+            _bootstrap.run_forked(self.me, control_w, _child_settings(t), out_fd, err_fd, go_fd)
+        _bootstrap.unblock_all_signals()
+        # Also set here, so a killpg from the host can never precede the child's own setpgid.
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
+        os.close(control_w)
+        os.set_blocking(control_r, False)
+        return pid, control_r
+
+    def _spawn_fresh(self, t: Template, out_fd: int | None, err_fd: int | None) -> tuple[int, int]:
+        control_r, control_w = os.pipe()
+        # A memfd, not a pipe: writing a large payload must not block the loop.
+        settings_fd = os.memfd_create("nannytree-settings", os.MFD_CLOEXEC)
+        try:
+            _wire.write_all(settings_fd, _wire.dumps(_child_settings(t)))
+            os.lseek(settings_fd, 0, os.SEEK_SET)
+            env = dict(t.env)
+            env[CONTROL_FD_ENV] = str(control_w)
+            python_path = env.get("PYTHONPATH")
+            env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + python_path if python_path else "")
+            argv = [sys.executable, "-P", "-m", "actors._launcher._bootstrap"]
+            argv += [str(self.me), str(settings_fd)]
+            os.set_inheritable(control_w, True)
+            os.set_inheritable(settings_fd, True)
+            try:
+                pid = _posix_spawn(sys.executable, argv, env, out_fd, err_fd)
+            except OSError as exc:
+                os.close(control_r)
+                raise SpawnError(
+                    exc.errno, f"cannot start {sys.executable!r}: {exc.strerror}"
+                ) from None
+        finally:
+            os.close(control_w)
+            os.close(settings_fd)
+        os.set_blocking(control_r, False)
+        return pid, control_r
+
+    # -- warm standbys -------------------------------------------------------------------
+
+    def prepare(self, standby: int, template_id: int) -> Launched | None:
+        """Fork a standby of a target's template (None: it could not be)."""
+        template = self.templates.get(template_id)
+        out_fd = err_fd = None
+        captures: dict[int, int] = {}
+        go_r, go_w = os.pipe()
+        try:
+            if template is None or template.payload is None or template.fresh:
+                raise SpawnError(None, "no template for a standby")
+            self._chdir(template.cwd)
+            out_fd = _open_output(template.stdout, "stdout", captures)
+            err_fd = _open_output(template.stderr, "stderr", captures)
+            pid, control_fd = self._fork(template, out_fd, err_fd, go_r)
+        except Exception:
+            # No standby then: the next spawn forks as usual and reports what fails.
+            close_all([*captures.values(), go_w])
+            return None
+        finally:
+            close_all([go_r] + [fd for fd in (out_fd, err_fd) if fd is not None])
+        child = Launched(pid, control_fd, template_id)
+        child.captures = captures
+        self.standbys[standby] = (child, go_w)
+        return child
+
+    def standby_for(self, template_id: int) -> int | None:
+        """A standby of this template, if one waits."""
+        waiting = (sid for sid, (c, _) in self.standbys.items() if c.template == template_id)
+        return next(waiting, None)
+
+    def go(self, standby: int) -> Launched | None:
+        """Tell a standby to run its target: it is a child now (None if it is gone)."""
+        entry = self.standbys.pop(standby, None)
+        if entry is None:
+            return None
+        child, go_w = entry
+        try:
+            os.write(go_w, b"g")
+        except OSError:
+            return None  # it died meanwhile: the reap will say so
+        finally:
+            os.close(go_w)
+        child.started = time.monotonic()
+        return child
+
+    def discard(self, standby: int) -> None:
+        entry = self.standbys.pop(standby, None)
+        if entry is None:
+            return
+        child, go_w = entry
+        os.close(go_w)  # EOF on its go pipe: it exits; SIGKILL makes sure
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGKILL)
+        self.discarded[child.pid] = child
+
+    def standby_ended(self, pid: int) -> tuple[Launched, int | None] | None:
+        """The standby reaped as `pid`, forgotten: (it, its id while it was still waited
+        for, or None if discarded); None if `pid` was no standby."""
+        child = self.discarded.pop(pid, None)
+        if child is not None:
+            return child, None
+        for sid, (candidate, go_w) in list(self.standbys.items()):
+            if candidate.pid == pid:
+                del self.standbys[sid]
+                os.close(go_w)
+                return candidate, sid
+        return None
+
+    def standby_pids(self) -> list[int]:
+        return [c.pid for c, _ in self.standbys.values()]
