@@ -10,7 +10,7 @@ import pykka
 import pytest
 
 from actors._runtime import _pooled as _dispatch
-from actors._runtime._loop import Fatal, ThreadedActor
+from actors._runtime._actor_loop import Fatal, ThreadedActor
 from actors._runtime._pooled import PooledActor, blocking, pool_threads
 from supervision import ChildSpec, Strategy, SupervisorSpec
 from tests.support import wait_until

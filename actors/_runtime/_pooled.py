@@ -28,9 +28,9 @@ from typing import Any
 
 import pykka
 
+from ._actor_loop import LATER, answer_dead, current, handle, set_up, stop_fatally, teardown
 from ._flag import Flag
 from ._future import LightFuture
-from ._loop import LATER, answer_dead, current, handle, set_up, stop_fatally, teardown
 
 log = logging.getLogger("nannytree")
 

@@ -14,7 +14,7 @@ One concept, as OTP's supervisor.erl is one module: the actor that runs one
 `Supervisor` (its mailbox, the OTP API it answers, and each action of the core
 carried out). What is not that lives beside it: runs of starts
 (`_start_runs.py`), runs of stops (`_stop_runs.py`), the tree's resources
-(`_context.py`), the actor loop (actors/_runtime/_loop.py).
+(`_context.py`), the actor loop (actors/_runtime/_actor_loop.py).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from supervision import (
     signal_name,
 )
 
-from .._runtime._loop import Fatal, dead, handle, serving, teardown, tell_quietly
+from .._runtime._actor_loop import Fatal, dead, handle, serving, teardown, tell_quietly
 from ._context import TreeContext
 from ._event_log import EventLog
 from ._messages import (
@@ -405,7 +405,7 @@ class NannyActor(pykka.ThreadingActor):
         )
         if mutating and envelope.reply_to is not None:
             self._call = envelope.reply_to
-        # pykka's loop body (actors/_runtime/_loop.py); a call answered _LATER is
+        # pykka's loop body (actors/_runtime/_actor_loop.py); a call answered _LATER is
         # answered when the core replies.
         if handle(self, envelope, _LATER, self.on_fatal) and self._call is envelope.reply_to:
             self._call = None

@@ -49,7 +49,7 @@ from .._remote._port import (
     RemoteStartError,
     RemoteUnreachable,
 )
-from .._runtime._loop import ThreadedActor
+from .._runtime._actor_loop import ThreadedActor
 from .._runtime._timer import Scheduler
 from ._messages import ChildExited, ShutdownTree
 

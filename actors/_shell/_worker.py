@@ -51,7 +51,7 @@ from .._process._port import (
     Spawner,
     SpawnRequest,
 )
-from .._runtime._loop import LATER, tell_quietly
+from .._runtime._actor_loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
 from ._context import TreeContext
 from ._messages import (
