@@ -157,12 +157,18 @@ def harness() -> Iterator[Harness]:
 
 @pytest.fixture
 def subreaper() -> Iterator[None]:
-    """Orphans of the test come to this process, reaped by pid (init may not reap)."""
+    """Orphans of the test come to this process, reaped by pid (init may not reap);
+    any left a zombie here (a guardian whose host was killed) is reaped at the end."""
+    before = {p.pid for p in psutil.Process().children()}
     _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
     try:
         yield
     finally:
         _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 0)
+        for orphan in psutil.Process().children():
+            with contextlib.suppress(psutil.Error, ChildProcessError):
+                if orphan.pid not in before and orphan.status() == psutil.STATUS_ZOMBIE:
+                    os.waitpid(orphan.pid, 0)
 
 
 def status_field(pid: int, field: str) -> str:

@@ -48,8 +48,8 @@ def _reported(tree: Tree) -> set[int]:
 
 
 def _launched(tree: Tree) -> set[int]:
-    """The launcher's living children (its own helpers excluded: they are not
-    process-group leaders of children, see actors/_launcher/_spawn.py)."""
+    """The launcher's living children (these trees keep no warm standby, which
+    would be a child of the launcher that the tree does not report)."""
     alive = set()
     for p in psutil.Process(_launcher_pid(tree)).children():
         try:
