@@ -2,9 +2,11 @@
 
     python -m tests.benchmarks.compare_restart_path OLD_CHECKOUT [--rounds 4] [--n 30]
 
-Runs the same three figures (Python restart: SIGKILL -> the replacement runs
-user code; command restart: SIGKILL -> the nanny's child_started; detection:
-SIGKILL -> the nanny's child_exited) against OLD_CHECKOUT and this checkout,
+Runs the same figures (Python restart: SIGKILL -> the replacement runs user
+code; command restart: SIGKILL -> the nanny's child_started; detection: SIGKILL
+-> the nanny's child_exited; and the floor for a command restart, a one-thread
+Popen supervisor in the same process: SIGKILL -> its new pid) against
+OLD_CHECKOUT and this checkout,
 alternating rounds so that both see the same machine load, and prints median
 and p95 of each. Each round runs in a subprocess with that checkout first on
 sys.path.
@@ -61,6 +63,33 @@ finally:
     ref.stop()
     sock.close()
     os.unlink(path)
+
+# The floor for a command restart: a one-thread Popen supervisor in this process,
+# observed the same way (SIGKILL -> the new pid known to the supervising thread).
+import queue, subprocess, threading
+pids = queue.Queue()
+def supervise(rounds):
+    p = subprocess.Popen(["sleep", "100000"])
+    pids.put((time.monotonic(), p.pid))
+    for _ in range(rounds):
+        p.wait()
+        p = subprocess.Popen(["sleep", "100000"])
+        pids.put((time.monotonic(), p.pid))
+    return p
+last = []
+t = threading.Thread(target=lambda: last.append(supervise(n)))
+t.start()
+_, pid = pids.get()
+out["popen"] = []
+for _ in range(n):
+    time.sleep(0.01)
+    t0 = time.monotonic()
+    os.kill(pid, signal.SIGKILL)
+    t1, pid = pids.get(timeout=10)
+    out["popen"].append(t1 - t0)
+t.join()
+last[0].kill()
+last[0].wait()
 print(json.dumps(out))
 """
 
@@ -96,9 +125,14 @@ def main() -> int:
             for name, samples in _round(checkout, args.n).items():
                 results[label].setdefault(name, []).extend(samples)
     print(f"{'figure':<10} {'before (median / p95)':>30} {'after (median / p95)':>30}")
-    for name in ("python", "command", "detect"):
+    for name in ("python", "command", "detect", "popen"):
         before, after = results["before"][name], results["after"][name]
         print(f"{name:<10} {_row(before):>30} {_row(after):>30}")
+    for label in ("before", "after"):
+        ratio = statistics.median(results[label]["command"]) / statistics.median(
+            results[label]["popen"]
+        )
+        print(f"command restart / Popen supervisor, {label}: {ratio:.2f}x")
     return 0
 
 
