@@ -1,7 +1,8 @@
 """The supervisor decision core: OTP's supervisor as a pure state machine.
 
 Inputs (an event and `now`) in, actions out; no threads, processes or clock.
-Section numbers refer to docs/otp-semantics.md.
+Section numbers refer to docs/otp-semantics.md. One concept in one module, as
+OTP's supervisor.erl is: its length is that of the state machine.
 """
 
 from __future__ import annotations

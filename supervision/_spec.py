@@ -1,4 +1,6 @@
-"""Child and supervisor specs: frozen, validated once, when built.
+"""Child and supervisor specs: frozen, validated once, when built. One concept: the
+specs and every check of their fields (a bad field names the child, the field and
+the fix), which is most of its length.
 
 Every default, in one sentence each:
 - `restart` defaults to `Restart.PERMANENT`: the child is restarted whatever ends it.

@@ -11,7 +11,8 @@ the host holds, so a SIGKILLed host takes the whole tree with it.
 Every wait on the launcher has a deadline: a launcher that stops answering
 makes `spawn` fail after SPAWN_TIMEOUT, never hang. Reports are records of
 `actors._launcher._protocol`, decoded as plain data: nothing from the launcher (or the
-children behind it) is ever unpickled here.
+children behind it) is ever unpickled here. One concept: the launcher's client, both
+directions of its one socket (the handles it makes live in `_handle.py`).
 """
 
 from __future__ import annotations
