@@ -45,6 +45,27 @@ from actors._process._client import LauncherClient as Launcher  # noqa: E402
 THIS_MODULE = sys.modules[__name__]
 
 
+def spawn_once(
+    launcher: Launcher,
+    request: SpawnRequest,
+    *,
+    on_exit: Callable[[ProcessExit], None] | None = None,
+    timeout: float = 5.0,
+) -> Any:
+    """Define, spawn and forget a template: one child from one request; `on_exit(exit)`
+    runs once on the reader thread when the child exited."""
+
+    def notify(process: Any, note: str) -> None:
+        if note == "exited" and on_exit is not None and process.exit is not None:
+            on_exit(process.exit)
+
+    template = launcher.define(request)
+    try:
+        return launcher.spawn(template, name=request.name, notify=notify, timeout=timeout)
+    finally:
+        launcher.forget(template)
+
+
 # -- helpers -------------------------------------------------------------------
 
 
@@ -132,7 +153,7 @@ class Harness:
         self.pids: set[int] = set()
 
     def spawn(self, request: SpawnRequest, **callbacks: Any) -> ChildProcess:
-        child = self.launcher.spawn_once(request, **callbacks)
+        child = spawn_once(self.launcher, request, **callbacks)
         self.pids.add(child.pid)
         return child
 
@@ -685,7 +706,7 @@ def test_an_exit_is_reported_before_the_orphan_scan(
     monkeypatch.setenv("NT_SCAN_MARKER", str(scanning))
     launcher = Launcher.start(preload=["nt_slow_scan"])
     try:
-        child = launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name="sleeper"))
+        child = spawn_once(launcher, SpawnRequest(command=["sleep", "30"], name="sleeper"))
         assert child.send_signal(signal.SIGKILL)
         exit = child.wait(10)  # reported while the scan it scheduled is held
         assert exit is not None and exit.returncode == -signal.SIGKILL
@@ -718,7 +739,7 @@ def test_a_child_past_the_fd_limit_is_reaped_at_once(
     launcher = _launcher_with_fd_limit(262, preload=["nt_slow_scan"])  # room for 3 pidfds
     try:
         children = [
-            launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
+            spawn_once(launcher, SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
             for i in range(6)
         ]
         last = children[-1]  # started past the room: no pidfd
@@ -745,7 +766,7 @@ def test_the_fd_room_is_counted_and_a_freed_pidfd_goes_to_a_child_without_one() 
     launcher = _launcher_with_fd_limit(256 + 40)  # 40 fds of room
     try:
         children = [
-            launcher.spawn_once(SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
+            spawn_once(launcher, SpawnRequest(command=["sleep", "30"], name=f"s{i}"))
             for i in range(50)
         ]
         watched = _pidfds(launcher.pid)
@@ -769,14 +790,14 @@ def test_close_kills_everything(tmp_path: Path) -> None:
     launcher = Launcher.start()
     rec = Recorder()
     children = [
-        launcher.spawn_once(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
-        launcher.spawn_once(
-            SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
+        spawn_once(launcher, SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
+        spawn_once(
+            launcher, SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
         ),
-        launcher.spawn_once(
-            py_request(fork_escapee, str(tmp_path / "escapee")), on_exit=rec.on_exit
+        spawn_once(
+            launcher, py_request(fork_escapee, str(tmp_path / "escapee")), on_exit=rec.on_exit
         ),
-        launcher.spawn_once(py_request(wait_forever, fresh_interpreter=True), on_exit=rec.on_exit),
+        spawn_once(launcher, py_request(wait_forever, fresh_interpreter=True), on_exit=rec.on_exit),
     ]
     escapee = int(read_when_written(tmp_path / "escapee"))
     assert children[3].wait_ready(15)
@@ -788,13 +809,15 @@ def test_close_kills_everything(tmp_path: Path) -> None:
     assert launcher_threads() == []
     assert len(rec.exits) == 4 and all(e.launcher_died for e in rec.exits)
     with pytest.raises(LaunchError, match="closed"):
-        launcher.spawn_once(SpawnRequest(command=["true"], name="late"))
+        spawn_once(launcher, SpawnRequest(command=["true"], name="late"))
 
 
 def test_close_from_a_callback() -> None:
     launcher = Launcher.start()
-    child = launcher.spawn_once(
-        SpawnRequest(command=["sh", "-c", "exit 0"]), on_exit=lambda _exit: launcher.close()
+    child = spawn_once(
+        launcher,
+        SpawnRequest(command=["sh", "-c", "exit 0"]),
+        on_exit=lambda _exit: launcher.close(),
     )
     assert child.wait(5) is not None
     wait_until(lambda: not launcher.alive, 5, "the launcher to stop")
@@ -809,11 +832,11 @@ def test_launcher_death_reports_every_child(
     launcher = Launcher.start()
     rec = Recorder()
     children = [
-        launcher.spawn_once(SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
-        launcher.spawn_once(
-            SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
+        spawn_once(launcher, SpawnRequest(command=["sleep", "60"]), on_exit=rec.on_exit),
+        spawn_once(
+            launcher, SpawnRequest(command=["sh", "-c", "sleep 60 & wait"]), on_exit=rec.on_exit
         ),
-        launcher.spawn_once(py_request(wait_forever), on_exit=rec.on_exit),
+        spawn_once(launcher, py_request(wait_forever), on_exit=rec.on_exit),
     ]
     assert children[2].wait_ready(10)
     wait_until(lambda: len(descendants(children[1].pid)) == 1, 5, "the background sleep")
@@ -825,7 +848,7 @@ def test_launcher_death_reports_every_child(
     assert len(rec.exits) == 3
     assert not launcher.alive
     with pytest.raises(LaunchError):
-        launcher.spawn_once(SpawnRequest(command=["true"], name="after"))
+        spawn_once(launcher, SpawnRequest(command=["true"], name="after"))
     all_gone(pids, 2.0, reap=True)
     launcher.close()
     wait_until(lambda: launcher_threads() == [], 5, "the launcher threads to end")
@@ -837,6 +860,13 @@ HOST_SCRIPT = textwrap.dedent(
     import cloudpickle
     from actors._process._client import LauncherClient as Launcher
     from actors._process._port import SpawnRequest
+
+    def spawn_once(launcher, request):
+        template = launcher.define(request)
+        try:
+            return launcher.spawn(template, name=request.name)
+        finally:
+            launcher.forget(template)
 
     def escapee_parent(pidfile):
         if os.fork() == 0:
@@ -854,11 +884,11 @@ HOST_SCRIPT = textwrap.dedent(
     sh = f"setsid sleep 60 & echo $! > {tmp}/sh.tmp; mv {tmp}/sh.tmp {tmp}/sh; wait"
     pids = [
         launcher.pid,
-        launcher.spawn_once(SpawnRequest(command=["sleep", "60"])).pid,
-        launcher.spawn_once(SpawnRequest(command=["sh", "-c", sh])).pid,
-        launcher.spawn_once(SpawnRequest(
+        spawn_once(launcher, SpawnRequest(command=["sleep", "60"])).pid,
+        spawn_once(launcher, SpawnRequest(command=["sh", "-c", sh])).pid,
+        spawn_once(launcher, SpawnRequest(
             payload=cloudpickle.dumps((escapee_parent, (tmp + "/py",), {})))).pid,
-        launcher.spawn_once(SpawnRequest(
+        spawn_once(launcher, SpawnRequest(
             payload=cloudpickle.dumps((escapee_parent, (tmp + "/fresh",), {})),
             fresh_interpreter=True)).pid,
     ]

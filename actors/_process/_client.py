@@ -563,28 +563,6 @@ class LauncherClient:
             )
             late._finish()
 
-    def spawn_once(
-        self,
-        request: SpawnRequest,
-        *,
-        on_exit: Callable[[ProcessExit], None] | None = None,
-        timeout: float = SPAWN_TIMEOUT,
-    ) -> ChildHandle:
-        """Define, spawn and forget a template: one child from one request.
-
-        `on_exit(exit)` runs once on the reader thread when the child exited.
-        """
-
-        def notify(process: ChildHandle, note: Note) -> None:
-            if note == "exited" and on_exit is not None and process.exit is not None:
-                on_exit(process.exit)
-
-        template = self.define(request)
-        try:
-            return self.spawn(template, name=request.name, notify=notify, timeout=timeout)
-        finally:
-            self.forget(template)
-
     # -- the reader thread -----------------------------------------------------
 
     def _read_loop(self) -> None:
