@@ -179,6 +179,19 @@ def test_terminate_child_by_an_unknown_pid_on_a_simple_supervisor_is_not_found()
     assert isinstance(reply.error, ChildNotFound)
 
 
+def test_terminate_child_of_a_simple_supervisor_by_id_is_a_departure_from_otp():
+    # OTP answers {error, simple_one_for_one} to any id; nannytree's dynamic children
+    # have ids (docs/otp-semantics.md section 12): one names a child, any other is not_found.
+    ex = simple()
+    ex.ok("start_child", ())
+    ex.ok("start_child", ())
+    for key in ("w", "w-3", "nope"):
+        error = ex.call("terminate_child", key).error
+        assert type(error) is ChildNotFound and repr(key) in str(error)
+    assert ex.ok("terminate_child", "w-1") is None
+    assert ids(ex) == ["w-2"]
+
+
 # -- restart_child ---------------------------------------------------------------------
 
 

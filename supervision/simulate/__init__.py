@@ -38,19 +38,33 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
   watchdog's delay and its `shutdown`, since a hung process ignores SIGTERM).
 - A paused child keeps its process (its scripted faults still happen) and
   counts as down for availability until resumed.
-- A simple_one_for_one template's fault model applies to every child started
-  from it ("pool/w" for the template "w" of "pool").
+- Workers get pids as live ones do: distinct and deterministic, counted from
+  1000 in the order their processes start in the run; a scripted call names one
+  with `pid_of("w-2")` (`terminate_child` of a simple_one_for_one child by pid).
 
 Faults are keyed by a worker's path below the root: "web" for a child of the
 root, "pool/w1" for a child of the nested supervisor "pool". A worker without
-a fault model never fails.
+a fault model never fails. Below a simple_one_for_one supervisor a path names
+its children by template or by id:
+- "pool/w", the template "w" of "pool": every child started from it gets its
+  own copy of the model (its own random draws, its own relative script); an
+  absolute `Scripted` exit there ends, at its time, the process of each of
+  those children that runs then (all at once; their exits reach "pool" in
+  start order).
+- "pool/w-2", a child's id as the live tree gives it: the child of the second
+  `start_child` on "pool" (ids count from 1 in each incarnation of "pool", a
+  failed start included, and are never reused), whatever "pool/w" says.
+The most specific key wins, a child's own id before its template's, from the
+innermost supervisor out ("pool/sub-1/x" before "pool/sub/x" when "sub" is
+the template of "pool" and "x" a worker of it).
 
 The package, module by module: `_run` is the engine (`simulate`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_faults` and `_ops` the fault models and scripted calls, `_defaults` the
-shared defaults; nodes and node faults are `supervision._sim_nodes`. This
-module only re-exports (tests/test_simulate_facade.py checks it).
+`_faults` and `_ops` the fault models and scripted calls, `_keys` how
+`faults` keys name workers, `_defaults` the shared defaults; nodes and node
+faults are `supervision._sim_nodes`. This module only re-exports
+(tests/test_simulate_facade.py checks it).
 """
 
 from __future__ import annotations
@@ -70,7 +84,7 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
-from ._ops import Call, CallResult, call
+from ._ops import Call, CallResult, PidOf, call, pid_of
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType
 from ._run import simulate
@@ -98,6 +112,7 @@ __all__ = [
     "NodeDown",
     "NodeFailures",
     "NodeUp",
+    "PidOf",
     "Scripted",
     "SimulationResult",
     "SweepRow",
@@ -109,6 +124,7 @@ __all__ = [
     "compare",
     "event_sequence",
     "grid",
+    "pid_of",
     "simulate",
     "sweep",
 ]

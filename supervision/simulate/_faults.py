@@ -141,7 +141,10 @@ class Scripted(FaultModel):
 
     Absolute (`relative=False`, the default): at each virtual time, the child's
     process exits with that reason if one is running and not being stopped;
-    otherwise that entry does nothing. Relative (`relative=True`): entry k is
+    otherwise that entry does nothing. Keyed by a simple_one_for_one template's
+    path, it is each child's script: at that time every running process of a
+    child started from the template exits (a child keyed by its own id keeps
+    its own model). Relative (`relative=True`): entry k is
     the k-th successful start of the child in the run: that process runs
     for that many seconds and exits with that reason; processes beyond the
     script run until stopped, unless `repeat=True` cycles it.

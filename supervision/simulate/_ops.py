@@ -5,6 +5,12 @@ the supervisor at path `supervisor` ("" is the root, "pool" a nested one). It
 goes through that supervisor's mailbox, as a pykka ask does, so it runs after
 whatever was queued before it. Its outcome is a `CallResult`: the value the
 live call returns, or the error it raises.
+
+Simulated workers have pids, as live ones do: distinct, deterministic, counted
+from `FIRST_PID` in the order processes start in the run (never reused). A call
+that takes a pid (`terminate_child(pid)` on a simple_one_for_one supervisor, as
+OTP's does) names it with `pid_of("w-2")`: the pid that child's process has
+when the call is handled.
 """
 
 from __future__ import annotations
@@ -31,6 +37,31 @@ QUERIES = frozenset({"which_children", "count_children", "which_child", "get_chi
 STOP = "stop"  # stops the whole tree (only on the root), as Tree.stop() does
 METHODS = MUTATIONS | QUERIES | {STOP}
 
+FIRST_PID = 1000
+"""The pid of the first process a simulation starts; each next one gets the next."""
+
+
+@dataclass(frozen=True)
+class PidOf:
+    """A call argument: the pid of child `child` of the called supervisor, taken
+    when the call is handled (the live caller reads it from `which_child`).
+
+    A child it does not name is `ChildNotFound`; one without a running process
+    (stopped, or waiting for a restart) is `ChildNotRunning`: the call is then
+    answered with that error and not made.
+    """
+
+    child: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.child, str) or not self.child:
+            raise SpecError(None, "pid_of", self.child, 'expected a child id, e.g. pid_of("w-2")')
+
+
+def pid_of(child: str) -> PidOf:
+    """The pid of `child` when the call is handled: `call(5, "terminate_child", pid_of("w-2"))`."""
+    return PidOf(child)
+
 
 @dataclass(frozen=True)
 class Call:
@@ -40,7 +71,8 @@ class Call:
     extra arguments on a simple_one_for_one supervisor), terminate_child,
     restart_child, delete_child, pause_child, resume_child, which_children,
     count_children, which_child, get_childspec, or "stop" (the root only: stop
-    the tree; the run ends there).
+    the tree; the run ends there). An argument `pid_of(child)` is that child's
+    pid when the call is handled.
     """
 
     at: float

@@ -32,7 +32,7 @@ from .._actions import (
     TerminateChildren,
 )
 from .._core import Supervisor
-from .._errors import NannyError, SpecError, StartError, SupervisorNotRunning
+from .._errors import ChildNotRunning, NannyError, SpecError, StartError, SupervisorNotRunning
 from .._events import Event, EventKind
 from .._placement import choose_node
 from .._reasons import ExitKind, ExitReason
@@ -60,7 +60,8 @@ from ._faults import (
     Healthy,
     MemoryGrowth,
 )
-from ._ops import QUERIES, STOP, Call, CallResult
+from ._keys import added_workers, check_faults
+from ._ops import FIRST_PID, QUERIES, STOP, Call, CallResult, PidOf
 from ._report import (
     Accounts,
     ChildType,
@@ -101,14 +102,16 @@ class _Call:
 
 
 _Message = _Init | _Shutdown | _ChildExited | _Retry | _Call
+_AUTOMATIC = (_ChildExited, _Retry)  # the messages whose starts are automatic restarts
 
 
 # -- one worker's faults, over the whole run ------------------------------------------
 
 
 class _Faults:
-    def __init__(self, model: FaultModel, seed: int, path: str) -> None:
+    def __init__(self, model: FaultModel, seed: int, path: str, key: str | None) -> None:
         self.model = model
+        self.key = key  # the `faults` key its model came from (None: no model, healthy)
         self.life = Random(f"{seed}/{path}/life")
         self.starts = Random(f"{seed}/{path}/start")
         self.attempts = 0
@@ -128,10 +131,11 @@ class _Faults:
 
 
 class _Process:
-    __slots__ = ("alive", "hung", "incarnation", "paused", "reason")
+    __slots__ = ("alive", "hung", "incarnation", "paused", "pid", "reason")
 
-    def __init__(self, incarnation: int) -> None:
+    def __init__(self, incarnation: int, pid: int) -> None:
         self.incarnation = incarnation
+        self.pid = pid
         self.alive = True
         self.paused = False
         self.hung = False  # alive but stuck (a Hang fault): ignores SIGTERM
@@ -153,11 +157,17 @@ class _Node:
         child_id: str = "",
         incarnation: int = 0,
         host: str | None = None,
+        forms: tuple[str, ...] = ("",),
     ) -> None:
         self.sim = sim
         self.host = host  # the node it runs on (None: the root's host)
         self.core = Supervisor(spec, f"{sim.root_name}/{prefix.rstrip('/')}" if prefix else None)
         self.prefix = prefix  # "" for the root, "pool/" below it
+        # The `faults` keys its prefix may be written as, most specific first: below a
+        # simple_one_for_one supervisor, a child's own id ("pool/w-2/"), then its template's.
+        self.forms = forms
+        template = spec.children[0].id if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE else None
+        self.template = template
         self.parent = parent
         self.child_id = child_id
         self.incarnation = incarnation
@@ -177,6 +187,18 @@ class _Node:
         if path is None:
             path = self.paths[child_id] = self.prefix + child_id
         return path
+
+    def keys(self, child_id: str) -> tuple[str, ...]:
+        """The `faults` keys that may describe `child_id`, most specific first."""
+        names = (child_id,) if self.template in (None, child_id) else (child_id, self.template)
+        return tuple(form + name for name in names for form in self.forms)
+
+    def named(self, name: str) -> list[str]:
+        """The children a key's segment `name` names here: a template's name names every
+        child started from it (in start order); any other name, itself."""
+        if name == self.template:
+            return [c.id for c in self.core.children()]
+        return [name]
 
     # -- the mailbox --------------------------------------------------------------------
 
@@ -235,14 +257,21 @@ class _Node:
             self.sim.stop_requested = True
             return self.core.shutdown(now)
         try:
+            args = tuple(self._pid(a) if isinstance(a, PidOf) else a for a in c.args)
             if c.method in QUERIES:
-                value = getattr(self.core, c.method)(*c.args)
+                value = getattr(self.core, c.method)(*args)
                 self.sim.answered(c, value)
                 return []
-            return list(getattr(self.core, c.method)(*c.args, now))
+            return list(getattr(self.core, c.method)(*args, now))
         except NannyError as error:
             self.sim.answered(c, None, error)
             return []
+
+    def _pid(self, arg: PidOf) -> int:
+        info = self.core.which_child(arg.child)
+        if info.pid is None:
+            raise ChildNotRunning(self.core.name, info.id, "take its pid")
+        return info.pid
 
     def _finished(self, message: _Message) -> None:
         """A message is fully handled and the supervisor still runs."""
@@ -298,15 +327,13 @@ class _Node:
                     return
                 host = placed
             prefix = self.prefix + child_id + "/"
-            node = _Node(self.sim, spec, prefix, self, child_id, incarnation, host)
+            forms = tuple(key + "/" for key in self.keys(child_id))
+            node = _Node(self.sim, spec, prefix, self, child_id, incarnation, host, forms)
             self.nested[child_id] = node
             self.waiting = True
             node.deliver(_Init())
             return
-        if self.core.spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
-            faults = self.sim.faults_of(path, self.prefix + self.core.spec.children[0].id)
-        else:
-            faults = self.sim.faults_of(path)
+        faults = self.sim.faults_of(self, child_id)
         failure: ExitReason | None = START_FAILURE if faults.start_fails() else None
         # How long until it counts as started: `ready` seconds, else the model's start.
         ready = spec.ready
@@ -331,7 +358,7 @@ class _Node:
         now = self.sim.now
         if failure is not None:
             return self.core.start_failed(child_id, failure, now)
-        proc = _Process(incarnation)
+        proc = _Process(incarnation, self.sim.new_pid())
         self.procs[child_id] = proc
         model = faults.model
         if isinstance(model, MemoryGrowth):
@@ -345,16 +372,26 @@ class _Node:
             life = faults.lifetime()
         if life is not None:
             self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
-        return self.core.started(child_id, None, incarnation, now)
+        return self.core.started(child_id, proc.pid, incarnation, now)
 
     def _process_exit(self, args: tuple[str, _Process, ExitReason]) -> None:
         """A worker's process ends by itself (a fault)."""
         child_id, proc, reason = args
-        if not proc.alive or self.procs.get(child_id) is not proc:
-            return  # already stopped (or stopping) by its supervisor
+        if self.die(child_id, proc, reason):
+            self.exited(child_id, proc)
+
+    def die(self, child_id: str, proc: _Process, reason: ExitReason) -> bool:
+        """The process ends with `reason`, if it still runs (not stopped, nor stopping)."""
+        if self.dead or not proc.alive or self.procs.get(child_id) is not proc:
+            return False
         proc.alive, proc.reason = False, reason
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
-        self.deliver(_ChildExited(child_id, proc.incarnation, reason))
+        return True
+
+    def exited(self, child_id: str, proc: _Process) -> None:
+        """Tell the supervisor that `proc` (which `die` ended) exited."""
+        assert proc.reason is not None
+        self.deliver(_ChildExited(child_id, proc.incarnation, proc.reason))
 
     def _hang(self, args: tuple[str, _Process, Hang]) -> None:
         """A process hangs: down for the user; only a watchdog can tell its supervisor."""
@@ -378,12 +415,6 @@ class _Node:
             self.sim.now + spec.watchdog + stop, self._process_exit, (child_id, proc, reason)
         )
 
-    def kill(self, child_id: str, reason: ExitReason) -> None:
-        """Scripted absolute exit: the current process of `child_id`, if one runs."""
-        proc = self.procs.get(child_id)
-        if proc is not None and proc.alive and not self.dead:
-            self._process_exit((child_id, proc, reason))
-
     def _stop_worker(self, child_id: str, spec: ChildSpec) -> tuple[float, ExitReason]:
         """Begin stopping a worker: how long it takes and the reason it ends with."""
         proc = self.procs.pop(child_id, None)
@@ -394,7 +425,7 @@ class _Node:
             return 0.0, proc.reason
         proc.alive = False
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
-        model = self.sim.faults_of(self.path(child_id)).model
+        model = self.sim.faults_of(self, child_id).model
         need = model.stop_duration
         if proc.hung and not (isinstance(model, Hang) and model.answers_sigterm):
             need = math.inf  # stuck: only SIGKILL ends it
@@ -520,25 +551,32 @@ class _Simulation:
         self.seq = 0
         self.ended_at: float | None = None
         paths = _paths(spec)
-        _check_faults(faults, paths, _templates(spec) | _added(self.calls))
+        check_faults(faults, spec, added_workers(self.calls))
         self.models = dict(faults)
         self.specs: dict[str, AnySpec] = {}
         _collect_specs(spec, "", self.specs)
         self.faults: dict[str, _Faults] = {}
         self.accounts = Accounts.for_tree(paths)
         self.root: _Node | None = None
+        self.last_pid = FIRST_PID - 1
 
     def at(self, time: float, fn: Callable[[Any], None], arg: Any) -> None:
         self.seq += 1
         heapq.heappush(self.heap, (time, self.seq, fn, arg))
 
-    def faults_of(self, path: str, model_path: str | None = None) -> _Faults:
-        """The faults of the worker at `path`, drawn from the model at `model_path`
-        (a simple_one_for_one template's, for its children; default: `path`)."""
+    def new_pid(self) -> int:
+        self.last_pid += 1
+        return self.last_pid
+
+    def faults_of(self, node: _Node, child_id: str) -> _Faults:
+        """The faults of worker `child_id` of `node`, drawn from the model of its most
+        specific key that `faults` has (`_Node.keys`); healthy if none."""
+        path = node.path(child_id)
         faults = self.faults.get(path)
         if faults is None:
-            model = self.models.get(model_path or path, _HEALTHY)
-            faults = self.faults[path] = _Faults(model, self.seed, path)
+            key = next((k for k in node.keys(child_id) if k in self.models), None)
+            model = _HEALTHY if key is None else self.models[key]
+            faults = self.faults[path] = _Faults(model, self.seed, path, key)
         return faults
 
     def run(self) -> SimulationResult:
@@ -659,15 +697,25 @@ class _Simulation:
         self.root.deliver(_Init())
 
     def _kill(self, args: tuple[str, ExitReason]) -> None:
-        path, reason = args
-        node = self.root
-        *parents, child_id = path.split("/")
-        for name in parents:
-            if node is None:
-                return
-            node = node.nested.get(name)
-        if node is not None:
-            node.kill(child_id, reason)
+        """A scripted absolute exit of the model at `key`: every process of a worker
+        whose model it is (a template's: each child started from it) and that runs now.
+        They end at once; then each supervisor hears of its children's, in start order."""
+        key, reason = args
+        *parents, name = key.split("/")
+        nodes = [self.root] if self.root is not None else []
+        for part in parents:
+            nodes = [n.nested[c] for n in nodes for c in n.named(part) if c in n.nested]
+        ended: list[tuple[_Node, str, _Process]] = []
+        for node in nodes:
+            for child_id in node.named(name):
+                proc = node.procs.get(child_id)
+                faults = self.faults.get(node.path(child_id))
+                if proc is None or faults is None or faults.key != key:
+                    continue  # not running, or its own model is another key's
+                if node.die(child_id, proc, reason):
+                    ended.append((node, child_id, proc))
+        for node, child_id, proc in ended:
+            node.exited(child_id, proc)
 
     def root_exited(self, reason: ExitReason) -> None:
         self.accounts.set_root_running(False, self.now)
@@ -685,7 +733,9 @@ class _Simulation:
         path = None
         if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
             path = node.path(offender)
-        restart = kind is EventKind.CHILD_STARTED and not isinstance(node.current, _Init)
+        # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
+        automatic = isinstance(node.current, _AUTOMATIC)
+        restart = kind is EventKind.CHILD_STARTED and automatic
         finishes = False
         if path is not None and kind is EventKind.CHILD_EXITED:
             spec = self.specs[path]
@@ -718,55 +768,12 @@ def _collect_specs(spec: SupervisorSpec, prefix: str, out: dict[str, AnySpec]) -
             _collect_specs(child, prefix + child.id + "/", out)
 
 
-def _templates(spec: SupervisorSpec, prefix: str = "") -> set[str]:
-    """Paths of the worker templates of simple_one_for_one supervisors (their faults
-    apply to every child started from them)."""
-    found: set[str] = set()
-    for child in spec.children:
-        if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE and isinstance(child, ChildSpec):
-            found.add(prefix + child.id)
-        if isinstance(child, SupervisorSpec):
-            found |= _templates(child, prefix + child.id + "/")
-    return found
-
-
-def _added(calls: Iterable[Call]) -> set[str]:
-    """Paths of the workers that scripted start_child calls add (they may have faults)."""
-    found = set()
-    for c in calls:
-        if c.method == "start_child" and c.args and isinstance(c.args[0], ChildSpec):
-            found.add(f"{c.supervisor}/{c.args[0].id}" if c.supervisor else c.args[0].id)
-    return found
-
-
 def _start_timeout(spec: ChildSpec) -> ExitReason:
     return ExitReason(
         ExitKind.START_TIMEOUT,
         message=f"not ready within start_timeout={spec.start_timeout}s "
         f"(ready={spec.ready!r}); make it ready sooner or raise start_timeout",
     )
-
-
-def _check_faults(
-    faults: Mapping[str, FaultModel], paths: Mapping[str, ChildType], templates: set[str]
-) -> None:
-    workers = sorted({p for p, t in paths.items() if t == "worker"} | templates)
-    for path, model in faults.items():
-        if not isinstance(model, FaultModel):
-            raise SpecError(
-                path, "faults", model, "expected a fault model: Exponential, Scripted or Healthy"
-            )
-        if paths.get(path) == "supervisor":
-            raise SpecError(
-                path,
-                "faults",
-                model,
-                "a nested supervisor fails through its children; give its workers fault models",
-            )
-        if path not in paths and path not in templates:
-            raise SpecError(
-                path, "faults", model, f"no worker at this path; the workers are {workers}"
-            )
 
 
 # -- the API ------------------------------------------------------------------------
@@ -785,8 +792,9 @@ def simulate(
 ) -> SimulationResult:
     """Run `spec` for `duration` virtual seconds against `faults`; report what happened.
 
-    - `faults`: a fault model per worker path ("web", "pool/w1"); workers
-      without one never fail.
+    - `faults`: a fault model per worker path ("web", "pool/w1"); below a
+      simple_one_for_one supervisor, by its template ("pool/w": each child) or
+      a child's id ("pool/w-2"); workers without one never fail.
     - `seed`: the same seed gives the same run; each worker draws from its
       own random streams, so specs compared on one seed share their faults
       as far as the runs allow.
@@ -794,8 +802,9 @@ def simulate(
       up; seconds > 0 start it again after that delay.
     - `keep_events`: False drops the event list (the reports are the same),
       for long runs.
-    - `calls`: API calls at virtual times (`call(5.0, "pause_child", "web")`);
-      their outcomes, in the order they were answered, are `result.calls`.
+    - `calls`: API calls at virtual times (`call(5.0, "pause_child", "web")`;
+      a pid as `pid_of("w-2")`); their outcomes, in the order they were
+      answered, are `result.calls`. Workers have pids (from 1000, in start order).
     - `cluster`: nodes for the subtrees with a `placement` (placed by
       `choose_node`, as live) and node faults (`NodeDown`, `Unreachable`,
       `NodeUp`, `NodeFailures`); `result.placements` says where each incarnation
