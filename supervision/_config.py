@@ -200,6 +200,10 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, f"not valid TOML: {e}; fix the syntax there"
             ) from None
+        except RecursionError:  # tomllib recurses once per level of nested arrays or tables
+            raise ConfigError(
+                self.filename, "", MISSING, "not valid TOML here: arrays or tables nested too deep"
+            ) from None
         self.check_keys(doc, "", ("supervisor",))
         if "supervisor" not in doc:
             raise self.error(
@@ -593,7 +597,10 @@ class _Loader:
             raise self.error(
                 path, value, 'expected bytes, or a size such as "512M" or "1G" (powers of 1024)'
             )
-        return int(float(match[1]) * _UNITS[match[2].upper()])
+        size = float(match[1]) * _UNITS[match[2].upper()]
+        if size == float("inf"):  # "999...9": int() of an infinite float raises OverflowError
+            raise self.error(path, value, "expected a size this machine can count in bytes")
+        return int(size)
 
     def spec_error(self, e: SpecError, path: str) -> ConfigError:
         """A field the spec itself refused: same message, with the table path."""

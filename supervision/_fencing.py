@@ -1,7 +1,7 @@
 """Leases, fences, and when an unreachable node is declared down: one rule.
 
 The live remote child (actors/_shell/_remote_child.py), the far side of a
-remote subtree (actors/_remote/_host.py) and the simulator (`_sim_nodes.py`)
+remote subtree (actors/_remote/_host.py) and the simulator (`simulate/_nodes.py`)
 all decide by `Fencing`. Pure: `now` is passed in. docs/multihost.md section 5
 explains the rule; in short:
 

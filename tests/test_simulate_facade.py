@@ -33,7 +33,7 @@ def _private_modules() -> list[ModuleType]:
     prefix = facade.__name__ + "."
     found = [importlib.import_module(m.name) for m in pkgutil.iter_modules(facade.__path__, prefix)]
     assert found and all(m.__name__.rsplit(".", 1)[1].startswith("_") for m in found)
-    return [*found, importlib.import_module("supervision._sim_nodes")]
+    return found
 
 
 def test_every_public_name_is_a_private_modules_own():

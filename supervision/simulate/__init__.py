@@ -63,14 +63,12 @@ and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
 `_faults` and `_ops` the fault models and scripted calls, `_keys` how
 `faults` keys name workers, `_defaults` the shared defaults; nodes and node
-faults are `supervision._sim_nodes`. This module only re-exports
+faults are `_nodes.py`. This module only re-exports
 (tests/test_simulate_facade.py checks it).
 """
 
 from __future__ import annotations
 
-from .._sim_nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
-from .._sim_nodes import NodeFault as NodeFault
 from ._compare import compare
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
 from ._defaults import DEFAULT_SEED as DEFAULT_SEED
@@ -84,6 +82,8 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
+from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
+from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType

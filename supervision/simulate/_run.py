@@ -36,13 +36,6 @@ from .._errors import ChildNotRunning, NannyError, SpecError, StartError, Superv
 from .._events import Event, EventKind
 from .._placement import choose_node
 from .._reasons import ExitKind, ExitReason
-from .._sim_nodes import (
-    Cluster,
-    NodeDown,
-    NodeFault,
-    NodeTable,
-    NodeUp,
-)
 from .._spec import (
     BRUTAL_KILL,
     INFINITY,
@@ -61,6 +54,13 @@ from ._faults import (
     MemoryGrowth,
 )
 from ._keys import added_workers, check_faults
+from ._nodes import (
+    Cluster,
+    NodeDown,
+    NodeFault,
+    NodeTable,
+    NodeUp,
+)
 from ._ops import FIRST_PID, QUERIES, STOP, Call, CallResult, PidOf
 from ._report import (
     Accounts,

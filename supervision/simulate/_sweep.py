@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import SpecError
-from .._sim_nodes import Cluster
 from .._spec import SupervisorSpec
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
 from ._faults import FaultModel
+from ._nodes import Cluster
 from ._run import simulate
 from ._stats import Estimate
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from random import Random
 from typing import Any
 
-from ._errors import SpecError
-from ._fencing import Fencing
-from ._placement import NodeInfo
+from .._errors import SpecError
+from .._fencing import Fencing
+from .._placement import NodeInfo
 
 DEFAULT_DETECTION = 1.3
 DEFAULT_HEALTH_CHECK = 4.2
