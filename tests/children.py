@@ -183,3 +183,15 @@ def ready_only_the_first_time(path: str) -> None:
     flag.write_text("started once")
     child.ready()
     sleep_forever()
+
+
+def popen_escapee(path: str) -> None:
+    """Start a grandchild in our group and one in a session of its own (`setsid sleep`);
+    write both pids ("inside escaped") at once; run."""
+    import subprocess
+
+    inside = subprocess.Popen(["sleep", "300"])
+    escaped = subprocess.Popen(["sleep", "301"], start_new_session=True)
+    Path(path + ".tmp").write_text(f"{inside.pid} {escaped.pid}")
+    os.rename(path + ".tmp", path)
+    sleep_forever()

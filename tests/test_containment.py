@@ -188,26 +188,44 @@ def test_a_launcher_that_keeps_dying_ends_the_tree_with_launcher_died() -> None:
     assert not tree.alive
 
 
-# -- 4. nothing survives the host and the launcher dying together --------------------------
+# -- 4. nothing survives the death of the host, the launcher or the guardian -----------------
+# (docs/launcher.md, "Who kills what": every kill is covered but one, tested last)
 
 HOST = textwrap.dedent(
     """
-    import json, os, sys, threading
+    import json, signal, sys, threading
     from actors import Tree
     from supervision import ChildSpec, SupervisorSpec
     from tests import children
 
     tmp = sys.argv[1]
-    sh = f"setsid sleep 61 & echo $! > {tmp}/sh.tmp; mv {tmp}/sh.tmp {tmp}/sh; wait"
-    tree = Tree.start(SupervisorSpec(id="host", children=[
+    masked = sys.argv[2:] == ["masked"]
+    if masked:  # every thread of the host blocks these
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGCHLD, signal.SIGTERM})
+
+    def publish(name):  # the shell's last background pid, written at once to tmp/name
+        return f"echo $! > {tmp}/{name}.tmp; mv {tmp}/{name}.tmp {tmp}/{name}"
+
+    # A command's escapee; and an escapee (its own session) whose child leaves it too.
+    sh = f"setsid sleep 61 & {publish('sh')}; wait"
+    deep = f"setsid sleep 63 & {publish('deep')}; wait"
+    nested = f"setsid sh -c '{deep}' & {publish('mid')}; wait"
+    commands = [
         ChildSpec(id="cmd", command=["sleep", "60"]),
         ChildSpec(id="sh", command=["sh", "-c", sh]),
+        ChildSpec(id="nested", command=["sh", "-c", nested]),
+    ]
+    python = [
         ChildSpec(id="py", target=children.fork_escapee, args=(tmp + "/py",)),
         ChildSpec(id="fresh", target=children.fork_escapee, args=(tmp + "/fresh",),
                   fresh_interpreter=True),
-    ]))
+        ChildSpec(id="popen", target=children.popen_escapee, args=(tmp + "/popen",)),
+    ]
+    # Masked, commands only: a fork of a Python child would reset the launcher's mask.
+    specs = commands if masked else commands + python
+    tree = Tree.start(SupervisorSpec(id="host", children=specs))
     launcher = tree.context.spawner
-    pids = [c.pid for c in tree.nanny.which_children().get()]
+    pids = {c.id: c.pid for c in tree.nanny.which_children().get()}
     print(json.dumps({"launcher": launcher.pid, "guardian": launcher.guardian_pid,
                       "children": pids}), flush=True)
     threading.Event().wait()
@@ -215,45 +233,137 @@ HOST = textwrap.dedent(
 )
 
 
-def _read_pid(path: Path) -> int:
+def _read_pids(path: Path) -> list[int]:
     wait_until(path.exists, 20, f"{path} to be written")
-    return int(path.read_text())
+    return [int(p) for p in path.read_text().split()]
 
 
-@pytest.mark.parametrize("victims", ["host", "launcher", "both"])
-def test_nothing_survives_host_or_launcher_death(tmp_path: Path, victims: str) -> None:
-    script = tmp_path / "host.py"
-    script.write_text(HOST)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    host = subprocess.Popen(
-        [sys.executable, str(script), str(tmp_path)], stdout=subprocess.PIPE, env=env
-    )
-    try:
-        assert host.stdout is not None
-        ready, _, _ = select.select([host.stdout], [], [], 30)
-        assert ready, "the host script did not report its children"
-        info = json.loads(host.stdout.readline())
-        escapees = [_read_pid(tmp_path / name) for name in ("sh", "py", "fresh")]
-        everything = [info["launcher"], info["guardian"], *info["children"], *escapees]
-        if victims in ("launcher", "both"):
-            os.kill(info["launcher"], signal.SIGKILL)
-        if victims in ("host", "both"):
-            host.kill()
-        survivors = wait_gone(
-            [p for p in everything if p != info["guardian"] or victims != "launcher"], 1.0
+class _Host:
+    """A host process running a tree whose every kind of child has a descendant that
+    left its group: `escapees`; `tree` is every other process of it: the guardian, the
+    launcher, the `python` children, the `commands` and `grouped` (a Python child's
+    grandchild in its group)."""
+
+    def __init__(self, tmp_path: Path, *options: str) -> None:
+        script = tmp_path / "host.py"
+        script.write_text(HOST)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        self.proc = subprocess.Popen(
+            [sys.executable, str(script), str(tmp_path), *options],
+            stdout=subprocess.PIPE,
+            env=env,
         )
-        if victims == "launcher":
-            # The host lives on: it replaced the launcher; the old tree's processes are gone.
-            old = [p for p in everything if p not in (info["guardian"],)]
-            assert wait_gone(old, 1.0) == []
-        assert survivors == [], f"alive after 1 s: {survivors}"
+        self.escapees: list[psutil.Process] = []
+        self.processes: list[psutil.Process] = []
+        try:
+            self._read(tmp_path)
+        except BaseException:
+            self.close()
+            raise
+
+    def _read(self, tmp_path: Path) -> None:
+        assert self.proc.stdout is not None
+        ready, _, _ = select.select([self.proc.stdout], [], [], 30)
+        assert ready, "the host script did not report its children"
+        info = json.loads(self.proc.stdout.readline())
+        self.launcher: int = info["launcher"]
+        self.guardian: int = info["guardian"]
+        children: dict[str, int] = info["children"]
+        self.python = [children[name] for name in ("py", "fresh", "popen") if name in children]
+        self.commands = [children[name] for name in ("cmd", "sh", "nested")]
+        names = ["sh", "mid", "deep"] + (["py", "fresh"] if self.python else [])
+        left = [_read_pids(tmp_path / name)[0] for name in names]
+        self.grouped: list[int] = []
+        if self.python:
+            grouped, escaped = _read_pids(tmp_path / "popen")
+            self.grouped, left = [grouped], [*left, escaped]
+        self.escapees = [psutil.Process(p) for p in left]
+        self.tree = [self.guardian, self.launcher, *self.python, *self.commands, *self.grouped]
+        self.processes = [psutil.Process(p) for p in self.tree]
+        assert len(self.escapees) == (6 if self.python else 3) and all(p > 0 for p in self.tree)
+        # Each escapee left its child's group: a group kill of the children misses it.
+        groups = {os.getpgid(p) for p in children.values()}
+        assert all(os.getpgid(p) in groups for p in self.grouped)
+        assert all(os.getpgid(p.pid) not in groups for p in self.escapees)
+
+    def close(self) -> None:
+        """Kill the host, then whatever of its tree the test left (escapees outlive it)."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        left = [*self.processes, *self.escapees]
+        for p in left:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                p.kill()
+        assert wait_gone([p.pid for p in left], 5.0) == []
+
+
+def _kill(host: _Host, victims: str) -> None:
+    for victim in victims.split("+"):
+        if victim == "host":
+            host.proc.kill()
+        elif victim == "frozen":
+            os.kill(host.proc.pid, signal.SIGSTOP)
+        else:
+            os.kill(host.launcher if victim == "launcher" else host.guardian, signal.SIGKILL)
+
+
+@pytest.mark.parametrize(
+    "victims",
+    # frozen: the host is stopped, so only the launcher's death signal tells it (trap 17)
+    ["host", "launcher", "host+launcher", "guardian", "host+guardian", "frozen+guardian"],
+)
+def test_nothing_survives_the_death_of_a_helper(tmp_path: Path, victims: str) -> None:
+    host = _Host(tmp_path)
+    try:
+        everything = [*host.tree, *(p.pid for p in host.escapees)]
+        _kill(host, victims)
+        survivors = wait_gone(everything, 1.0)
+        assert survivors == [], f"alive 1 s after the {victims} died: {survivors}"
     finally:
-        if host.poll() is None:
-            host.kill()
-        host.wait(10)
-        if host.stdout is not None:
-            host.stdout.close()
-    wait_until(lambda: wait_gone(everything, 0.1) == [], 10, "the host's replacement tree to go")
+        host.close()
+
+
+@pytest.mark.parametrize("victims", ["launcher", "frozen+guardian"])
+def test_a_signal_mask_inherited_from_the_host_changes_nothing(
+    tmp_path: Path, victims: str
+) -> None:
+    """The guardian waits for SIGCHLD, the launcher for SIGTERM: neither stays blocked
+    (the host runs only commands here: a Python child's fork resets the launcher's mask)."""
+    host = _Host(tmp_path, "masked")
+    try:
+        everything = [*host.tree, *(p.pid for p in host.escapees)]
+        _kill(host, victims)
+        survivors = wait_gone(everything, 1.0)
+        assert survivors == [], f"alive 1 s after the {victims} died: {survivors}"
+    finally:
+        host.close()
+
+
+@pytest.mark.parametrize("with_host", [False, True], ids=["host-alive", "host-too"])
+def test_only_escapees_survive_a_kill_of_guardian_and_launcher_at_once(
+    tmp_path: Path, with_host: bool
+) -> None:
+    """The one case nothing covers: neither the launcher nor the guardian is left to sweep."""
+    host = _Host(tmp_path)
+    try:
+        assert os.getpgid(host.launcher) == host.guardian  # one group: one kill takes both
+        if with_host:
+            os.kill(host.proc.pid, signal.SIGSTOP)  # it must not kill a group before it dies
+        os.killpg(host.guardian, signal.SIGKILL)
+        if with_host:
+            host.proc.kill()
+        left = [p.pid for p in host.escapees]
+        if with_host:  # nobody kills the children's groups: only Python children die
+            left += host.commands + host.grouped
+        # Python children die with the launcher; a live host kills every child's group.
+        assert wait_gone([p for p in host.tree if p not in left], 5.0) == []
+        # The rest is alive, out of the tree's reach: nothing of it is left to kill them.
+        assert wait_gone(left, 0.0) == sorted(left)
+    finally:
+        host.close()
 
 
 # -- 5. the API never hangs on a stopped launcher ---------------------------------------------
