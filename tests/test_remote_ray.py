@@ -273,26 +273,6 @@ def test_a_killed_parent_driver_leaves_no_remote_process(ray_session: str) -> No
     assert wait_gone(pids, timeout=30) == []
 
 
-def test_a_direct_child_launcher_would_leak(ray_session: str) -> None:
-    # The regression guard of the double fork: a launcher left a direct child of the
-    # Ray worker is SIGKILLed by Ray on owner death before it can sweep, and its
-    # command child (in a group of its own) survives. Measured with Ray 2.60: the
-    # leak shows in most runs, not all (a race with the lifeline), so up to 6 tries
-    # (3 were seen to all miss it once, under a full suite's load).
-    leaked = []
-    for _ in range(6):
-        host, launcher, child = _driver_run(ray_session, "direct")
-        try:
-            leaked = wait_gone([host, launcher, child], timeout=10)
-        finally:
-            for pid in (child, launcher):
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    psutil.Process(pid).kill()
-        if leaked:
-            break
-    assert leaked, "a direct-child launcher no longer leaks: is the double fork still needed?"
-
-
 def test_the_remote_launcher_is_detached(engine: RayEngine, trees: list[Tree]) -> None:
     tree = Tree.start(root(remote()), engine=engine)
     trees.append(tree)
