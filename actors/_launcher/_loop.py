@@ -242,7 +242,7 @@ class LauncherLoop:
             if child is not None:
                 child.arm = None
         elif isinstance(record, Grant):
-            self.granted[record.group] = record.granted
+            self.granted[record.budget] = record.granted
         elif isinstance(record, Follow):
             self.daemons.follow(record.pid, record.main_pid)
 
@@ -405,16 +405,16 @@ class LauncherLoop:
 
     def _covered(self, child: Launched, code: int, uptime: float) -> bool:
         """Whether an armed child is restarted at once: its exit is covered and its
-        group's budget allows (then one restart of the budget is used)."""
+        supervisor's budget allows (then one restart of the budget is used)."""
         arm = child.arm
         if arm is None or uptime < arm.min_uptime:
             return False
         if not arm.any_exit and code >= 0 and code in arm.normal_codes:
             return False
-        used = self.used.get(arm.group, 0)
-        if used >= self.granted.get(arm.group, 0):
+        used = self.used.get(arm.budget, 0)
+        if used >= self.granted.get(arm.budget, 0):
             return False
-        self.used[arm.group] = used + 1  # as the host counts it: on the announced exit
+        self.used[arm.budget] = used + 1  # as the host counts it: on the announced exit
         return True
 
     def _respawn(self, child: Launched) -> int:

@@ -220,7 +220,7 @@ class Discard(Record):
 @dataclass(frozen=True)
 class Arm(Record):
     pid: int
-    group: int
+    budget: int  # its supervisor's restart budget (a Grant's), not a process group
     any_exit: bool  # False: only an abnormal exit
     min_uptime: float
     normal_codes: list[int]
@@ -235,7 +235,7 @@ class Disarm(Record):
 @_record("grant", int, int)
 @dataclass(frozen=True)
 class Grant(Record):
-    group: int
+    budget: int  # one per supervisor
     granted: int
 
 

@@ -415,13 +415,13 @@ class LauncherClient:
             self._by_request[id(request)] = (request, template)
             self._requests_of.setdefault(template, []).append(id(request))
 
-    def arm(self, child: ChildHandle, group: int, plan: ExitPlan) -> None:
+    def arm(self, child: ChildHandle, budget: int, plan: ExitPlan) -> None:
         """Let the launcher restart `child` at once when it exits as `plan` says."""
         with contextlib.suppress(LaunchError):
             self._send(
                 Arm(
                     child.pid,
-                    group,
+                    budget,
                     plan.restart_on == "any",
                     float(plan.min_uptime),
                     sorted(plan.normal_exit_codes),
@@ -438,10 +438,10 @@ class LauncherClient:
         with contextlib.suppress(LaunchError):
             self._send(Disarm(child.pid))
 
-    def grant(self, group: int, granted: int) -> None:
-        """The group may have done `granted` autonomous restarts in all."""
+    def grant(self, budget: int, granted: int) -> None:
+        """The supervisor of `budget` may have had `granted` restarts made ahead in all."""
         with contextlib.suppress(LaunchError):
-            self._send(Grant(group, granted))
+            self._send(Grant(budget, granted))
 
     def prepare(self, template: int) -> Standby:
         """Fork a warm standby of a Python child's template ahead of time.

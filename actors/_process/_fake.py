@@ -5,7 +5,7 @@ the port it fakes). Each spawn makes a `FakeChild` that the test ends
 (`finish`), makes ready, or lets a stop end (SIGTERM and SIGKILL end it unless
 it was told to ignore SIGTERM). It keeps the launcher's rules for what acts
 ahead of the core (docs/acting-ahead.md): an armed child whose exit its plan
-covers, within its group's grant, gets a successor started in its place before
+covers, within its budget's grant, gets a successor started in its place before
 its exit is reported; a run of starts starts in order and none after one that
 failed or was cancelled; a successor whose predecessor was let go is never born.
 """
@@ -151,11 +151,11 @@ class FakeSpawner:
         self.disarmed: list[int] = []
         self.followed: list[tuple[int, int]] = []
         self.grants: dict[int, int] = {}
-        self.used: dict[int, int] = {}  # restarts made ahead, per group
+        self.used: dict[int, int] = {}  # restarts made ahead, per budget
         self.runs: list[list[str]] = []  # the names of each run of starts submitted
         self.ended: list[FakeChild] = []  # in the order they ended
         self.cancelled: list[str] = []  # spawns of a run not started: one before failed
-        self._arms: dict[int, tuple[int, ExitPlan]] = {}  # pid -> (group, plan)
+        self._arms: dict[int, tuple[int, ExitPlan]] = {}  # pid -> (budget, plan)
         self._cancelled: set[int] = set()
         self._failed_chains: set[int] = set()
         self._ids = itertools.count(1)
@@ -231,9 +231,9 @@ class FakeSpawner:
     def discard(self, standby: int) -> None:
         pass
 
-    def arm(self, child: Any, group: int, plan: ExitPlan) -> None:
+    def arm(self, child: Any, budget: int, plan: ExitPlan) -> None:
         self.armed.append((child.pid, plan))
-        self._arms[child.pid] = (group, plan)
+        self._arms[child.pid] = (budget, plan)
 
     def disarm(self, child: Any) -> None:
         self.disarmed.append(child.pid)
@@ -242,8 +242,8 @@ class FakeSpawner:
     def follow(self, child: Any, main_pid: int) -> None:
         self.followed.append((child.pid, main_pid))
 
-    def grant(self, group: int, granted: int) -> None:
-        self.grants[group] = granted
+    def grant(self, budget: int, granted: int) -> None:
+        self.grants[budget] = granted
 
     def death(self) -> str:
         return "the fake spawner is closed"
@@ -264,17 +264,17 @@ class FakeSpawner:
 
     def _covered(self, child: FakeChild, code: int, uptime: float) -> bool:
         """The launcher's rule (actors/_launcher): an armed exit its plan covers, within
-        its group's grant, is restarted at once, and uses one restart of the grant."""
+        its budget's grant, is restarted at once, and uses one restart of the grant."""
         armed = self._arms.pop(child.pid, None)
         if armed is None or self.failures:
             return False  # (a successor that cannot start: restarted the ordinary way)
-        group, plan = armed
+        budget, plan = armed
         if uptime < plan.min_uptime:
             return False
         if plan.restart_on != "any" and code >= 0 and code in plan.normal_exit_codes:
             return False
-        used = self.used.get(group, 0)
-        if used >= self.grants.get(group, 0):
+        used = self.used.get(budget, 0)
+        if used >= self.grants.get(budget, 0):
             return False
-        self.used[group] = used + 1
+        self.used[budget] = used + 1
         return True

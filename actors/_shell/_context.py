@@ -58,13 +58,13 @@ class TreeContext:
         self._lost: LaunchError | None = None
         self._ended = threading.Event()
         self._reason: ExitReason | None = None
-        self._groups = 0
+        self._budgets = 0
 
-    def new_group(self) -> int:
+    def new_budget(self) -> int:
         """An id for one supervisor of the tree, for the launcher's restart budgets."""
         with self._lock:
-            self._groups += 1
-            return self._groups
+            self._budgets += 1
+            return self._budgets
 
     def open(self) -> None:
         """Start the launcher (raises LaunchError)."""

@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any, cast
 
 from supervision import Event, event_from_dict, event_to_dict
 
@@ -209,6 +210,54 @@ class EventLog:
 
 
 def load_events(path: str | os.PathLike[str]) -> list[Event]:
-    """Events from a JSON Lines file written by EventLog.dump_jsonl."""
+    """Events from a JSON Lines file written by EventLog.dump_jsonl.
+
+    Raises ValueError naming the first line that is not such an event (OSError if
+    the file cannot be read).
+    """
+    events = []
     with open(path, encoding="utf-8") as f:
-        return [event_from_dict(json.loads(line)) for line in f if line.strip()]
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(event_from_dict(_checked(json.loads(line))))
+            except (ValueError, OverflowError, RecursionError) as e:
+                raise ValueError(f"{os.fspath(path)}, line {number}: not an event: {e}") from None
+    return events
+
+
+_NONE = type(None)
+# What dump_jsonl writes: each field's JSON types, the required ones first. Checked
+# before event_from_dict, which would take a list for a pid or raise TypeError.
+_EVENT_FIELDS: dict[str, tuple[type, ...]] = {
+    **{"time": (int, float), "supervisor": (str,), "context": (str,)},
+    **{"offender": (str, _NONE), "reason": (dict, _NONE), "pid": (int, _NONE)},
+    **{"incarnation": (int, _NONE), "detail": (str,)},
+}
+_REASON_FIELDS: dict[str, tuple[type, ...]] = {
+    **{"kind": (str,), "code": (int, _NONE), "signal": (int, _NONE), "exc_type": (str, _NONE)},
+    **{"message": (str,), "traceback": (str,), "stderr_tail": (str,)},
+}
+
+
+def _checked(data: Any) -> dict[str, Any]:
+    """`data` if it has an event's fields, of their types; ValueError saying what is not."""
+    _check(data, _EVENT_FIELDS, 3, "")
+    if data.get("reason") is not None:
+        _check(data["reason"], _REASON_FIELDS, 1, "reason.")
+        unknown = sorted(set(data["reason"]) - set(_REASON_FIELDS))
+        if unknown:
+            raise ValueError(f"reason has unknown fields {unknown}")
+    return cast(dict[str, Any], data)
+
+
+def _check(data: Any, fields: dict[str, tuple[type, ...]], required: int, prefix: str) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{prefix or 'the line '}is a {type(data).__name__}, not an object")
+    for i, (name, types) in enumerate(fields.items()):
+        if name not in data:
+            if i < required:
+                raise ValueError(f"{prefix}{name} is missing")
+        elif type(data[name]) is bool or not isinstance(data[name], types):
+            raise ValueError(f"{prefix}{name} is a {type(data[name]).__name__}")

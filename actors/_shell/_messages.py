@@ -191,7 +191,7 @@ class ArmExit:
     """To a worker: let its executor restart the child at once on an exit `plan` covers."""
 
     plan: ExitPlan
-    group: int
+    budget: int  # its supervisor's restart budget with the spawner (Grant)
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ class NannyActor(pykka.ThreadingActor):
         self._on_idle: Callable[[], None] | None = None  # init: answer once idle
         self._init_reply: Callable[[ExitReason, NannyError | None], None] | None = None
         # Restarts decided ahead (exit plans): what the launcher may do on its own.
-        self._group = context.new_group()
+        self._budget = context.new_budget()
         self._grant_to: object | None = None  # the spawner our grants went to
         self._used_seen = 0  # its restarts ahead of a decision that we accounted for
         self._granted = -1
@@ -764,7 +764,7 @@ class NannyActor(pykka.ThreadingActor):
     def _exit_plan(self, child_id: str, *, ahead: bool = False) -> ArmExit | None:
         """What the child's next exit will mean, when the core can say it ahead."""
         plan = self._core.exit_plan(child_id, ahead=ahead)
-        return None if plan is None else ArmExit(plan, self._group)
+        return None if plan is None else ArmExit(plan, self._budget)
 
     def _arm(self, child_id: str) -> None:
         """Tell a running child's worker what its next exit means (after a resume)."""
@@ -788,7 +788,7 @@ class NannyActor(pykka.ThreadingActor):
         granted = self._core.grant(time.monotonic(), self._used_seen, self._granted)
         if granted is not None:
             self._granted = granted
-            launcher.grant(self._group, granted)
+            launcher.grant(self._budget, granted)
 
     def _deadline_for(self, shutdown: Shutdown) -> float | None:
         """When a subtree with this shutdown must be gone, within our own deadline."""

@@ -210,7 +210,8 @@ class NotifyEndpoint:
         return Notification(pid, **fields)  # type: ignore[arg-type]
 
     def _main_pid(self, sender: int, value: str) -> int | None:
-        if not value.isdigit() or not 0 < int(value) < 1 << 22:
+        # ASCII digits only, as systemd reads it: "²" is a digit to str.isdigit(), not to int().
+        if not (value.isascii() and value.isdigit()) or not 0 < int(value) < 1 << 22:
             self._refuse(sender, f"MAINPID={value[:20]!r} is not a process id")
             return None
         pid = int(value)

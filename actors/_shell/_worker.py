@@ -267,7 +267,7 @@ class WorkerActor(PooledActor):
         proc = self._proc
         self._last_start = (token, proc)
         if arm is not None and proc is not None:
-            self._spawner().arm(proc, arm.group, arm.plan)
+            self._spawner().arm(proc, arm.budget, arm.plan)
         self._tell_parent(StartDone(self.spec.id, token, pid, self._incarnation))
         if proc is not None and proc.exit is not None:
             # An adopted successor that had already ended: its note came while it was
@@ -726,7 +726,7 @@ class WorkerActor(PooledActor):
         proc = self._proc
         if proc is None or proc.exit is not None or message.plan.incarnation != self._incarnation:
             return  # the plan was for a process that is gone
-        self._spawner().arm(proc, message.group, message.plan)
+        self._spawner().arm(proc, message.budget, message.plan)
 
     def _spawner(self) -> Spawner:
         """The spawner our process came from (the one our template is defined on)."""

@@ -274,11 +274,7 @@ class ControlSocket:
                     return
                 line = conn.makefile("rb").readline(MAX_LINE + 1)
                 try:
-                    if len(line) > MAX_LINE:
-                        raise ValueError(f"longer than {MAX_LINE} bytes")
-                    request = json.loads(line)
-                    if not isinstance(request, dict):
-                        raise ValueError("expected a JSON object")
+                    request = parse_request(line)
                 except ValueError as e:
                     send({"ok": False, "error": f"bad request: {e}", "kind": "BadRequest"})
                     return
@@ -290,6 +286,22 @@ class ControlSocket:
         finally:
             with self._guard:
                 self._connections.discard(threading.current_thread())
+
+
+def parse_request(line: bytes) -> dict[str, Any]:
+    """One request line as read (at most MAX_LINE + 1 bytes): the JSON object it holds.
+
+    Raises ValueError (the client gets kind "BadRequest") for anything else.
+    """
+    if len(line) > MAX_LINE:
+        raise ValueError(f"longer than {MAX_LINE} bytes")
+    try:
+        request = json.loads(line)
+    except RecursionError:  # json's C decoder raises it for deep nesting, not ValueError
+        raise ValueError("nested too deep") from None
+    if not isinstance(request, dict):
+        raise ValueError("expected a JSON object")
+    return request
 
 
 def _refuse(conn: socket.socket) -> None:
