@@ -418,9 +418,10 @@ class LauncherLoop:
         return True
 
     def _respawn(self, child: Launched) -> int:
-        """Start a covered child again from its template; the new pid, or 0."""
-        standby = self.starter.standby_for(child.template)
-        successor = self.starter.go(standby) if standby is not None else None
+        """Start a covered child again from its template (its worker's own standby, if it
+        has one: another child's of the same template is that child's); the new pid, or 0."""
+        standby = child.arm.standby if child.arm is not None else 0
+        successor = self.starter.go(standby) if standby else None
         if successor is not None:
             self._add(successor)
             return successor.pid

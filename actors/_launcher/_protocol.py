@@ -20,10 +20,11 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
 - `CancelChain(chain)`: the supervisor does not want the rest of that run.
 - `Prepare(standby, template)`: fork a warm standby; answered by `Prepared`.
 - `Discard(standby)`: kill a standby that will not be used.
-- `Arm(pid, group, any_exit, min_uptime, normal_codes)`: the decision core said
-  ahead of time that this child's next exit (any, or an abnormal one, after
-  `min_uptime` s) means "restart it alone, at once": the launcher respawns it
-  from its template as soon as it reaps it, if its group's budget allows, and
+- `Arm(pid, budget, any_exit, min_uptime, normal_codes, standby)`: the decision
+  core said ahead of time that this child's next exit (any, or an abnormal one,
+  after `min_uptime` s) means "restart it alone, at once": the launcher respawns
+  it as soon as it reaps it (from its worker's own `standby`, else from its
+  template), if its supervisor's budget allows, and
   says so in `Exited.respawned` (then `Respawned`). The new child is not armed: the host
   accounts for the exit first, then arms the new one.
 - `Disarm(pid)`: the host is about to stop or pause this child: leave its exit
@@ -216,7 +217,7 @@ class Discard(Record):
     standby: int
 
 
-@_record("arm", int, int, bool, float, list)
+@_record("arm", int, int, bool, float, list, int)
 @dataclass(frozen=True)
 class Arm(Record):
     pid: int
@@ -224,6 +225,7 @@ class Arm(Record):
     any_exit: bool  # False: only an abnormal exit
     min_uptime: float
     normal_codes: list[int]
+    standby: int  # its worker's own warm standby, for the restart (0: none)
 
 
 @_record("disarm", int)

@@ -359,11 +359,6 @@ class Starter:
         self.standbys[standby] = (child, go_w)
         return child
 
-    def standby_for(self, template_id: int) -> int | None:
-        """A standby of this template, if one waits."""
-        waiting = (sid for sid, (c, _) in self.standbys.items() if c.template == template_id)
-        return next(waiting, None)
-
     def go(self, standby: int) -> Launched | None:
         """Tell a standby to run its target: it is a child now (None if it is gone)."""
         entry = self.standbys.pop(standby, None)

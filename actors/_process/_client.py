@@ -415,8 +415,9 @@ class LauncherClient:
             self._by_request[id(request)] = (request, template)
             self._requests_of.setdefault(template, []).append(id(request))
 
-    def arm(self, child: ChildHandle, budget: int, plan: ExitPlan) -> None:
-        """Let the launcher restart `child` at once when it exits as `plan` says."""
+    def arm(self, child: ChildHandle, budget: int, plan: ExitPlan, standby: int = 0) -> None:
+        """Let the launcher restart `child` at once when it exits as `plan` says (from
+        `standby`, the worker's own warm standby, if not 0)."""
         with contextlib.suppress(LaunchError):
             self._send(
                 Arm(
@@ -425,6 +426,7 @@ class LauncherClient:
                     plan.restart_on == "any",
                     float(plan.min_uptime),
                     sorted(plan.normal_exit_codes),
+                    standby,
                 )
             )
 

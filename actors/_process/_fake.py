@@ -231,7 +231,7 @@ class FakeSpawner:
     def discard(self, standby: int) -> None:
         pass
 
-    def arm(self, child: Any, budget: int, plan: ExitPlan) -> None:
+    def arm(self, child: Any, budget: int, plan: ExitPlan, standby: int = 0) -> None:
         self.armed.append((child.pid, plan))
         self._arms[child.pid] = (budget, plan)
 

@@ -956,6 +956,8 @@ class NannyActor(pykka.ThreadingActor):
         for nested in self._nested.values():
             try:
                 nested.ask(ShutdownTree(self._next_token()))
+            except pykka.ActorDeadError:
+                pass  # it gave up (or stopped) first: nothing left to stop
             except Exception:
                 log.exception("nanny %r: stopping a nested tree failed", self._core.name)
         self._nested.clear()

@@ -267,7 +267,7 @@ class WorkerActor(PooledActor):
         proc = self._proc
         self._last_start = (token, proc)
         if arm is not None and proc is not None:
-            self._spawner().arm(proc, arm.budget, arm.plan)
+            self._spawner().arm(proc, arm.budget, arm.plan, self._standby_id())
         self._tell_parent(StartDone(self.spec.id, token, pid, self._incarnation))
         if proc is not None and proc.exit is not None:
             # An adopted successor that had already ended: its note came while it was
@@ -375,6 +375,7 @@ class WorkerActor(PooledActor):
         if self.spec.warm_start:
             # Refill behind the start: one standby at most, so a crash storm
             # cannot become a spawn storm.
+            self._discard_standby()
             with contextlib.suppress(LaunchError, OSError):
                 self._standby = (launcher, template, launcher.prepare(template).id)
         if self.spec.watchdog is not None:
@@ -396,7 +397,9 @@ class WorkerActor(PooledActor):
                 os.unlink(ready.path)  # a file left by the last incarnation proves nothing
         if successor is not None and template == self._proc_template:
             # Already started, as the exit plan allowed: adopt it, even if it has ended
-            # since (it did run: its exit is reported once it counts as started).
+            # since (it did run: its exit is reported once it counts as started). It may
+            # have run our standby: a new one is forked behind it.
+            self._discard_standby()
             return successor
         if successor is not None:
             self._kill_successor(successor, "it was started from a request that no longer holds")
@@ -433,6 +436,10 @@ class WorkerActor(PooledActor):
             owner.discard(sid)  # forked before env, cwd or sys.path changed
             return None
         return sid
+
+    def _standby_id(self) -> int:
+        """Our warm standby's id, for a restart ahead to run (0: none)."""
+        return self._standby[2] if self._standby is not None else 0
 
     def _discard_standby(self) -> None:
         if self._standby is not None:
@@ -726,7 +733,7 @@ class WorkerActor(PooledActor):
         proc = self._proc
         if proc is None or proc.exit is not None or message.plan.incarnation != self._incarnation:
             return  # the plan was for a process that is gone
-        self._spawner().arm(proc, message.budget, message.plan)
+        self._spawner().arm(proc, message.budget, message.plan, self._standby_id())
 
     def _spawner(self) -> Spawner:
         """The spawner our process came from (the one our template is defined on)."""
