@@ -202,7 +202,7 @@ class _Loader:
             ) from None
         except RecursionError:  # tomllib recurses once per level of nested arrays or tables
             raise ConfigError(
-                self.filename, "", MISSING, "not valid TOML here: arrays or tables nested too deep"
+                self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
         self.check_keys(doc, "", ("supervisor",))
         if "supervisor" not in doc:
