@@ -220,11 +220,6 @@ def raise_a_lone_surrogate() -> None:
     raise ValueError("bad \ud800 text")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="actors/_launcher/_bootstrap.py _report_error: _wire.encode raises "
-    "UnicodeEncodeError for a lone surrogate, so the child's error report is lost",
-)
 def test_a_python_child_error_with_a_lone_surrogate_is_still_reported() -> None:
     spec = SupervisorSpec(
         id="r",

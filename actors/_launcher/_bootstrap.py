@@ -198,7 +198,9 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
 
     text = "".join(traceback.format_exception(type(exc), exc, tb))
     record = ChildFailed(
-        _type_name(exc)[:MAX_TYPE], _clip(message, MAX_MESSAGE), text[-MAX_TRACEBACK:]
+        _utf8(_type_name(exc)[:MAX_TYPE]),
+        _utf8(_clip(message, MAX_MESSAGE)),
+        _utf8(text[-MAX_TRACEBACK:]),
     )
     frame = _wire.encode(record.pack())
     with contextlib.suppress(OSError):
@@ -206,6 +208,12 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
         _wire.write_all(control_fd, frame)
     with contextlib.suppress(Exception):
         sys.excepthook(type(exc), exc, tb)
+
+
+def _utf8(text: str) -> str:
+    """Text the wire can encode: a lone surrogate (from bytes decoded with
+    surrogateescape, say) is written as its escape rather than losing the report."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _clip(text: str, bound: int) -> str:
