@@ -9,20 +9,9 @@ import pykka
 import pytest
 
 from supervision import SupervisorSpec
-from tests.support import forget_log, remember_log
+from tests.support import forget_log, living_descendants, remember_log
 
 LEAK_DEADLINE = 5.0
-
-
-def _leftovers() -> list[psutil.Process]:
-    alive = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
 
 
 @pytest.fixture(autouse=True)
@@ -30,7 +19,7 @@ def no_process_left_behind() -> Iterator[None]:
     """Every test must leave no process and no actor behind (invariant 4)."""
     yield
     deadline = time.monotonic() + LEAK_DEADLINE
-    while (left := _leftovers()) and time.monotonic() < deadline:
+    while (left := living_descendants()) and time.monotonic() < deadline:
         psutil.wait_procs(left, timeout=0.1)
     if left:
         described = [f"{p.pid} {p.cmdline()}" for p in left]

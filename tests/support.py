@@ -6,11 +6,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import psutil
 import pykka
 
 from supervision import ChildInfo, Event, EventKind
 
 TIMEOUT = 10.0
+
+
+def living_descendants() -> list[psutil.Process]:
+    """This process's descendants that still run (zombies waiting to be reaped aside)."""
+    alive = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE:
+                alive.append(p)
+        except psutil.NoSuchProcess:
+            pass
+    return alive
 
 
 _logs: dict[str, Any] = {}

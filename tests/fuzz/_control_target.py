@@ -22,6 +22,7 @@ from actors.cli._control import ControlSocket
 from actors.cli._controller import Controller
 from actors.cli._status import TreeInspector
 from supervision import SupervisorSpec, load_tree
+from tests.support import living_descendants
 
 from . import _values as v
 from ._engine import Broken, Target
@@ -96,17 +97,6 @@ def _resolve(ref: str) -> Any:
     return testing.run_forever
 
 
-def _descendants() -> list[psutil.Process]:
-    alive = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            if p.status() != psutil.STATUS_ZOMBIE:
-                alive.append(p)
-        except psutil.NoSuchProcess:
-            pass
-    return alive
-
-
 class ControlTarget(Target):
     """`nannytree run`'s control socket and what each request does, on a live tree."""
 
@@ -171,7 +161,7 @@ class ControlTarget(Target):
         if self.tree is not None:
             self.tree.stop(timeout=60)
         deadline = time.monotonic() + 10
-        while (left := _descendants()) and time.monotonic() < deadline:
+        while (left := living_descendants()) and time.monotonic() < deadline:
             psutil.wait_procs(left, timeout=0.1)
         shutil.rmtree(self.folder, ignore_errors=True)
         if left:
@@ -240,6 +230,6 @@ class ControlTarget(Target):
         fds = len(os.listdir("/proc/self/fd"))
         return (
             f"{threading.active_count()} threads, {fds} descriptors, "
-            f"{len(_descendants())} processes, {len(self.log.snapshot())} events kept "
+            f"{len(living_descendants())} processes, {len(self.log.snapshot())} events kept "
             f"of {len(self.log)}"
         )
