@@ -39,9 +39,10 @@ from ._errors import (
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._fencing import Fencing
-from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
+from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan, Health
 from ._intensity import Relaunches, RestartWindow, add_restart
 from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
+from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._spec import (
     BRUTAL_KILL,
@@ -98,11 +99,16 @@ __all__ = [
     "DeleteOld",
     "Event",
     "EventKind",
+    "ExecProbe",
     "Exit",
     "ExitKind",
     "ExitPlan",
     "ExitReason",
     "Fencing",
+    "Health",
+    "HttpProbe",
+    "Liveness",
+    "LogLine",
     "NannyError",
     "NodeInfo",
     "PauseChild",
@@ -133,6 +139,7 @@ __all__ = [
     "SupervisorSpec",
     "SupervisorStartError",
     "TargetResolver",
+    "TcpProbe",
     "TerminateChild",
     "TerminateChildren",
     "TooManyChildren",

@@ -29,6 +29,16 @@ Real daemons (see README "Running real daemons"):
     watchdog = 10                     # seconds; WATCHDOG=1 at least that often
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
+
+Health (docs/health.md):
+
+    ready = { tcp = 8000 }                                   # the child's port answers
+    ready = { http = "http://127.0.0.1:8000/health", status = [200] }
+    ready = { exec = ["pg_isready", "-h", "127.0.0.1"], timeout = 2 }
+    ready = { log = "listening on .*:8000", stream = "stderr" }
+    ready = "exited"                                         # a one-shot step
+    liveness = { http = "http://127.0.0.1:8000/health", period = 10, timeout = 1,
+                 failures = 3, initial_delay = 0 }
 """
 
 from __future__ import annotations
@@ -45,6 +55,7 @@ from typing import Any
 
 from ._errors import NannyError, SpecError
 from ._placement import Placement
+from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
 from ._spec import (
     CAPTURE,
     AnySpec,
@@ -75,7 +86,17 @@ WORKER_KEYS = (
     *("command", "target", "args", "kwargs", "env", "inherit_env", "cwd", "ready"),
     *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
-    *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload"),
+    *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
+)
+_PROBE_KEYS = {
+    "tcp": ("tcp", "host", "timeout", "period"),
+    "http": ("http", "status", "timeout", "period"),
+    "exec": ("exec", "timeout", "period"),
+}
+_LIVENESS_KEYS = ("failures", "initial_delay")
+_READY_TABLES = (
+    '{ tcp = 8000 }, { http = "http://127.0.0.1:8000/health" }, { exec = ["prog", "arg"] }, '
+    '{ log = "regex" } or { file = "path" }'
 )
 SUPERVISOR_KEYS = (
     *("id", "type", *_AS_CHILD),
@@ -402,6 +423,52 @@ class _Loader:
             kw["pid_file"] = self.path(table, path, "pid_file")
         if "reload" in table:
             kw["reload"] = self.reload(table["reload"], f"{path}.reload")
+        if "liveness" in table:
+            kw["liveness"] = self.liveness(table["liveness"], f"{path}.liveness")
+
+    def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
+        """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""
+        kinds = [k for k in _PROBE_KEYS if k in value]
+        if len(kinds) != 1:
+            raise self.error(
+                path,
+                value,
+                'expected exactly one of tcp = PORT, http = "URL" or exec = ["prog", ...]',
+            )
+        kind = kinds[0]
+        self.check_keys(value, path, (*_PROBE_KEYS[kind], *extra))
+        fields = {k: v for k, v in value.items() if k not in (kind, *extra)}
+        for key in ("timeout", "period"):
+            if key in fields:
+                fields[key] = self.seconds(fields, path, key)
+        try:
+            if kind == "tcp":
+                return TcpProbe(value["tcp"], **fields)
+            if kind == "http":
+                return HttpProbe(value["http"], **fields)
+            return ExecProbe(self.command(value["exec"], f"{path}.exec"), **fields)
+        except SpecError as e:
+            field = e.field if "." in e.field else kind
+            raise self.error(f"{path}.{field.split('.')[-1]}", e.value, e.expected) from None
+
+    def liveness(self, value: Any, path: str) -> Liveness:
+        if not isinstance(value, dict):
+            raise self.error(
+                path,
+                value,
+                'expected a table such as { http = "http://127.0.0.1:8000/health", '
+                "period = 10, failures = 3 }",
+            )
+        probe = self.probe(value, path, _LIVENESS_KEYS)
+        fields: dict[str, Any] = {}
+        if "failures" in value:
+            fields["failures"] = self.integer(value, path, "failures")
+        if "initial_delay" in value:
+            fields["initial_delay"] = self.seconds(value, path, "initial_delay", zero=True)
+        try:
+            return Liveness(probe, **fields)
+        except SpecError as e:
+            raise self.error(f"{path}.{e.field.split('.')[-1]}", e.value, e.expected) from None
 
     def reload(self, value: Any, path: str) -> Reload:
         """`reload = "HUP"` or a table: { signal = "HUP", check = ["nginx", "-t"] }."""
@@ -463,18 +530,27 @@ class _Loader:
         return target
 
     def ready(self, value: Any, path: str) -> Any:
-        if value in ("started", "notify", "sd_notify"):
+        if value in ("started", "notify", "sd_notify", "exited"):
             return value
         if type(value) in (int, float) and 0 < value < float("inf"):
             return float(value)
         if isinstance(value, dict) and list(value) == ["file"]:
             return ReadyFile(self.path(value, path, "file"))
+        if isinstance(value, dict) and "log" in value:
+            self.check_keys(value, path, ("log", "stream"))
+            try:
+                return LogLine(value["log"], value.get("stream", "both"))
+            except SpecError as e:
+                field = "stream" if e.field.endswith("stream") else "log"
+                raise self.error(f"{path}.{field}", e.value, e.expected) from None
+        if isinstance(value, dict) and any(k in value for k in _PROBE_KEYS):
+            return self.probe(value, path)
         raise self.error(
             path,
             value,
             'expected "started", "notify" (a target calls actors.child.ready()), '
-            '"sd_notify" (a command sends READY=1 to NOTIFY_SOCKET), '
-            'seconds of uptime, or { file = "path" } (ready once the file exists)',
+            '"sd_notify" (a command sends READY=1 to NOTIFY_SOCKET), "exited" (a one-shot '
+            f"step), seconds of uptime, or a table: {_READY_TABLES}",
         )
 
     def env(self, value: Any, path: str) -> dict[str, str]:

@@ -26,6 +26,8 @@ class EventKind(StrEnum):
     CHILD_NOTE = "child_note"  # a child misbehaved, without a decision (a closed channel)
     CHILD_SIGNALLED = "child_signalled"  # signal_child: which signal went to the child
     CHILD_RELOADED = "child_reloaded"  # reload_child: the check passed, the signal went
+    CHILD_UNHEALTHY = "child_unhealthy"  # a liveness probe failed (detail: which, why)
+    CHILD_HEALTHY = "child_healthy"  # its liveness probe passed, first or after failing
 
 
 @dataclass(frozen=True)

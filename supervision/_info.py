@@ -21,6 +21,22 @@ ChildState: TypeAlias = Literal[
 
 
 @dataclass(frozen=True)
+class Health:
+    """What a child's liveness probe says: "unknown" (not probed yet), "healthy", or
+    "failing" (`failures` of `threshold` failed in a row; `error` says the last)."""
+
+    status: Literal["unknown", "healthy", "failing"]
+    failures: int = 0
+    threshold: int = 0
+    error: str = ""
+
+    def __str__(self) -> str:
+        if self.status == "failing":
+            return f"failing {self.failures}/{self.threshold}: {self.error}"
+        return self.status
+
+
+@dataclass(frozen=True)
 class ChildInfo:
     """One child as which_children() shows it.
 
@@ -29,7 +45,9 @@ class ChildInfo:
     this child; `restarts` counts the automatic restarts; `next_attempt` is when a
     child in state "backoff" will be restarted (on the clock the supervisor is given);
     `node` is where a remote subtree (a SupervisorSpec with a placement) runs, and
-    its state is "unreachable" while its engine cannot reach it (nothing is charged).
+    its state is "unreachable" while its engine cannot reach it (nothing is charged);
+    `health` is what a running child's liveness probe says (None without one). A
+    child is ready when its state is "running": "starting" lasts until its `ready`.
     """
 
     id: str
@@ -43,6 +61,7 @@ class ChildInfo:
     significant: bool = False
     next_attempt: float | None = None  # state "backoff": when the restart is due
     node: str | None = None  # a remote subtree: the id of the node it runs on
+    health: Health | None = None  # a running child with a liveness probe
 
 
 @dataclass(frozen=True)

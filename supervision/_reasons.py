@@ -20,6 +20,7 @@ class ExitKind(StrEnum):
     LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
     ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
     WATCHDOG = "watchdog"  # alive but silent: no heartbeat within the spec's watchdog
+    UNHEALTHY = "unhealthy"  # alive but failing: its liveness probe failed too often
     # A command's first process exited 0 leaving a process of its tree running: it
     # forked itself into the background without a pid_file (those were killed).
     DAEMONIZED = "daemonized"
@@ -70,6 +71,14 @@ class ExitReason:
     def watchdog(cls, seconds: float) -> ExitReason:
         """A child stopped because it sent no heartbeat for `seconds` (systemd's WatchdogSec=)."""
         return cls(ExitKind.WATCHDOG, message=f"no heartbeat for {seconds:g} s")
+
+    @classmethod
+    def unhealthy(cls, failures: int, probe: str, error: str) -> ExitReason:
+        """A child stopped because `failures` liveness probes in a row failed."""
+        return cls(
+            ExitKind.UNHEALTHY,
+            message=f"{failures} failed liveness probes in a row ({probe}): {error}",
+        )
 
     def __str__(self) -> str:
         if self.kind is ExitKind.EXIT_CODE:

@@ -18,7 +18,8 @@ Every default, in one sentence each:
 - `warm_start` defaults to False.
 - `stop_signal` defaults to SIGTERM, `kill_mode` to "group" (the stop signal goes
   to the child's whole process group).
-- `watchdog` defaults to None: no liveness deadline.
+- `watchdog` defaults to None: no heartbeat deadline.
+- `liveness` defaults to None: no liveness probe.
 - `pid_file` defaults to None: the first process is the main process.
 - `reload` defaults to None: the child has no reload action.
 - `placement` defaults to None: a subtree runs in its parent's process.
@@ -37,6 +38,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._errors import SpecError
 from ._placement import Placement
+from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 
 
 class Restart(StrEnum):
@@ -129,10 +131,19 @@ def _check_backoff(value: Any, child: str) -> Backoff | None:
     return value
 
 
-Ready: TypeAlias = Literal["started", "notify", "sd_notify"] | float | ReadyFile
+Ready: TypeAlias = (
+    Literal["started", "notify", "sd_notify", "exited"]
+    | float
+    | ReadyFile
+    | TcpProbe
+    | HttpProbe
+    | ExecProbe
+    | LogLine
+)
 READY_MODES = (
-    '"started", "notify" (targets), "sd_notify" (commands), seconds of uptime > 0, '
-    "or ReadyFile(path)"
+    '"started", "notify" (targets), "sd_notify" (commands), "exited" (one-shot steps), '
+    "seconds of uptime > 0, ReadyFile(path), TcpProbe(port), HttpProbe(url), "
+    "ExecProbe(argv) or LogLine(regex)"
 )
 KillMode: TypeAlias = Literal["group", "main"]
 KILL_MODES = ("group", "main")
@@ -300,8 +311,14 @@ class ChildSpec:
     - `ready`: when the child counts as started, so that its next sibling may start:
       "started" (default: once its process runs), "notify" (once it calls
       actors.child.ready()), a number of seconds (once it has stayed up that long) or
-      ReadyFile(path) (once the file exists); `start_timeout` (default 30.0 s) bounds
-      the wait, and a child not ready by then fails to start (reason start_timeout).
+      ReadyFile(path) (once the file exists), a probe: TcpProbe(port) (its port
+      accepts a connection), HttpProbe(url) (a GET answers 200-399), ExecProbe(argv)
+      (a command exits 0), LogLine(regex) (a line of its output matches), or
+      "exited" (a one-shot step: once it exits with a normal code; transient or
+      temporary only). `start_timeout` (default 30.0 s) bounds the wait, and a child
+      not ready by then fails to start (reason start_timeout); a child that exits
+      while it is awaited fails to start at once (reason start_failure, with its
+      stderr tail). See docs/health.md.
     - `min_uptime`: an exit sooner than this after the start counts as a failed start
       (reason start_failure; default 0.0: never), as supervisord's startsecs.
     - `memory_limit`: bytes of RSS, or None (default: no limit).
@@ -329,6 +346,11 @@ class ChildSpec:
       command, over NOTIFY_SOCKET, with WATCHDOG_USEC set) or call
       actors.child.heartbeat() (a target), or None (default: no watchdog); a
       child that misses it is stopped with the abnormal reason `watchdog`.
+    - `liveness`: None (default) or Liveness(probe, failures=3, initial_delay=0.0):
+      once ready, the child is probed every probe.period seconds (default 10); after
+      `failures` failed probes in a row it is stopped as by its stop signal and
+      `shutdown`, with the abnormal reason `unhealthy`, and restarted by its
+      supervisor's strategy within its intensity.
     - `pid_file` (commands only): for a program that forks itself into the
       background (systemd's Type=forking): it counts as started once its first
       process exits 0 and this file names a live process of its tree, which is
@@ -363,6 +385,7 @@ class ChildSpec:
     stop_signal: SignalLike = _signal.SIGTERM
     kill_mode: KillMode = "group"
     watchdog: float | None = None
+    liveness: Liveness | None = None
     pid_file: str | os.PathLike[str] | None = None
     reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
 
@@ -582,8 +605,18 @@ def _child_ready(spec: ChildSpec, cid: str) -> None:
         if not isinstance(ready.path, str | os.PathLike) or not os.fspath(ready.path):
             raise SpecError(cid, "ready", ready, "ReadyFile takes a file path")
         _refuse_nul(ready.path, cid, "ready", "a path")
-    elif ready not in ("started", "notify", "sd_notify"):
+    elif isinstance(ready, (*PROBES, LogLine)):
+        pass  # checked when built
+    elif ready not in ("started", "notify", "sd_notify", "exited"):
         raise SpecError(cid, "ready", ready, f"expected {READY_MODES}")
+    if ready == "exited" and spec.restart is Restart.PERMANENT:
+        raise SpecError(
+            cid,
+            "ready",
+            "exited",
+            "a one-shot step ends when done, and a permanent child would be started again: "
+            'use restart="transient" (restarted if it fails) or "temporary"',
+        )
     if ready == "notify" and spec.command is not None:
         raise SpecError(
             cid,
@@ -598,6 +631,18 @@ def _child_ready(spec: ChildSpec, cid: str) -> None:
             "ready",
             "sd_notify",
             'a target= child says it is ready with actors.child.ready(): use ready="notify"',
+        )
+
+
+def _child_liveness(spec: ChildSpec, cid: str) -> None:
+    value = spec.liveness
+    if value is None:
+        return
+    if not isinstance(value, Liveness):
+        raise SpecError(cid, "liveness", value, "expected None or Liveness(probe, ...)")
+    if spec.ready == "exited":
+        raise SpecError(
+            cid, "liveness", value, 'a one-shot step (ready="exited") is not probed: drop liveness'
         )
 
 
@@ -773,6 +818,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_inherit_env,
     _child_cwd,
     _child_ready,
+    _child_liveness,
     _child_min_uptime,
     _child_start_timeout,
     _child_memory_limit,
