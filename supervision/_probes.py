@@ -248,3 +248,35 @@ class Liveness:
 
 def ready_period(probe: Probe) -> float:
     return probe.period if probe.period is not None else READY_PERIOD
+
+
+Verdict: TypeAlias = Literal["healthy", "unhealthy", "failing", "stop"]
+
+
+@dataclass
+class LivenessCount:
+    """Counts one incarnation's liveness probes: what each result means.
+
+    `observe` returns what changed: "healthy" (a pass, the first since the start
+    or after failing), "unhealthy" (a failure after a pass, or the first probe
+    failing), "failing" (one more failure in a row, below the threshold), "stop"
+    (`threshold` failures in a row: stop the child, reason unhealthy), or None
+    (nothing new: a pass after a pass).
+    """
+
+    threshold: int
+    failures: int = 0
+    status: Literal["unknown", "healthy", "failing"] = "unknown"
+    error: str = ""
+
+    def observe(self, ok: bool, error: str = "") -> Verdict | None:
+        if ok:
+            was, self.status, self.failures, self.error = self.status, "healthy", 0, ""
+            return None if was == "healthy" else "healthy"
+        self.failures += 1
+        self.error = error
+        first = self.status != "failing"
+        self.status = "failing"
+        if self.failures >= self.threshold:
+            return "stop"
+        return "unhealthy" if first else "failing"

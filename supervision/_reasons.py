@@ -91,6 +91,8 @@ class ExitReason:
             text = f"{self.kind.value}: {self.message}"
         else:
             text = self.kind.value
+        if self.message and self.kind in (ExitKind.EXIT_CODE, ExitKind.KILLED):
+            text += f" ({self.message})"  # e.g. what its readiness probe found
         return text
 
 

@@ -22,6 +22,7 @@ from .._runtime._timer import Scheduler
 from ._event_log import EventLog
 from ._memory import MemoryWatch
 from ._messages import LauncherLost
+from ._prober import Prober
 from ._sd_notify_watch import NotifyWatcher
 
 
@@ -48,6 +49,7 @@ class TreeContext:
         self.memory = MemoryWatch()
         self.scheduler = Scheduler()
         self.notify = NotifyWatcher()  # reads running children's NOTIFY_SOCKETs
+        self.prober = Prober()  # runs readiness and liveness probes (docs/health.md)
         # Children built alike share one spawn request, by their spec's shape: the
         # launcher then defines it once (10,000 like children: one encoding, not
         # 10,000). Each with the host's state it was built in.
@@ -106,6 +108,7 @@ class TreeContext:
         self.memory.close()
         self.scheduler.close()
         self.notify.close()
+        self.prober.close()
         with self._lock:
             launcher = self.spawner
         if launcher is not None:

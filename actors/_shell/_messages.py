@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from supervision import ExitPlan, ExitReason
+from supervision import ExitPlan, ExitReason, Health
 
 # -- to a WorkerActor -----------------------------------------------------------------
 
@@ -107,6 +107,15 @@ class WatchdogTick:
     """From the tree's timer: is the child with this incarnation still beating?"""
 
     incarnation: int
+
+
+@dataclass(frozen=True)
+class HealthChanged:
+    """From the tree's prober: what the liveness probe of this incarnation says now."""
+
+    incarnation: int
+    verdict: str  # supervision._probes.Verdict
+    health: Health
 
 
 @dataclass(frozen=True)
@@ -207,6 +216,18 @@ class ChildNote:
     # A process the executor started ahead of a decision, killed because a stop came
     # first: the executor that spent a restart of its grant on it (see ChildExited).
     respawned_by: object | None = None
+
+
+@dataclass(frozen=True)
+class ChildHealth:
+    """A child's liveness changed (an event for "healthy" and "unhealthy"; every
+    change shows in which_children)."""
+
+    child_id: str
+    incarnation: int
+    pid: int | None
+    health: Health
+    verdict: str
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from supervision import (
     Exit,
     ExitKind,
     ExitReason,
+    Health,
     NannyError,
     PauseChild,
     RemoveChild,
@@ -69,6 +70,7 @@ from ._event_log import EventLog
 from ._messages import (
     ArmExit,
     ChildExited,
+    ChildHealth,
     ChildNote,
     ChildStatus,
     InitTree,
@@ -213,6 +215,8 @@ class NannyActor(pykka.ThreadingActor):
         self._granted = -1
         self._remote: dict[str, Any] = {}  # multi-host: child id -> its RemoteStatus
         self._statuses: dict[str, str] = {}  # child id -> its last sd_notify STATUS=
+        # child id -> (incarnation, what its liveness probe says): shown while current.
+        self._health: dict[str, tuple[int, Health]] = {}
         # Children of a run of stops already stopped (why, and when), until the core
         # asks for them.
         self._stopped_ahead: dict[str, tuple[ExitReason, float]] = {}
@@ -273,7 +277,9 @@ class NannyActor(pykka.ThreadingActor):
     def which_children(self) -> list[ChildInfo]:
         """Children in OTP's order: reverse start order."""
         infos = self._core.which_children()
-        return [self._remote_view(i) for i in infos] if self._remote else infos
+        if self._remote:
+            infos = [self._remote_view(i) for i in infos]
+        return [self._with_health(i) for i in infos] if self._health else infos
 
     def which_tree(self) -> list[TreeNode]:
         """The whole subtree, in start order: each child with its own children, if any."""
@@ -286,7 +292,8 @@ class NannyActor(pykka.ThreadingActor):
                 with contextlib.suppress(pykka.ActorDeadError):
                     below = cast(list[TreeNode], nested.proxy().which_tree().get())
             status = self._statuses.get(info.id, "")
-            nodes.append(TreeNode(self._remote_view(info), path, tuple(below), status))
+            view = self._with_health(self._remote_view(info))
+            nodes.append(TreeNode(view, path, tuple(below), status))
         return nodes
 
     def child_nanny(self, key: str) -> pykka.ActorRef[Any]:
@@ -438,6 +445,8 @@ class NannyActor(pykka.ThreadingActor):
             self._count_ahead(message.respawned_by)
             if not self._runs.hold_note(message):
                 self._note(message, now)
+        elif isinstance(message, ChildHealth):
+            self._on_health(message, now)
         elif isinstance(message, ChildStatus):
             self._statuses[message.child_id] = message.status
         elif isinstance(message, RetryRestart):
@@ -880,6 +889,36 @@ class NannyActor(pykka.ThreadingActor):
         )
         self._log_events()
 
+    def _with_health(self, info: ChildInfo) -> ChildInfo:
+        """`info` with what its current process's liveness probe says, if it has one."""
+        held = self._health.get(info.id)
+        if held is None or info.state != "running":
+            return info
+        incarnation, health = held
+        if incarnation != info.incarnation:
+            health = Health("unknown", threshold=health.threshold)
+        return dataclasses.replace(info, health=health)
+
+    def _on_health(self, message: ChildHealth, now: float) -> None:
+        self._health[message.child_id] = (message.incarnation, message.health)
+        if message.verdict not in ("healthy", "unhealthy"):
+            return  # one more failure in a row, or the last: its exit tells
+        kind = (
+            EventKind.CHILD_HEALTHY if message.verdict == "healthy" else EventKind.CHILD_UNHEALTHY
+        )
+        self._record(
+            Event(
+                time=now,
+                supervisor=self._core.name,
+                context=kind,
+                offender=message.child_id,
+                pid=message.pid,
+                incarnation=message.incarnation,
+                detail=str(message.health),
+            )
+        )
+        self._log_events()
+
     def _note(self, message: ChildNote, now: float) -> None:
         if message.main_pid:
             self._core.main_pid_changed(message.child_id, message.incarnation, message.main_pid)
@@ -982,7 +1021,7 @@ class NannyActor(pykka.ThreadingActor):
 
 def _answers_now(message: Any) -> bool:
     """Whether a message is handled even while the core waits for a start."""
-    if isinstance(message, StartDone | StartFailed | ChildNote | ChildStatus | Fatal):
+    if isinstance(message, StartDone | StartFailed | ChildNote | ChildStatus | ChildHealth | Fatal):
         return True  # answers, what a child said, a failure below: never held behind a start
     if isinstance(message, pykka_messages.ProxyCall | pykka_messages.ProxyGetAttr):
         return message.attr_path[-1] in _READ_ONLY

@@ -3,25 +3,41 @@
 "started" at once; "notify" when a Python child calls `actors.child.ready()`; a
 number of seconds alive; "sd_notify" when a command says READY=1 on its
 NOTIFY_SOCKET; a `ReadyFile` once the file exists; with a pid file, once the
-launcher found the main process. Each waits at most `start_timeout`, and not a
-moment after the child exited.
+launcher found the main process; a probe (tcp, http, exec) once it passes (a
+port must be the child's); a `LogLine` once a line of its output matches;
+"exited" once it exited with a normal code. Each waits at most `start_timeout`,
+and not a moment after the child exited (docs/health.md).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
+import threading
 import time
 from collections.abc import Callable
 
-from supervision import ChildSpec, ReadyFile
+from supervision import ChildSpec, ExecProbe, HttpProbe, LogLine, ReadyFile, TcpProbe
+from supervision._probes import Probe, ready_period
 
 from .._process._port import ChildHandle
+from ._ports import foreign_holder, process_tree
+from ._prober import Prober, ProbeSite
 from ._sd_notify import Notification, NotifyEndpoint
 from ._stopping import KILL_REPORT_GRACE
 
 READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
 NOTIFY_POLL = 0.05  # seconds; how often a start waiting for READY=1 looks at the exit
+EXIT_POLL = 0.01  # seconds; how often a probe's wait looks at the child's exit
+LINE_LIMIT = 65536  # bytes of a line without its end kept for a LogLine match
+
+
+class Waiting:
+    """What a readiness wait learned: the last probe's error, for the reason."""
+
+    def __init__(self) -> None:
+        self.error = ""
 
 
 def wait_ready(
@@ -29,10 +45,24 @@ def wait_ready(
     proc: ChildHandle,
     notify: NotifyEndpoint | None,
     take_note: Callable[[ChildHandle, Notification], None],
+    prober: Callable[[], Prober] | None = None,
+    site: ProbeSite | None = None,
+    waiting: Waiting | None = None,
 ) -> bool:
     """True once the child is ready; False if it exited or start_timeout passed.
-    `take_note` gets what an sd_notify child says meanwhile (STATUS=, MAINPID=)."""
+    `take_note` gets what an sd_notify child says meanwhile (STATUS=, MAINPID=);
+    `waiting.error` what the last probe said."""
     ready, timeout = spec.ready, spec.start_timeout
+    waiting = Waiting() if waiting is None else waiting
+    if isinstance(ready, TcpProbe | HttpProbe | ExecProbe):
+        assert prober is not None
+        deadline = time.monotonic() + timeout
+        return _wait_probe(ready, prober(), site or ProbeSite(), proc, deadline, waiting)
+    if isinstance(ready, LogLine):
+        return _wait_line(ready, proc, time.monotonic() + timeout, waiting)
+    if ready == "exited":
+        exit = proc.wait(timeout)
+        return exit is not None and exit.returncode in spec.normal_exit_codes
     if spec.pid_file is not None:
         # The launcher looks for the pid file until start_timeout and then says
         # Forked or Exited: its answer is waited for, a little past that.
@@ -71,3 +101,82 @@ def _wait_notify(
             if note.ready:
                 return True
     return False
+
+
+def _wait_probe(
+    probe: Probe,
+    prober: Prober,
+    site: ProbeSite,
+    proc: ChildHandle,
+    deadline: float,
+    waiting: Waiting,
+) -> bool:
+    """Until the probe passes (on the child's own port), the child exits, or the deadline."""
+    period = ready_period(probe)
+    while proc.exit is None:
+        began = time.monotonic()
+        if began >= deadline:
+            return False
+        answered, result = threading.Event(), list[tuple[bool, str]]()
+        attempt = prober.attempt(probe, site, _collect(answered, result))
+        while not answered.wait(EXIT_POLL):
+            if proc.exit is not None or time.monotonic() >= deadline:
+                attempt.cancel()
+                return False
+        ok, error = result[0]
+        if ok and isinstance(probe, TcpProbe | HttpProbe):
+            error = foreign_holder(probe.port, _child_pids(proc)) or ""
+            ok = not error
+        if ok:
+            return True
+        waiting.error = f"{probe}: {error}"
+        pause = min(period - (time.monotonic() - began), deadline - time.monotonic())
+        if pause > 0 and proc.wait(pause) is not None:
+            return False
+    return False
+
+
+def _collect(
+    answered: threading.Event, result: list[tuple[bool, str]]
+) -> Callable[[bool, str], None]:
+    def done(ok: bool, error: str) -> None:
+        result.append((ok, error))
+        answered.set()
+
+    return done
+
+
+def _child_pids(proc: ChildHandle) -> list[int]:
+    """The child's main process (a forking daemon's, once known) and its descendants."""
+    main = getattr(proc, "main_pid", None) or proc.pid
+    pids = process_tree(main)
+    if main != proc.pid:
+        pids += process_tree(proc.pid)
+    return pids
+
+
+def _wait_line(line: LogLine, proc: ChildHandle, deadline: float, waiting: Waiting) -> bool:
+    """Until a line of the child's output matches, it exits, or the deadline. A line
+    is matched once it ends; what the child wrote before its exit is read too."""
+    pattern = re.compile(line.pattern)
+    offsets = {stream: 0 for stream in line.streams}
+    partial = {stream: b"" for stream in line.streams}
+    while True:
+        ended = proc.exit is not None
+        for stream in line.streams:
+            data, offsets[stream] = proc.output_since(stream, offsets[stream])
+            if not data:
+                continue
+            lines = (partial[stream] + data).split(b"\n")
+            partial[stream] = lines.pop()[-LINE_LIMIT:]
+            for text in lines:
+                if pattern.search(text.decode(errors="replace")):
+                    return not ended
+        left = deadline - time.monotonic()
+        if ended or left <= 0:
+            waiting.error = f"no line of its output matched {line.pattern!r}"
+            return False
+        if len(line.streams) == 1:
+            proc.wait_output(line.streams[0], offsets[line.streams[0]], min(left, NOTIFY_POLL))
+        elif proc.wait(min(left, EXIT_POLL)) is not None:
+            continue  # read what it wrote last, then give up

@@ -19,6 +19,7 @@ report, in one actor. What is not that lives beside it: what to ask the launcher
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -31,7 +32,6 @@ from typing import Any
 import pykka
 
 from supervision import (
-    CAPTURE,
     ChildNotRunning,
     ChildSpec,
     ExitKind,
@@ -54,12 +54,15 @@ from .._process._port import (
 from .._runtime._actor_loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
 from ._context import TreeContext
+from ._liveness import LivenessWatch, probe_site
 from ._messages import (
     ArmExit,
     ChildExited,
+    ChildHealth,
     ChildNote,
     ChildStatus,
     FinishStop,
+    HealthChanged,
     MemoryExceeded,
     NotifyReadable,
     Pause,
@@ -79,7 +82,7 @@ from ._messages import (
     Unstart,
     WatchdogTick,
 )
-from ._readiness import wait_ready
+from ._readiness import Waiting, wait_ready
 from ._reload import reload_process
 from ._request import StartProblem, build_request, pickled_target, request_shape
 from ._sd_notify import Notification, NotifyEndpoint
@@ -157,6 +160,7 @@ class WorkerActor(PooledActor):
         self._beat = 0.0  # when the child last said it was alive (watchdog)
         self._watchdog_trigger = False  # WATCHDOG=trigger: the child asked to be restarted
         self._memory_pid = 0  # the pid whose tree the memory limit is watched on
+        self._liveness = LivenessWatch(spec, context.prober)
         self._stopping: _Stopping | None = None
         self._stops = 0
         # Runs of starts: the last Start's token and what it started; and the tokens
@@ -204,13 +208,18 @@ class WorkerActor(PooledActor):
         if isinstance(message, Pause):
             if self._proc is not None:
                 self._spawner().disarm(self._proc)  # a paused child is the host's
+            self._liveness.stop()  # a stopped process cannot answer its probe
             self._signal(signal.SIGSTOP, "pause it")
             self._paused = True
             return None
         if isinstance(message, Resume):
             self._signal(signal.SIGCONT, "resume it")
             self._paused = False
+            if self._proc is not None:
+                self._liveness.start(self.actor_ref, self._incarnation)
             return None
+        if isinstance(message, HealthChanged):
+            return self._on_health(message)
         if isinstance(message, ReadOutput):
             return self._output(message.stream, message.previous).decode(errors="replace")
         raise TypeError(f"worker {self.spec.id!r} got an unknown message {message!r}")
@@ -347,8 +356,17 @@ class WorkerActor(PooledActor):
         self._incarnation += 1  # a process was started: a new incarnation
         incarnation = self._incarnation
         self._proc, self._paused = proc, False
+        waiting = Waiting()
         with blocking():
-            ready_now = wait_ready(self.spec, proc, self._notify, self._take_note)
+            ready_now = wait_ready(
+                self.spec,
+                proc,
+                self._notify,
+                self._take_note,
+                lambda: self._context.prober,
+                probe_site(self.spec),
+                waiting,
+            )
         if not ready_now:
             exit = proc.exit
             if exit is None:
@@ -365,11 +383,15 @@ class WorkerActor(PooledActor):
                         f"not ready within start_timeout={self.spec.start_timeout}s "
                         f"(ready={self.spec.ready!r}); make it ready sooner or raise start_timeout"
                     )
+                    if waiting.error:
+                        why += f"; last: {waiting.error}"
                 reason = ExitReason(
                     ExitKind.START_TIMEOUT, message=why, stderr_tail=self._tail(exit.stderr)
                 )
             else:
                 reason = self._classify(exit, stop_requested=False)
+                if waiting.error and not reason.message:
+                    reason = dataclasses.replace(reason, message=waiting.error)
             self._forget(proc, "its start failed")
             raise StartProblem(reason)
         if self.spec.warm_start:
@@ -384,6 +406,8 @@ class WorkerActor(PooledActor):
         self._watch_memory(proc.pid)
         if self._notify is not None:
             self._watch_notify()
+        if proc.exit is None:
+            self._liveness.start(self.actor_ref, incarnation)
         return proc.pid
 
     def _spawn(self, launcher: Spawner, template: int) -> ChildHandle:
@@ -698,6 +722,32 @@ class WorkerActor(PooledActor):
             ChildExited(self.spec.id, self._incarnation, proc.pid, reason, exit.uptime)
         )
 
+    def _on_health(self, message: HealthChanged) -> None:
+        proc, liveness = self._proc, self.spec.liveness
+        if proc is None or liveness is None or message.incarnation != self._incarnation:
+            return  # that process is gone: what its probe said goes with it
+        self._tell_parent(
+            ChildHealth(self.spec.id, self._incarnation, proc.pid, message.health, message.verdict)
+        )
+        if message.verdict != "stop":
+            return
+        health = message.health
+        log.warning(
+            "child %r (pid %d) failed %d liveness probes in a row (%s): %s",
+            self.spec.id,
+            proc.pid,
+            health.failures,
+            liveness.probe,
+            health.error,
+        )
+        exit, _ = self._terminate(proc)
+        reason = ExitReason.unhealthy(health.failures, str(liveness.probe), health.error)
+        reason = dataclasses.replace(reason, stderr_tail=self._tail(exit.stderr))
+        self._last_exit = reason
+        self._tell_parent(
+            ChildExited(self.spec.id, self._incarnation, proc.pid, reason, exit.uptime)
+        )
+
     def _drop_successor(self, why: str) -> None:
         """The successor an exit report handed us, for a decision that did not come."""
         successor, self._successor = self._successor, None
@@ -814,6 +864,7 @@ class WorkerActor(PooledActor):
             successor = None
         if self._proc is proc:
             self._proc, self._paused = None, False
+            self._liveness.stop()
         self._context.memory.unwatch(proc.pid)
         if self._memory_pid:
             self._context.memory.unwatch(self._memory_pid)
@@ -864,8 +915,9 @@ class WorkerActor(PooledActor):
         return reason
 
     def _tail(self, stderr: bytes) -> str:
-        """The last lines of captured stderr, bounded in lines and bytes."""
-        if self.spec.stderr != CAPTURE:
+        """The last lines of its stderr (captured, or tee'd by the launcher), bounded in
+        lines and bytes."""
+        if not stderr:
             return ""
         lines = stderr[-STDERR_TAIL_BYTES:].decode(errors="replace").splitlines()
         return "\n".join(lines[-STDERR_TAIL_LINES:])
