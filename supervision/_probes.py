@@ -242,8 +242,11 @@ class Liveness:
 
     @property
     def detection(self) -> float:
-        """Seconds from a service going silent to its child being stopped, at most."""
-        return self.failures * self.period + self.probe.timeout
+        """Seconds from a service going silent to the stop of its child, at most: the
+        next probe begins within a period, and each failing one takes its timeout (the
+        one after begins a period after it began, or at once if it took longer)."""
+        step = max(self.period, self.probe.timeout)
+        return self.period + (self.failures - 1) * step + self.probe.timeout
 
 
 def ready_period(probe: Probe) -> float:

@@ -31,11 +31,27 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
   the spec's `ready` is a number; a child with a readiness check that is not
   ready within `start_timeout` fails to start (reason start_timeout), as live.
   `min_uptime` is the core's: an exit sooner after the start is a failed start.
+- A probe as `ready` (TcpProbe, HttpProbe, ExecProbe) is tried at once and
+  every probe period: the start ends at the first attempt at or after the
+  model's `answers_after` (its service's warm-up), or fails at `start_timeout`
+  if that attempt would be later. `ready="exited"` (a one-shot step): its run is
+  its start: `start_duration` seconds (or what its model draws: a relative
+  `Scripted` entry), then a normal exit, reported after its start as live; an
+  abnormal exit is a failed start, and its next sibling starts only after it.
+- A `liveness` probe runs `initial_delay` after the child is ready (or
+  resumed), then every `period`: it fails while its service does not answer
+  (before `answers_after`; a `Hang`, at the probe's `timeout`; a `Flapping`
+  model, at random or by a pattern); `failures` in a row stop the child as by
+  its stop signal and `shutdown`, with reason unhealthy, restarted by its
+  strategy and counted in the intensity. Events child_healthy and
+  child_unhealthy are reported as live (supervision.LivenessCount decides).
 - `MemoryGrowth` models a leak: the process is stopped with reason
   memory_limit when its RSS reaches the spec's `memory_limit`.
-- `Hang` models a process that stays alive but stuck: it counts as down from
-  the hang; only the spec's `watchdog` ends it (reason watchdog, after the
-  watchdog's delay and its `shutdown`, since a hung process ignores SIGTERM).
+- `Hang` models a process that stays alive but stops answering (after each
+  start, or at absolute times, as a SIGSTOP): it counts as down from the hang;
+  the spec's `watchdog` or its `liveness` probe ends it, whichever decides
+  first (reason watchdog or unhealthy, then its `shutdown`, since a hung
+  process ignores SIGTERM). Reports count the unhealthy stops.
 - A paused child keeps its process (its scripted faults still happen) and
   counts as down for availability until resumed.
 - Workers get pids as live ones do: distinct and deterministic, counted from
@@ -61,10 +77,11 @@ the template of "pool" and "x" a worker of it).
 The package, module by module: `_run` is the engine (`simulate`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_faults` and `_ops` the fault models and scripted calls, `_keys` how
-`faults` keys name workers, `_defaults` the shared defaults; nodes and node
-faults are `_nodes.py`. This module only re-exports
-(tests/test_simulate_facade.py checks it).
+`_faults` and `_ops` the fault models and scripted calls, `_health` the
+readiness and liveness probes' schedules, `_keys` how `faults` keys name
+workers, `_defaults` the shared defaults; nodes and node faults are
+`_nodes.py`. This module only re-exports (tests/test_simulate_facade.py
+checks it).
 """
 
 from __future__ import annotations
@@ -77,6 +94,7 @@ from ._faults import (
     START_FAILURE,
     Exponential,
     FaultModel,
+    Flapping,
     Hang,
     Healthy,
     MemoryGrowth,
@@ -106,6 +124,7 @@ __all__ = [
     "Estimate",
     "Exponential",
     "FaultModel",
+    "Flapping",
     "Hang",
     "Healthy",
     "MemoryGrowth",

@@ -4,12 +4,15 @@ A fault model describes one worker child. Every model has the same start and
 stop behaviour fields; the subclasses say when a running process exits by
 itself. Every default, in one sentence each:
 - `start_duration` defaults to 0.0 seconds: a start succeeds or fails at once.
+- `answers_after` defaults to 0.0 seconds: the service answers probes from its start.
 - `stop_duration` defaults to 0.0 seconds: a process stops at once on SIGTERM.
 - `start_failure_probability` defaults to 0.0: no start fails at random.
 - `failed_starts` defaults to (): no start attempt is scripted to fail.
 - `Exponential.reason` and `Scripted` exits default to `CRASH` (exit code 1).
 - `Scripted.relative` defaults to False: exit times are absolute virtual times.
 - `Scripted.repeat` defaults to False: a relative script is not cycled.
+- `Hang.answers_sigterm` defaults to False: a hung process is killed at its `shutdown`.
+- `Flapping.repeat` defaults to False: past its pattern, every probe passes.
 """
 
 from __future__ import annotations
@@ -67,18 +70,25 @@ class FaultModel:
       `start_duration`); default 0.0.
     - `failed_starts`: attempt numbers (1 = the child's first start in the
       run, counting every attempt) that fail for sure; default ().
+    - `answers_after`: virtual seconds from a process's start until its service
+      answers a probe (a warm-up); default 0.0. With a probe as `ready`, the
+      start lasts until the first readiness probe at or after it (probes at 0,
+      period, 2 x period, ...; `start_duration` is then only when a failing
+      start fails); a liveness probe sooner fails at once (connection refused).
     """
 
     start_duration: float = 0.0
     stop_duration: float = 0.0
     start_failure_probability: float = 0.0
     failed_starts: Collection[int] = ()
+    answers_after: float = 0.0
 
     def __post_init__(self) -> None:
         name = type(self).__name__
         put = object.__setattr__
         put(self, "start_duration", _seconds(name, "start_duration", self.start_duration))
         put(self, "stop_duration", _seconds(name, "stop_duration", self.stop_duration))
+        put(self, "answers_after", _seconds(name, "answers_after", self.answers_after))
         p = self.start_failure_probability
         if isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0:
             raise SpecError(
@@ -237,38 +247,112 @@ class MemoryGrowth(FaultModel):
 
 @dataclass(frozen=True)
 class Hang(FaultModel):
-    """A child that hangs: its process stays alive but stuck (a deadlock, a call that
-    never returns) `after` seconds after each start, or after an exponentially
-    distributed time of mean `mean` seconds (give exactly one).
+    """A child that hangs: its process stays alive but stops answering (a deadlock, a
+    call that never returns, a SIGSTOP) `after` seconds after each start, after an
+    exponentially distributed time of mean `mean` seconds, or at each absolute
+    virtual time of `at` (whatever process of the child runs then). Give exactly one.
 
     From then on it counts as down for availability, though its supervisor still
-    sees it running. Only a spec's `watchdog` notices: `watchdog` seconds after
-    its last heartbeat (the moment it hung) it is stopped, and, since a hung
-    process ignores SIGTERM (unless `answers_sigterm`), killed after its
-    `shutdown`; it exits with reason `watchdog`, as the live watchdog reports
-    it. Without a watchdog it stays hung until its supervisor stops it.
+    sees it running. Its spec's `watchdog` (no heartbeat for `watchdog` seconds)
+    or `liveness` (its probes fail from the first one at or after the hang, each
+    after its probe's `timeout`, since nothing answers; the `failures`-th in a row
+    decides) notices it, whichever decides first; then it is stopped and, since a
+    hung process ignores SIGTERM (unless `answers_sigterm`), killed after its
+    `shutdown`. It exits with reason `watchdog` or `unhealthy`, as live. Without
+    either it stays hung until its supervisor stops it.
     """
 
     after: float | None = None
     mean: float | None = None
     answers_sigterm: bool = False
+    at: Sequence[float] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if (self.after is None) == (self.mean is None):
+        if isinstance(self.at, str | bytes) or not isinstance(self.at, Sequence):
+            raise SpecError(None, "Hang.at", self.at, "expected a list of virtual times")
+        at = tuple(_seconds("Hang", "at", t) for t in self.at)
+        object.__setattr__(self, "at", at)
+        if sum((self.after is not None, self.mean is not None, bool(at))) != 1:
             raise SpecError(
-                None, "Hang.after", self.after, "give exactly one of after= or mean= (seconds)"
+                None,
+                "Hang.after",
+                self.after,
+                "give exactly one of after= or mean= (seconds) or at= (virtual times)",
             )
         if self.after is not None:
             object.__setattr__(self, "after", _seconds("Hang", "after", self.after))
-        else:
+        elif self.mean is not None:
             object.__setattr__(self, "mean", _seconds("Hang", "mean", self.mean, positive=True))
         if not isinstance(self.answers_sigterm, bool):
             raise SpecError(None, "Hang.answers_sigterm", self.answers_sigterm, "expected a bool")
 
-    def hang_time(self, rng: Rng) -> float:
-        """Seconds from a start to the hang."""
+    def hang_time(self, rng: Rng) -> float | None:
+        """Seconds from a start to the hang (None: it hangs at the times of `at`)."""
         if self.after is not None:
             return self.after
-        assert self.mean is not None
-        return rng.expovariate(1.0 / self.mean)
+        if self.mean is not None:
+            return rng.expovariate(1.0 / self.mean)
+        return None
+
+
+@dataclass(frozen=True)
+class Flapping(FaultModel):
+    """A service whose liveness probes fail now and then while its process runs on
+    (an overloaded handler, a flaky dependency): give `probability` (each probe
+    fails with that chance, drawn per probe) or `pattern` (the k-th liveness probe
+    of each process passes if its k-th entry is True; past the pattern every probe
+    passes, or the pattern starts again with `repeat=True`).
+
+    A failing probe fails at once (the service answered, wrongly), and the service
+    counts as up for availability until its supervisor stops it: the probe is what
+    flaps. Readiness probes are not affected (see `answers_after`).
+    """
+
+    probability: float | None = None
+    pattern: Sequence[bool] | None = None
+    repeat: bool = False
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.probability is None) == (self.pattern is None):
+            raise SpecError(
+                None,
+                "Flapping.probability",
+                self.probability,
+                "give exactly one of probability= (a chance per probe) or pattern= (bools)",
+            )
+        p = self.probability
+        if p is not None and (
+            isinstance(p, bool) or not isinstance(p, int | float) or not 0.0 <= p <= 1.0
+        ):
+            raise SpecError(None, "Flapping.probability", p, "expected a number from 0 to 1")
+        pattern = self.pattern
+        if pattern is not None:
+            if (
+                isinstance(pattern, str | bytes)
+                or not isinstance(pattern, Sequence)
+                or not pattern
+                or not all(isinstance(b, bool) for b in pattern)
+            ):
+                raise SpecError(
+                    None,
+                    "Flapping.pattern",
+                    pattern,
+                    "expected a non-empty list of bools (True: that probe passes)",
+                )
+            object.__setattr__(self, "pattern", tuple(pattern))
+        if not isinstance(self.repeat, bool):
+            raise SpecError(None, "Flapping.repeat", self.repeat, "expected a bool")
+        if self.repeat and pattern is None:
+            raise SpecError(None, "Flapping.repeat", True, "only a pattern repeats")
+
+    def probe_passes(self, rng: Rng, index: int) -> bool:
+        """Whether the `index`-th liveness probe of a process (from 0) passes."""
+        if self.pattern is None:
+            assert self.probability is not None
+            return not (self.probability > 0.0 and rng.random() < self.probability)
+        pattern = self.pattern
+        if self.repeat:
+            index %= len(pattern)
+        return pattern[index] if index < len(pattern) else True

@@ -2,8 +2,9 @@
 
 Definitions (the same for every report):
 - A worker is *up* from the moment its start succeeds until its process exits
-  by itself or its supervisor begins to stop it. A nested supervisor is up from
-  the moment its parent records it started until it stops.
+  by itself, stops answering (a hang), or its supervisor or its liveness probe
+  begins to stop it. A nested supervisor is up from the moment its parent
+  records it started until it stops.
 - A child's availability is its uptime over the run's `duration`.
 - The tree is up while its root supervisor runs and every worker of the spec
   is up or *finished*: a transient or temporary worker that ended normally and
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .._events import Event, EventKind
-from .._reasons import ExitReason
+from .._reasons import ExitKind, ExitReason
 from .._spec import SupervisorSpec
 from ._ops import CallResult
 
@@ -35,7 +36,8 @@ class ChildReport:
     `starts` counts successful starts, `restarts` those that were automatic
     restarts, `exits` the exits by itself, `failures` the abnormal ones among
     them, `start_failures` the failed start attempts and `terminations` the
-    times its supervisor stopped it.
+    times its supervisor stopped it; `unhealthy` counts its exits with reason
+    unhealthy (stopped by its liveness probe; also in `exits` and `failures`).
     """
 
     path: str
@@ -49,6 +51,7 @@ class ChildReport:
     failures: int
     start_failures: int
     terminations: int
+    unhealthy: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ class TreeReport:
     the virtual time of the first, None if it never did; `root_exits` lists
     each (time, reason). `intensity_reached` counts every supervisor's
     reached_max_restart_intensity, nested ones included. `restarts`,
-    `failures` and `start_failures` are summed over the workers.
+    `failures`, `start_failures` and `unhealthy` are summed over the workers.
     """
 
     duration: float
@@ -74,6 +77,7 @@ class TreeReport:
     time_to_give_up: float | None
     intensity_reached: int
     root_exits: tuple[tuple[float, ExitReason], ...] = ()
+    unhealthy: int = 0
 
 
 @dataclass(frozen=True)
@@ -96,15 +100,17 @@ class SimulationResult:
     placements: list[tuple[float, str, str]] = field(default_factory=list)
 
     def __str__(self) -> str:
+        probed = _probed(self.spec)  # a column for liveness stops, when a child has a probe
         head = (
             f"{'child':<20} {'avail':>8} {'uptime':>12} {'starts':>7} {'restarts':>8} "
-            f"{'failures':>8} {'start fail':>10}"
+            f"{'failures':>8} {'start fail':>10}" + (f" {'unhealthy':>9}" if probed else "")
         )
         lines = [head]
         for r in self.children.values():
             lines.append(
                 f"{r.path:<20} {r.availability:>8.2%} {format_seconds(r.uptime):>12} {r.starts:>7} "
                 f"{r.restarts:>8} {r.failures:>8} {r.start_failures:>10}"
+                + (f" {r.unhealthy:>9}" if probed else "")
             )
         t = self.tree
         first = t.time_to_give_up
@@ -114,6 +120,14 @@ class SimulationResult:
             f"gave up {t.give_ups} times (first {gave_up})"
         )
         return "\n".join(lines)
+
+
+def _probed(spec: SupervisorSpec) -> bool:
+    """Whether a worker of the spec has a liveness probe."""
+    return any(
+        _probed(c) if isinstance(c, SupervisorSpec) else c.liveness is not None
+        for c in spec.children
+    )
 
 
 def event_sequence(
@@ -139,6 +153,7 @@ class _Account:
     failures: int = 0
     start_failures: int = 0
     terminations: int = 0
+    unhealthy: int = 0
 
 
 @dataclass
@@ -211,6 +226,7 @@ class Accounts:
                 failures=acc.failures,
                 start_failures=acc.start_failures,
                 terminations=acc.terminations,
+                unhealthy=acc.unhealthy,
             )
         uptime = self.tree_uptime + (duration - self.tree_since if self.tree_up else 0.0)
         workers = [c for c in children.values() if c.type == "worker"]
@@ -227,6 +243,7 @@ class Accounts:
             time_to_give_up=gave_up[0] if gave_up else None,
             intensity_reached=self.intensity_reached,
             root_exits=tuple(self.root_exits),
+            unhealthy=sum(c.unhealthy for c in workers),
         )
         return children, tree
 
@@ -251,6 +268,7 @@ class Accounts:
             acc.exits += 1
             if event.reason is not None and not event.reason.is_normal:
                 acc.failures += 1
+                acc.unhealthy += event.reason.kind is ExitKind.UNHEALTHY
             if finishes:
                 self.set_state(path, "done", event.time)
         elif kind is EventKind.START_FAILED:

@@ -53,6 +53,7 @@ from ._faults import (
     Healthy,
     MemoryGrowth,
 )
+from ._health import ProbeLoop, health_event, start_delay, step_run, stop_time
 from ._keys import added_workers, check_faults
 from ._nodes import (
     Cluster,
@@ -101,6 +102,18 @@ class _Call:
     call: Call
 
 
+@dataclass(frozen=True)
+class _Starting:
+    """A worker's start under way: what decides it when its delay is over."""
+
+    child_id: str
+    incarnation: int
+    faults: _Faults
+    failure: ExitReason | None
+    began: float  # when its process was started (probes and `answers_after` count from it)
+    step: ExitReason | None  # a one-shot step: how its run ended
+
+
 _Message = _Init | _Shutdown | _ChildExited | _Retry | _Call
 _AUTOMATIC = (_ChildExited, _Retry)  # the messages whose starts are automatic restarts
 
@@ -114,6 +127,7 @@ class _Faults:
         self.key = key  # the `faults` key its model came from (None: no model, healthy)
         self.life = Random(f"{seed}/{path}/life")
         self.starts = Random(f"{seed}/{path}/start")
+        self.probes = Random(f"{seed}/{path}/probe")  # a Flapping model's draws
         self.attempts = 0
         self.successes = 0
 
@@ -131,15 +145,32 @@ class _Faults:
 
 
 class _Process:
-    __slots__ = ("alive", "hung", "incarnation", "paused", "pid", "reason")
+    __slots__ = (
+        "alive",
+        "answers_at",
+        "attempts",
+        "hung",
+        "incarnation",
+        "loop",
+        "paused",
+        "pid",
+        "reason",
+        "stopping",
+        "watchdog_at",
+    )
 
-    def __init__(self, incarnation: int, pid: int) -> None:
+    def __init__(self, incarnation: int, pid: int, answers_at: float = 0.0) -> None:
         self.incarnation = incarnation
         self.pid = pid
         self.alive = True
         self.paused = False
         self.hung = False  # alive but stuck (a Hang fault): ignores SIGTERM
         self.reason: ExitReason | None = None
+        self.answers_at = answers_at  # when its service answers probes
+        self.loop: ProbeLoop | None = None  # its liveness watch, while one runs
+        self.attempts = 0  # liveness attempts so far (a Flapping pattern's index)
+        self.stopping = False  # its liveness decided to stop it (reason unhealthy)
+        self.watchdog_at: float | None = None  # when its watchdog decides to stop it
 
 
 # -- the simulated tree ------------------------------------------------------------------
@@ -308,6 +339,10 @@ class _Node:
             proc = self.procs.get(action.child_id)
             if proc is not None:
                 proc.paused = isinstance(action, PauseChild)
+                proc.loop = None  # a stopped process is not probed; resumed, afresh
+                spec = self.core.get_childspec(action.child_id)
+                if not proc.paused and proc.alive and isinstance(spec, ChildSpec):
+                    self._watch(action.child_id, proc, spec)
         elif isinstance(action, RemoveChild):
             self.procs.pop(action.child_id, None)
 
@@ -334,45 +369,124 @@ class _Node:
             node.deliver(_Init())
             return
         faults = self.sim.faults_of(self, child_id)
-        failure: ExitReason | None = START_FAILURE if faults.start_fails() else None
-        # How long until it counts as started: `ready` seconds, else the model's start.
-        ready = spec.ready
-        numeric = isinstance(ready, int | float) and not isinstance(ready, bool)
-        delay = float(ready) if numeric else faults.model.start_duration  # type: ignore[arg-type]
-        if ready != "started" and delay > spec.start_timeout:
-            delay, failure = spec.start_timeout, _start_timeout(spec)
+        fails = faults.start_fails()
+        failure: ExitReason | None = START_FAILURE if fails else None
+        step: ExitReason | None = None  # a one-shot step's exit (ready="exited")
+        if spec.ready == "exited" and not fails:
+            # Its start is its run: it is started when its process exits normally.
+            model = faults.model
+            hang = model.hang_time(faults.life) if isinstance(model, Hang) else None
+            delay, step = step_run(spec, model, faults.lifetime(), hang)
+            if not step.is_normal:
+                failure = step  # a failed start, with its exit's reason (as live)
+            if delay > spec.start_timeout:
+                delay, failure = spec.start_timeout, _start_timeout(spec)
+        else:
+            delay, timed_out = start_delay(spec, faults.model, fails)
+            if timed_out:
+                delay, failure = spec.start_timeout, _start_timeout(spec)
+        starting = _Starting(child_id, incarnation, faults, failure, self.sim.now, step)
         if delay > 0:
             self.waiting = True
-            self.sim.at(
-                self.sim.now + delay, self._start_done, (child_id, incarnation, faults, failure)
-            )
+            self.sim.at(self.sim.now + delay, self._start_done, starting)
         else:
-            self.queue.extend(self._started(child_id, incarnation, faults, failure))
+            self.queue.extend(self._started(starting))
 
-    def _start_done(self, args: tuple[str, int, _Faults, ExitReason | None]) -> None:
-        self.answer(self._started(*args))
+    def _start_done(self, starting: _Starting) -> None:
+        self.answer(self._started(starting))
 
-    def _started(
-        self, child_id: str, incarnation: int, faults: _Faults, failure: ExitReason | None
-    ) -> list[Action]:
+    def _started(self, starting: _Starting) -> list[Action]:
         now = self.sim.now
-        if failure is not None:
-            return self.core.start_failed(child_id, failure, now)
-        proc = _Process(incarnation, self.sim.new_pid())
-        self.procs[child_id] = proc
+        child_id, incarnation, faults = starting.child_id, starting.incarnation, starting.faults
+        if starting.failure is not None:
+            return self.core.start_failed(child_id, starting.failure, now)
         model = faults.model
+        proc = _Process(incarnation, self.sim.new_pid(), starting.began + model.answers_after)
+        self.procs[child_id] = proc
+        spec = self.core.get_childspec(child_id)
+        assert isinstance(spec, ChildSpec)
+        if starting.step is not None:  # a finished one-shot step: its exit follows its start
+            proc.alive, proc.reason = False, starting.step
+            self.mailbox.append(_ChildExited(child_id, incarnation, starting.step))
+            return self.core.started(child_id, proc.pid, incarnation, now)
         if isinstance(model, MemoryGrowth):
-            spec = self.core.get_childspec(child_id)
-            limit = spec.memory_limit if isinstance(spec, ChildSpec) else None
-            life = model.time_to_limit(limit)
+            life = model.time_to_limit(spec.memory_limit)
         elif isinstance(model, Hang):
             life = None
-            self.sim.at(now + model.hang_time(faults.life), self._hang, (child_id, proc, model))
+            after = model.hang_time(faults.life)
+            if after is not None:
+                self.sim.at(now + after, self.hang, (child_id, proc, model))
         else:
             life = faults.lifetime()
         if life is not None:
             self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
+        self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
+
+    # -- liveness -----------------------------------------------------------------------
+
+    def _watch(self, child_id: str, proc: _Process, spec: ChildSpec) -> None:
+        """Probe a ready (or resumed) process from its initial delay on, if it has a probe."""
+        if spec.liveness is None:
+            return
+        proc.loop = loop = ProbeLoop(spec.liveness, self.sim.now + spec.liveness.initial_delay)
+        self.sim.at(loop.due, self._probe, (child_id, proc, loop))
+
+    def _watched(self, child_id: str, proc: _Process, loop: ProbeLoop) -> bool:
+        """Whether `loop` still watches a running process (not stopping, paused, gone)."""
+        return (
+            not self.dead
+            and proc.alive
+            and proc.loop is loop
+            and self.procs.get(child_id) is proc
+            and not proc.stopping
+            and (proc.watchdog_at is None or self.sim.now < proc.watchdog_at)
+        )
+
+    def _probe(self, args: tuple[str, _Process, ProbeLoop]) -> None:
+        child_id, proc, loop = args
+        if not self._watched(child_id, proc, loop):
+            return
+        faults = self.sim.faults_of(self, child_id)
+        now = self.sim.now
+        ok, took, error = loop.attempt(
+            faults.model,
+            faults.probes,
+            proc.attempts,
+            now=now,
+            answers_at=proc.answers_at,
+            hung=proc.hung,
+        )
+        proc.attempts += 1
+        result = (child_id, proc, loop, now, took, ok, error)
+        if took > 0:
+            self.sim.at(now + took, self._probed, result)
+        else:
+            self._probed(result)
+
+    def _probed(self, args: tuple[str, _Process, ProbeLoop, float, float, bool, str]) -> None:
+        """An attempt's result: a health event on a change, the stop at the threshold."""
+        child_id, proc, loop, began, took, ok, error = args
+        if not self._watched(child_id, proc, loop):
+            return
+        verdict = loop.observe(began, took, ok, error)
+        now = self.sim.now
+        if verdict is not None:
+            event = health_event(
+                self.core.name, child_id, verdict, loop, now, proc.pid, proc.incarnation
+            )
+            if event is not None:
+                self.sim.record(self, event)
+        if verdict != "stop":
+            self.sim.at(max(loop.due, now), self._probe, (child_id, proc, loop))
+            return
+        # Stopped as by its stop signal and shutdown; reported as unhealthy.
+        proc.stopping = True
+        self.sim.accounts.set_state(self.path(child_id), "down", now)
+        spec = self.core.get_childspec(child_id)
+        assert isinstance(spec, ChildSpec)
+        delay = stop_time(spec, self.sim.faults_of(self, child_id).model, proc.hung)
+        self.sim.at(now + delay, self._process_exit, (child_id, proc, loop.stop_reason()))
 
     def _process_exit(self, args: tuple[str, _Process, ExitReason]) -> None:
         """A worker's process ends by itself (a fault)."""
@@ -393,27 +507,26 @@ class _Node:
         assert proc.reason is not None
         self.deliver(_ChildExited(child_id, proc.incarnation, proc.reason))
 
-    def _hang(self, args: tuple[str, _Process, Hang]) -> None:
-        """A process hangs: down for the user; only a watchdog can tell its supervisor."""
+    def hang(self, args: tuple[str, _Process, Hang]) -> None:
+        """A process hangs: down for the user; its watchdog or its liveness probe tells
+        its supervisor, whichever decides first (its probes fail from now on)."""
         child_id, proc, model = args
-        if not proc.alive or self.procs.get(child_id) is not proc:
+        if not proc.alive or proc.hung or self.procs.get(child_id) is not proc:
             return
         proc.hung = True
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
         spec = self.core.get_childspec(child_id)
-        if not isinstance(spec, ChildSpec) or spec.watchdog is None:
+        if not isinstance(spec, ChildSpec) or spec.watchdog is None or proc.stopping:
             return
         # The watchdog fires `watchdog` s after the last beat, then stops it as live.
-        if spec.shutdown == BRUTAL_KILL:
-            stop = 0.0
-        elif model.answers_sigterm or spec.shutdown == INFINITY:
-            stop = model.stop_duration
-        else:
-            stop = float(spec.shutdown)
+        proc.watchdog_at = self.sim.now + spec.watchdog
+        stop = stop_time(spec, model, hung=True)
         reason = ExitReason.watchdog(spec.watchdog)
-        self.sim.at(
-            self.sim.now + spec.watchdog + stop, self._process_exit, (child_id, proc, reason)
-        )
+        self.sim.at(proc.watchdog_at + stop, self._watchdog_exit, (child_id, proc, reason))
+
+    def _watchdog_exit(self, args: tuple[str, _Process, ExitReason]) -> None:
+        if not args[1].stopping:  # its liveness probe decided first
+            self._process_exit(args)
 
     def _stop_worker(self, child_id: str, spec: ChildSpec) -> tuple[float, ExitReason]:
         """Begin stopping a worker: how long it takes and the reason it ends with."""
@@ -586,6 +699,9 @@ class _Simulation:
         for path, model in self.models.items():
             for when, reason in model.absolute_exits():
                 self.at(when, self._kill, (path, reason))
+            if isinstance(model, Hang):
+                for when in model.at:
+                    self.at(when, self._hang, (path, model))
         self._start_root(None)
         for c in self.calls:
             self.at(c.at, self._call, c)
@@ -696,26 +812,37 @@ class _Simulation:
         self.accounts.set_root_running(True, self.now)
         self.root.deliver(_Init())
 
-    def _kill(self, args: tuple[str, ExitReason]) -> None:
-        """A scripted absolute exit of the model at `key`: every process of a worker
-        whose model it is (a template's: each child started from it) and that runs now.
-        They end at once; then each supervisor hears of its children's, in start order."""
-        key, reason = args
+    def _processes(self, key: str) -> list[tuple[_Node, str, _Process]]:
+        """The processes of the workers whose model is the one at `key` (a template's:
+        each child started from it), in start order."""
         *parents, name = key.split("/")
         nodes = [self.root] if self.root is not None else []
         for part in parents:
             nodes = [n.nested[c] for n in nodes for c in n.named(part) if c in n.nested]
-        ended: list[tuple[_Node, str, _Process]] = []
+        found: list[tuple[_Node, str, _Process]] = []
         for node in nodes:
             for child_id in node.named(name):
                 proc = node.procs.get(child_id)
                 faults = self.faults.get(node.path(child_id))
                 if proc is None or faults is None or faults.key != key:
                     continue  # not running, or its own model is another key's
-                if node.die(child_id, proc, reason):
-                    ended.append((node, child_id, proc))
+                found.append((node, child_id, proc))
+        return found
+
+    def _kill(self, args: tuple[str, ExitReason]) -> None:
+        """A scripted absolute exit of the model at `key`: every process of a worker
+        whose model it is and that runs now. They end at once; then each supervisor
+        hears of its children's, in start order."""
+        key, reason = args
+        ended = [(n, c, p) for n, c, p in self._processes(key) if n.die(c, p, reason)]
         for node, child_id, proc in ended:
             node.exited(child_id, proc)
+
+    def _hang(self, args: tuple[str, Hang]) -> None:
+        """A Hang's absolute time: every process of a worker whose model it is hangs."""
+        key, model = args
+        for node, child_id, proc in self._processes(key):
+            node.hang((child_id, proc, model))
 
     def root_exited(self, reason: ExitReason) -> None:
         self.accounts.set_root_running(False, self.now)

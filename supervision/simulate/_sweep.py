@@ -30,6 +30,7 @@ class RunFigures:
     restarts: int
     give_ups: int
     time_to_give_up: float | None
+    unhealthy: int = 0  # exits with reason unhealthy (stopped by a liveness probe)
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def run_task(task: SweepTask) -> tuple[int, RunFigures]:
     )
     tree = result.tree
     return task.point, RunFigures(
-        tree.availability, tree.restarts, tree.give_ups, tree.time_to_give_up
+        tree.availability, tree.restarts, tree.give_ups, tree.time_to_give_up, tree.unhealthy
     )
 
 
@@ -69,7 +70,8 @@ class SweepRow:
     `availability` is the fraction of the run in which every worker was up;
     `restarts` the automatic restarts of all workers per run; `give_ups` the
     root's give-ups per run; `time_to_give_up` the first give-up's time,
-    averaged over the `gave_up_runs` runs that gave up (None if none did).
+    averaged over the `gave_up_runs` runs that gave up (None if none did);
+    `unhealthy` the workers' liveness stops (exits with reason unhealthy) per run.
     """
 
     params: Mapping[str, Any]
@@ -79,6 +81,7 @@ class SweepRow:
     give_ups: Estimate
     time_to_give_up: Estimate | None
     gave_up_runs: int
+    unhealthy: Estimate | None = None  # None: a row built without it
 
     def metric(self, name: str) -> float | None:
         """The mean of a metric by name (None: time_to_give_up when no run gave up)."""
@@ -88,7 +91,7 @@ class SweepRow:
         return None if value is None else float(value.mean)
 
 
-METRICS = ("availability", "restarts", "give_ups", "time_to_give_up")
+METRICS = ("availability", "restarts", "give_ups", "time_to_give_up", "unhealthy")
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,10 @@ class SweepTable:
     def __str__(self) -> str:
         names = list(self.axes)
         head = [*names, "availability %", "restarts", "give-ups", "runs gave up", "first give-up s"]
+        # Liveness stops get a column when a run had one.
+        probed = any(r.unhealthy is not None and r.unhealthy.mean > 0 for r in self.rows)
+        if probed:
+            head.append("unhealthy")
         cells = [head]
         for r in self.rows:
             first = r.time_to_give_up.format() if r.time_to_give_up is not None else "never"
@@ -121,6 +128,7 @@ class SweepTable:
                     f"{r.gave_up_runs}/{r.runs}",
                     first,
                 ]
+                + ([r.unhealthy.format() if r.unhealthy is not None else "-"] if probed else [])
             )
         widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
@@ -201,6 +209,7 @@ def _row(point: Mapping[str, Any], runs: Sequence[RunFigures]) -> SweepRow:
     availability = Estimate.of([r.availability for r in runs])
     restarts = Estimate.of([float(r.restarts) for r in runs])
     give_ups = Estimate.of([float(r.give_ups) for r in runs])
+    unhealthy = Estimate.of([float(r.unhealthy) for r in runs])
     assert availability is not None and restarts is not None and give_ups is not None
     return SweepRow(
         params=dict(point),
@@ -210,4 +219,5 @@ def _row(point: Mapping[str, Any], runs: Sequence[RunFigures]) -> SweepRow:
         give_ups=give_ups,
         time_to_give_up=Estimate.of(firsts),
         gave_up_runs=len(firsts),
+        unhealthy=unhealthy,
     )
