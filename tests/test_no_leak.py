@@ -297,3 +297,34 @@ class _Renamed:
             return method(self._child if key == "steady" else key, *args, **kwargs)
 
         return call
+
+
+def test_liveness_stops_racing_exits_and_calls_leak_nothing() -> None:
+    """A probe that always fails stops the child again and again (issue 25): each of
+    those stops races the armed exit of a kill and the API's calls."""
+    from supervision import ExecProbe, Liveness
+
+    child = ChildSpec(
+        id="steady",
+        command=["sleep", "1000"],
+        liveness=Liveness(ExecProbe(["false"], period=0.02), failures=1),
+        shutdown="brutal_kill",
+    )
+    spec = SupervisorSpec(id="root", intensity=10**6, period=1.0, children=[child])
+    rng = random.Random(25)
+    with Tree(spec) as tree:
+        for round in range(ROUNDS):
+            _bring_back(tree, child)
+            with contextlib.suppress(TimeoutError):
+                _kill(_armed(tree, "steady"))
+            with contextlib.suppress(NannyError):
+                RACERS[rng.choice(["terminate", "restart", "pause", "signal"])](tree.nanny)
+            _exactly_what_the_tree_reports(tree, f"round {round}")
+        unhealthy = [
+            e
+            for e in tree.events()
+            if e.context is EventKind.CHILD_EXITED
+            and e.reason is not None
+            and e.reason.kind.value == "unhealthy"
+        ]
+        assert unhealthy, "no liveness stop happened: the race was not run"
