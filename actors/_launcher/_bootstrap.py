@@ -45,8 +45,11 @@ PR_SET_CHILD_SUBREAPER = 36
 _libc: ctypes.CDLL | None = None
 # True while the target (or its unpickling) runs: only then does SIGTERM raise.
 _raise_on_term = False
-# An exception injected (actors.testing) before the target began.
-_pending_crash: BaseException | None = None
+# Where the target is, for an injected exception (actors._launcher._faults): it is
+# raised only while the target runs, and asked for before, raised as it begins.
+_BEFORE, _RUNNING, _RETURNED = 0, 1, 2
+_target_state = _BEFORE
+_crash_requested = False
 
 
 def prctl(option: int, arg: int) -> None:
@@ -86,15 +89,32 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 
 def _on_crash_signal(signum: int, frame: FrameType | None) -> None:
+    global _crash_requested
+    if _target_state == _BEFORE:
+        _crash_requested = True  # unpickling, importing or a standby: _call_target raises it
+        return
+    if not _may_raise_in(frame):
+        return  # the host sends the signal again until it is answered
     from . import _faults
 
-    global _pending_crash
-    exc = _faults.take_crash(os.getpid())
-    if exc is None:
+    if _target_state == _RETURNED:
+        _faults.refuse_crash(os.getpid())
         return
-    if _raise_on_term:
+    exc = _faults.take_crash(os.getpid())
+    if exc is not None:
         raise exc
-    _pending_crash = exc  # the target has not begun: it raises as soon as it does
+
+
+def _may_raise_in(frame: FrameType | None) -> bool:
+    """False where an exception would break the interpreter's state or be swallowed:
+    inside an import (importlib's locks and sys.modules, which is where it once
+    ended as a KeyError) or a __del__ (printed as "ignored")."""
+    while frame is not None:
+        code = frame.f_code
+        if code.co_filename.startswith("<frozen importlib") or code.co_name == "__del__":
+            return False
+        frame = frame.f_back
+    return True
 
 
 def _tie_to_launcher(launcher_pid: int) -> None:
@@ -271,15 +291,25 @@ def _call_target(
     settings: Mapping[str, Any], control_fd: int, loaded: Any = None
 ) -> tuple[int, int | None]:
     """(exit code, signal to die by)."""
+    global _target_state
     try:
         if _in_child._stop_requested:
             # SIGTERM came while starting up, before it could raise: honour it now.
             raise _Terminated(128 + signal.SIGTERM)
         # Plain pickle: it imports cloudpickle only for what was pickled by value.
         target, args, kwargs = loaded or pickle.loads(settings["payload"])
-        if _pending_crash is not None:
-            raise _pending_crash
-        target(*args, **kwargs)
+        _target_state = _RUNNING
+        try:
+            if _crash_requested:  # asked for before the target began: raised as it does
+                from . import _faults
+
+                crash = _faults.take_crash(os.getpid())
+                if crash is not None:
+                    raise crash
+            target(*args, **kwargs)
+        finally:
+            # One store, before any call: no crash is raised past the target's end.
+            _target_state = _RETURNED
     except _Terminated:
         return 0, signal.SIGTERM
     except SystemExit as exc:
@@ -297,6 +327,8 @@ def _call_target(
 
 
 def _finish(code: int, die_by: int | None) -> NoReturn:
+    global _target_state
+    _target_state = _RETURNED  # also when it never began: a crash asked for now is refused
     try:
         # After the target, SIGTERM kills at once, as in a plain interpreter.
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
