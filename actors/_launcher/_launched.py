@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from . import _wire
 from ._control import CHILD_FRAME
 from ._protocol import Arm, Failure
+
+if TYPE_CHECKING:
+    from ._tee import Sink
 
 
 class SpawnError(Exception):
@@ -36,6 +40,7 @@ class Launched:
         "pid_deadline",
         "pid_file",
         "pidfd",
+        "sinks",
         "started",
         "template",
         "token",
@@ -48,6 +53,7 @@ class Launched:
         self.decoder = _wire.Decoder(CHILD_FRAME)
         self.error: Failure | None = None
         self.captures: dict[int, int] = {}  # stream (1 or 2) -> read end of its pipe
+        self.sinks: dict[int, Sink] = {}  # a tee'd stream -> where it goes on to
         self.started = time.monotonic()
         self.arm: Arm | None = None
         self.pidfd = -1

@@ -2,7 +2,8 @@
 and report of every exit, and the restarts the host armed ahead of it.
 
 Single-threaded (so forking is safe). The pieces it drives: `_spawn` starts
-children, `_channels` reads what they write, `_reports` sends to the host,
+children, `_channels` reads what they write, `_tee` passes tee'd output on to
+where it was going, `_reports` sends to the host,
 `_daemons` follows a daemon that forks itself, `_orphans` kills what a child
 left behind.
 """
@@ -46,12 +47,18 @@ from ._protocol import (
 )
 from ._record import Record
 from ._reports import Reports
-from ._spawn import Starter, close_all
+from ._spawn import Starter
+from ._tee import Tee, own_stdio
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # How often a daemon's pid file is looked at while it is being written.
 PID_FILE_POLL = 0.01
 FD_MARGIN = 256  # fds kept free for a spawn's own pipes and files, and our own
+# Past this share of our fd room a child's streams are not tee'd (they go straight to
+# their destination): a tee costs a pipe per stream, a pidfd saves a walk of all children.
+TEE_SHARE = 0.75
+STANDBY_FDS = 5  # at most, per warm standby: its "go" pipe, a pipe and a file per stream
+FLUSH_AT_EXIT = 0.3  # s for tee'd output still waiting, within the guardian's grace
 
 
 def _pidfds_work() -> bool:
@@ -77,6 +84,7 @@ class LauncherLoop:
 
     def __init__(self, sock_fd: int, lifeline_fd: int) -> None:
         self.pid = os.getpid()
+        stdio = own_stdio(reserved=(sock_fd, lifeline_fd))  # before we open any fd
         # Passed fds arrive inheritable: they must not leak into commands (trap 2).
         self.sock = socket.socket(fileno=sock_fd)
         self.sock.set_inheritable(False)
@@ -84,7 +92,9 @@ class LauncherLoop:
         os.set_inheritable(lifeline_fd, False)
         self.lifeline = lifeline_fd
         self.children: dict[int, Launched] = {}
-        self.starter = Starter(self.pid)
+        self.sel = selectors.DefaultSelector()
+        self.tee = Tee(self.sel, stdio)
+        self.starter = Starter(self.pid, self.tee)
         self.daemons = ForkingDaemons(
             self.pid,
             self.children,
@@ -105,7 +115,6 @@ class LauncherLoop:
         self.host_gone = False
         self.unwatched: set[int] = set()  # children without a pidfd: reaped on SIGCHLD
 
-        self.sel = selectors.DefaultSelector()
         self.channels = Channels(self.sel, self.report, self.children.__contains__)
         self._wake_r, wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
@@ -268,13 +277,13 @@ class LauncherLoop:
 
     def _start(self, template_id: int) -> Launched:
         """Start a child from a template and watch it; raises SpawnError."""
-        child = self.starter.start(template_id)
+        child = self.starter.start(template_id, tee=self._tee_room())
         self.daemons.started(child)
         self._add(child, control=True)
         return child
 
     def _prepare(self, request: Prepare) -> None:
-        standby = self.starter.prepare(request.standby, request.template)
+        standby = self.starter.prepare(request.standby, request.template, tee=self._tee_room())
         if standby is None:
             self.report(Prepared(request.standby, 0))
             return
@@ -289,16 +298,26 @@ class LauncherLoop:
             self.channels.listen_control(child)
         self.channels.listen_output(child)
 
+    # -- fds -------------------------------------------------------------------------
+
+    def _held(self) -> int:
+        """The fds we hold, counted, not guessed per child: those registered with the
+        selector (a child's pidfd, control pipe, captured and tee'd pipes), the tee'd
+        pipes not read while their destination is full, the files of tee'd streams,
+        and what warm standbys hold (at most STANDBY_FDS each)."""
+        registered = len(self.sel.get_map()) - self.tee.watched + self.channels.paused
+        return registered + self.tee.owned + STANDBY_FDS * len(self.starter.standbys)
+
+    def _tee_room(self) -> bool:
+        """Whether a child started now may have its streams tee'd: not past TEE_SHARE
+        of our fd room, which is kept for pidfds (docs/launcher.md, "Tee'd output")."""
+        return self._held() < self.fd_limit * TEE_SHARE
+
     # -- exits ---------------------------------------------------------------------
 
     def _watch(self, child: Launched) -> None:
-        """Learn of the child's exit through a pidfd, while we have fds to spare.
-
-        Every fd we hold for a child (its pidfd, control pipe, captured outputs) is
-        registered with the selector (a standby holds up to three more): that count,
-        not a guess per child, says whether one more fits under our fd limit."""
-        held = len(self.sel.get_map()) + 3 * len(self.starter.standbys)  # go, outputs
-        if not self.pidfds or held >= self.fd_limit:
+        """Learn of the child's exit through a pidfd, while we have fds to spare."""
+        if not self.pidfds or self._held() >= self.fd_limit:
             self.unwatched.add(child.pid)
             return
         try:
@@ -363,8 +382,7 @@ class LauncherLoop:
         if sid is not None:
             self.report(StandbyDied(sid))
         self.channels.close_control(standby)
-        close_all(standby.captures.values())
-        standby.captures.clear()
+        self.channels.drain_output(standby)  # why it died, perhaps: to a tee'd destination
 
     def _exited(self, child: Launched, status: int) -> None:
         """One of our children was reaped: kill what it left, report it (and maybe restart it)."""
@@ -468,6 +486,9 @@ class LauncherLoop:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
         sweep(self.pid)
+        for child in self.children.values():
+            self.channels.drain_output(child)  # their last words, for tee'd destinations
+        self.tee.flush(FLUSH_AT_EXIT)
         self.children.clear()
         if not self.host_gone:
             self.reports.send_all(timeout=1.0)  # a host that stopped reading must not keep us

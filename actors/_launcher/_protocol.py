@@ -8,8 +8,9 @@ type, so a reader gets either a well-formed record or a `WireError`.
 Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
 
 - `Define(template, settings)`: remember how to start a child (`Template`:
-  command or pickled target, env, cwd, output). Sent once per worker and
-  whenever its env, cwd or sys.path change, so a spawn request stays small.
+  command or pickled target, env, cwd, output, tee'd streams). Sent once per
+  worker and whenever its env, cwd or sys.path change, so a spawn request stays
+  small.
 - `Forget(template)`: drop a template nobody uses any more.
 - `Spawn(req, template, standby, chain)`: start a child from a template (or say
   "go" to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
@@ -43,7 +44,7 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
 - `Prepared(standby, pid)`: the standby is forked (`pid` 0: it could not be).
 - `StandbyDied(standby)`: a standby ended before it was used.
 - `Ready(pid)`: a Python child called `actors.child.ready()`.
-- `Output(pid, stream, data)`: what a child wrote to a captured stream.
+- `Output(pid, stream, data)`: what a child wrote to a captured or tee'd stream.
 - `Heartbeat(pid)`: a Python child's heartbeat; at most one per HEARTBEAT_EVERY s.
 - `ChannelClosed(pid, why)`: a child wrote something that is not the protocol
   on its control pipe; the launcher stopped listening to it.
@@ -149,6 +150,7 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     float,
     float,
     (str, _NONE),
+    list,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -174,6 +176,10 @@ class Template(Record):
     # A command that must find its own pid in this environment variable (systemd's
     # WATCHDOG_PID): forked and exec'd, not posix_spawn'd, to know its pid first.
     pid_env: str | None = None
+    # Streams (1 stdout, 2 stderr) that still go to their destination (the launcher's
+    # own, or the file) but through a pipe the launcher reads: it writes each byte on
+    # and reports it as `Output`, as for "capture" (docs/launcher.md, "Tee'd output").
+    tee: list[int] = field(default_factory=list)
 
 
 @_record("define", int, Template)

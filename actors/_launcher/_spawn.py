@@ -23,6 +23,7 @@ from ._daemons import TOKEN_ENV, child_token
 from ._launched import Launched, SpawnError
 from ._procfs import boot_ticks
 from ._protocol import Template
+from ._tee import Sink, Tee
 
 CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 _OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -32,6 +33,7 @@ _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspat
 # Runs of starts cancelled or failed, remembered so their later spawns start nothing;
 # a supervisor names a new chain per run, so only the recent ones matter.
 FAILED_CHAINS = 1024
+_WHICH = {1: "stdout", 2: "stderr"}
 
 
 def close_all(fds: Iterable[int]) -> None:
@@ -68,14 +70,7 @@ def _which(command: str, path: str) -> str:
     )
 
 
-def _open_output(path: str | None, which: str, captures: dict[int, int]) -> int | None:
-    if path is None:
-        return None
-    if path == "capture":
-        read_end, write_end = os.pipe()  # both close-on-exec; dup2 onto 1/2 clears it
-        os.set_blocking(read_end, False)
-        captures[1 if which == "stdout" else 2] = read_end
-        return write_end
+def _open_file(path: str, which: str) -> int:
     try:
         return os.open(path, _OUTPUT_FLAGS, 0o644)
     except OSError as exc:
@@ -84,6 +79,71 @@ def _open_output(path: str | None, which: str, captures: dict[int, int]) -> int 
             f"cannot open its {which} file {path!r}: {exc.strerror}; "
             "check that the directory exists and is writable",
         ) from None
+
+
+class _Outputs:
+    """A child's stdout and stderr while it is started: the fds it gets, the read ends
+    of its captured and tee'd pipes, and where its tee'd streams go on to."""
+
+    def __init__(self) -> None:
+        self.captures: dict[int, int] = {}
+        self.sinks: dict[int, Sink] = {}
+        self.given: list[int] = []  # the child's ends: closed once it has them
+        self.out_fd: int | None = None
+        self.err_fd: int | None = None
+
+    def open(self, tee: Tee, template: Template, teeing: bool) -> None:
+        wanted = template.tee if teeing else ()
+        self.out_fd = self._open(tee, template.stdout, 1, 1 in wanted)
+        self.err_fd = self._open(tee, template.stderr, 2, 2 in wanted)
+
+    def _open(self, tee: Tee, path: str | None, stream: int, teed: bool) -> int | None:
+        if path == "capture":
+            return self._pipe(stream)
+        if not teed:
+            return None if path is None else self._give(_open_file(path, _WHICH[stream]))
+        if path is None:
+            inherited = tee.inherited(stream)
+            if inherited is None:
+                return None  # we have no such stream to pass it on to: as without a tee
+            try:
+                write_end = self._pipe(stream)
+            except OSError:  # no fd for the pipe: never a failed start for want of a tee
+                return None
+            sink = inherited
+        else:
+            fd = _open_file(path, _WHICH[stream])
+            try:
+                write_end = self._pipe(stream)
+            except OSError:
+                return self._give(fd)
+            sink = tee.file(fd)
+        sink.attach()
+        self.sinks[stream] = sink
+        return write_end
+
+    def _pipe(self, stream: int) -> int:
+        read_end, write_end = os.pipe()  # both close-on-exec; dup2 onto 1/2 clears it
+        os.set_blocking(read_end, False)
+        self.captures[stream] = read_end
+        return self._give(write_end)
+
+    def _give(self, fd: int) -> int:
+        self.given.append(fd)
+        return fd
+
+    def close_given(self) -> None:
+        close_all(self.given)
+        self.given.clear()
+
+    def abandon(self) -> None:
+        """The start failed: nothing is kept."""
+        self.close_given()
+        close_all(self.captures.values())
+        self.captures.clear()
+        for sink in self.sinks.values():
+            sink.release()
+        self.sinks.clear()
 
 
 def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int, int]]:
@@ -171,8 +231,9 @@ class Starter:
     """Makes the launcher's children from the host's templates, and its warm standbys
     (forked ahead, target unpickled, waiting for "go")."""
 
-    def __init__(self, me: int) -> None:
+    def __init__(self, me: int, tee: Tee) -> None:
         self.me = me
+        self.tee = tee
         self.templates: dict[int, Template] = {}
         self.standbys: dict[int, tuple[Launched, int]] = {}  # id -> (child, write end of "go")
         self.discarded: dict[int, Launched] = {}  # pid -> a standby killed, not yet reaped
@@ -193,17 +254,17 @@ class Starter:
 
     # -- children ----------------------------------------------------------------------
 
-    def start(self, template_id: int) -> Launched:
-        """Start a child from a template; raises SpawnError."""
+    def start(self, template_id: int, *, tee: bool = True) -> Launched:
+        """Start a child from a template (its tee'd streams through the launcher, if
+        `tee`: there are fds to spare); raises SpawnError."""
         template = self.templates.get(template_id)
         if template is None:
             raise SpawnError(None, "unknown template: the host forgot it")
-        out_fd = err_fd = None
-        captures: dict[int, int] = {}
+        outputs = _Outputs()
         try:
             self._chdir(template.cwd)
-            out_fd = _open_output(template.stdout, "stdout", captures)
-            err_fd = _open_output(template.stderr, "stderr", captures)
+            outputs.open(self.tee, template, tee)
+            out_fd, err_fd = outputs.out_fd, outputs.err_fd
             control_fd = None
             token = ""
             born = boot_ticks() - 1  # a tick of margin: the clocks round apart
@@ -215,16 +276,16 @@ class Starter:
             else:
                 pid, control_fd = self._fork(template, out_fd, err_fd)
         except SpawnError:
-            close_all(captures.values())
+            outputs.abandon()
             raise
         except Exception as exc:
-            close_all(captures.values())
+            outputs.abandon()
             err = exc.errno if isinstance(exc, OSError) else None
             raise SpawnError(err, f"{type(exc).__name__}: {exc}") from None
-        finally:
-            close_all(fd for fd in (out_fd, err_fd) if fd is not None)
+        outputs.close_given()
         child = Launched(pid, control_fd, template_id)
-        child.captures = captures
+        child.captures = outputs.captures
+        child.sinks = outputs.sinks
         child.token = token
         child.born = born
         if template.pid_file is not None:
@@ -335,27 +396,27 @@ class Starter:
 
     # -- warm standbys -------------------------------------------------------------------
 
-    def prepare(self, standby: int, template_id: int) -> Launched | None:
+    def prepare(self, standby: int, template_id: int, *, tee: bool = True) -> Launched | None:
         """Fork a standby of a target's template (None: it could not be)."""
         template = self.templates.get(template_id)
-        out_fd = err_fd = None
-        captures: dict[int, int] = {}
+        outputs = _Outputs()
         go_r, go_w = os.pipe()
         try:
             if template is None or template.payload is None or template.fresh:
                 raise SpawnError(None, "no template for a standby")
             self._chdir(template.cwd)
-            out_fd = _open_output(template.stdout, "stdout", captures)
-            err_fd = _open_output(template.stderr, "stderr", captures)
-            pid, control_fd = self._fork(template, out_fd, err_fd, go_r)
+            outputs.open(self.tee, template, tee)
+            pid, control_fd = self._fork(template, outputs.out_fd, outputs.err_fd, go_r)
         except Exception:
             # No standby then: the next spawn forks as usual and reports what fails.
-            close_all([*captures.values(), go_w])
+            outputs.abandon()
+            close_all([go_r, go_w])
             return None
-        finally:
-            close_all([go_r] + [fd for fd in (out_fd, err_fd) if fd is not None])
+        close_all([go_r])
+        outputs.close_given()
         child = Launched(pid, control_fd, template_id)
-        child.captures = captures
+        child.captures = outputs.captures
+        child.sinks = outputs.sinks
         self.standbys[standby] = (child, go_w)
         return child
 

@@ -2,12 +2,13 @@
 
 Public as `actors.testing.FakeSpawner` (trio.testing's way: the fake ships with
 the port it fakes). Each spawn makes a `FakeChild` that the test ends
-(`finish`), makes ready, or lets a stop end (SIGTERM and SIGKILL end it unless
-it was told to ignore SIGTERM). It keeps the launcher's rules for what acts
-ahead of the core (docs/acting-ahead.md): an armed child whose exit its plan
-covers, within its budget's grant, gets a successor started in its place before
-its exit is reported; a run of starts starts in order and none after one that
-failed or was cancelled; a successor whose predecessor was let go is never born.
+(`finish`), makes ready, makes write to its output (`write`), or lets a stop end
+(SIGTERM and SIGKILL end it unless it was told to ignore SIGTERM). It keeps the
+launcher's rules for what acts ahead of the core (docs/acting-ahead.md): an armed
+child whose exit its plan covers, within its budget's grant, gets a successor
+started in its place before its exit is reported; a run of starts starts in order
+and none after one that failed or was cancelled; a successor whose predecessor was
+let go is never born.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 from supervision import ExitPlan
 
 from .._launcher._protocol import Failure
+from ._handle import OutputTail
 from ._port import LaunchError, Note, PendingSpawn, ProcessExit, RunSpawn, SpawnRequest, Standby
 
 _pids = itertools.count(900_000)
@@ -64,6 +66,7 @@ class FakeChild:
         self._done = threading.Event()
         self._ready_or_done = threading.Event()
         self._lock = threading.Lock()
+        self._output = OutputTail()
 
     @property
     def exit(self) -> ProcessExit | None:
@@ -103,8 +106,19 @@ class FakeChild:
     def gone(self) -> bool:
         return self._exit is not None
 
+    def write(self, stream: int, data: bytes) -> None:
+        """The process writes `data` to its stdout (1) or stderr (2), as a captured or
+        tee'd stream reaches its handle."""
+        self._output.append(stream, data)
+
     def output(self, stream: int = 2) -> bytes:
-        return b""
+        return self._output.tail(stream)
+
+    def output_since(self, stream: int, offset: int) -> tuple[bytes, int]:
+        return self._output.since(stream, offset)
+
+    def wait_output(self, stream: int, offset: int, timeout: float) -> bool:
+        return self._output.wait(stream, offset, timeout)
 
     def finish(
         self,
@@ -122,8 +136,9 @@ class FakeChild:
                 return
             if not self._let_go and self._spawner._covered(self, returncode, uptime):
                 self.successor = self._spawner._start(self.name, self.template, self._notify)
-            self._exit = ProcessExit(self.pid, returncode, uptime, error)
+            self._exit = ProcessExit(self.pid, returncode, uptime, error, stderr=self.output(2))
             self._spawner.ended.append(self)
+        self._output.end()
         self._done.set()
         self._ready_or_done.set()
         if note and self._notify is not None:

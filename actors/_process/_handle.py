@@ -21,6 +21,69 @@ from ._port import OUTPUT_LIMIT, Note, ProcessExit
 log = logging.getLogger("nannytree")
 
 _BIRTHS = threading.Lock()  # a successor's birth against its abandonment
+# An OutputTail's buffer against its total (a reader sees both or neither move), and
+# the making of its Condition; held for no longer.
+_OUTPUT = threading.Lock()
+
+
+class OutputTail:
+    """What a child's captured or tee'd streams said: the last OUTPUT_LIMIT bytes of
+    each, and how many in all. Written by one thread (the launcher's reader); read and
+    waited for anywhere. The Condition is made only when somebody waits (most children
+    are never waited on for output: docs/scale.md counts the objects per child)."""
+
+    __slots__ = ("_bufs", "_ended", "_totals", "_woken")
+
+    def __init__(self) -> None:
+        self._bufs: dict[int, bytearray] = {}
+        self._totals: dict[int, int] = {}
+        self._ended = False
+        self._woken: threading.Condition | None = None
+
+    def append(self, stream: int, data: bytes) -> None:
+        with _OUTPUT:
+            buf = self._bufs.setdefault(stream, bytearray())
+            buf += data
+            if len(buf) > OUTPUT_LIMIT:
+                del buf[: len(buf) - OUTPUT_LIMIT]
+            self._totals[stream] = self._totals.get(stream, 0) + len(data)
+        self._wake()
+
+    def end(self) -> None:
+        """Nothing more will come: its process ended (its last words came before)."""
+        with _OUTPUT:
+            self._ended = True
+        self._wake()
+
+    def _wake(self) -> None:
+        woken = self._woken
+        if woken is not None:
+            with woken:
+                woken.notify_all()
+
+    def tail(self, stream: int) -> bytes:
+        with _OUTPUT:
+            return bytes(self._bufs.get(stream, b""))
+
+    def since(self, stream: int, offset: int) -> tuple[bytes, int]:
+        with _OUTPUT:
+            buf = self._bufs.get(stream)
+            total = self._totals.get(stream, 0)
+            if buf is None or offset >= total:
+                return b"", total
+            kept = total - len(buf)  # the total offset of buf[0]
+            return bytes(buf[max(0, offset - kept) :]), total
+
+    def wait(self, stream: int, offset: int, timeout: float) -> bool:
+        with _OUTPUT:
+            if self._woken is None:
+                self._woken = threading.Condition()
+            woken = self._woken
+        with woken:
+            woken.wait_for(
+                lambda: self._totals.get(stream, 0) > offset or self._ended, max(0.0, timeout)
+            )
+        return self._totals.get(stream, 0) > offset
 
 
 class ChildProcess:
@@ -44,7 +107,7 @@ class ChildProcess:
         self._exited = Flag()
         self._ready_or_exited = Flag()
         self._notify = notify
-        self._output: dict[int, bytearray] = {}
+        self._output = OutputTail()
         self.channel_note = ""
         # The child the launcher started in this one's place (an armed exit), if any.
         self.successor: ChildProcess | None = None
@@ -88,16 +151,25 @@ class ChildProcess:
 
     def _never_born(self) -> None:
         self._born.set()
+        self._output.end()
 
     def output(self, stream: int = 2) -> bytes:
-        """What a captured stream (1 stdout, 2 stderr) said: its last OUTPUT_LIMIT bytes."""
-        return bytes(self._output.get(stream, b""))
+        """What a captured or tee'd stream (1 stdout, 2 stderr) said: its last
+        OUTPUT_LIMIT bytes."""
+        return self._output.tail(stream)
+
+    def output_since(self, stream: int, offset: int) -> tuple[bytes, int]:
+        """What the stream said after its first `offset` bytes (as much as is kept), and
+        how many bytes it said in all: pass that as the next `offset`."""
+        return self._output.since(stream, offset)
+
+    def wait_output(self, stream: int, offset: int, timeout: float) -> bool:
+        """Whether the stream said more than `offset` bytes, waiting up to `timeout` s;
+        the wait ends early once its exit is known (all it wrote came before)."""
+        return self._output.wait(stream, offset, timeout)
 
     def _append_output(self, stream: int, data: bytes) -> None:
-        buf = self._output.setdefault(stream, bytearray())
-        buf += data
-        if len(buf) > OUTPUT_LIMIT:
-            del buf[: len(buf) - OUTPUT_LIMIT]
+        self._output.append(stream, data)
 
     def __repr__(self) -> str:
         return f"<ChildProcess pid={self.pid} exit={self._exit}>"
@@ -161,6 +233,7 @@ class ChildProcess:
         self._exit = exit
         self._exited.set()
         self._ready_or_exited.set()
+        self._output.end()
         self._tell("exited")
 
     def _channel_closed(self, why: str) -> None:

@@ -39,7 +39,11 @@ class SpawnRequest:
     working directory when the request is defined. Children read /dev/null on
     stdin; stdout/stderr are the host's unless a file (opened for append) is
     named, or "capture" (the launcher forwards what the child writes; read it
-    with ChildProcess.output()).
+    with ChildProcess.output()). A stream in `tee` (1 stdout, 2 stderr; stderr
+    unless told otherwise) still goes to the host's or to its file, through the
+    launcher, which also forwards it as for "capture"; past 3/4 of the
+    launcher's fd room a child is started without it (docs/launcher.md, "Tee'd
+    output").
     """
 
     command: Sequence[str] | None = None
@@ -56,6 +60,7 @@ class SpawnRequest:
     pid_timeout: float = 30.0
     follow_grace: float = 0.0  # Template.follow_grace
     pid_env: str | None = None  # Template.pid_env
+    tee: Sequence[int] = (2,)  # Template.tee: what a "capture" is not, also forwarded
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -69,9 +74,12 @@ class SpawnRequest:
             isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
         ):
             raise ValueError(f"child {self.name!r}: env keys and values must be str")
+        if isinstance(self.tee, str | bytes) or not all(s in (1, 2) for s in self.tee):
+            raise ValueError(f"child {self.name!r}: tee takes streams 1 (stdout) and 2 (stderr)")
 
     def template(self) -> Template:
         """The launcher's record of this request, resolved against the host's state now."""
+        captured = {s for s, to in ((1, self.stdout), (2, self.stderr)) if to == CAPTURE}
         return Template(
             command=None if self.command is None else list(self.command),
             payload=self.payload,
@@ -87,6 +95,7 @@ class SpawnRequest:
             pid_timeout=float(self.pid_timeout),
             follow_grace=float(self.follow_grace),
             pid_env=self.pid_env,
+            tee=[s for s in (1, 2) if s in self.tee and s not in captured],
         )
 
 
@@ -106,7 +115,7 @@ class ProcessExit:
     uptime: float = field(default=0.0, compare=False)
     error: Failure | None = None  # what a Python target raised
     launcher_died: bool = False
-    stderr: bytes = b""  # what a captured stderr said last (its last OUTPUT_LIMIT bytes)
+    stderr: bytes = b""  # what a captured or tee'd stderr said last (its last OUTPUT_LIMIT bytes)
     # Its first process exited 0 leaving these running: it daemonized itself.
     detached: tuple[int, ...] = ()
 
@@ -213,7 +222,17 @@ class ChildHandle(Protocol):
         """The OS's word that the process is gone, ahead of the exit's report (a pidfd
         where there is one); opened before the stop signal, while the pid is still it."""
 
-    def output(self, stream: int = 2) -> bytes: ...
+    def output(self, stream: int = 2) -> bytes:
+        """What a captured or tee'd stream (1 stdout, 2 stderr) said: its last
+        OUTPUT_LIMIT bytes."""
+
+    def output_since(self, stream: int, offset: int) -> tuple[bytes, int]:
+        """What the stream said after its first `offset` bytes (what is still kept of
+        it: the last OUTPUT_LIMIT bytes), and how many bytes it said in all."""
+
+    def wait_output(self, stream: int, offset: int, timeout: float) -> bool:
+        """Whether the stream said more than `offset` bytes in all, waiting up to
+        `timeout` s for it; it stops waiting when the process ended."""
 
 
 class ExitWatch(Protocol):
