@@ -12,7 +12,7 @@ from typing import Any
 
 import cloudpickle
 
-from supervision import ChildSpec, ExitReason
+from supervision import ChildSpec, ExitReason, LogLine
 
 from .._process._port import SpawnRequest
 from ._sd_notify import NotifyEndpoint
@@ -66,7 +66,16 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.pid_file,
         spec.start_timeout if spec.pid_file is not None else None,
         spec.fresh_interpreter,
+        _tee(spec),
     )
+
+
+def _tee(spec: ChildSpec) -> tuple[int, ...]:
+    """The streams the launcher tees: stderr always (its tail explains an exit), and
+    stdout too when a readiness reads it (docs/health.md)."""
+    if isinstance(spec.ready, LogLine):
+        return tuple(sorted({2, *spec.ready.streams}))
+    return (2,)
 
 
 def build_request(
@@ -94,6 +103,7 @@ def build_request(
         "stdout": os.fspath(spec.stdout) if spec.stdout is not None else None,
         "stderr": os.fspath(spec.stderr) if spec.stderr is not None else None,
         "name": spec.id,
+        "tee": _tee(spec),
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)
