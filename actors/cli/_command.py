@@ -8,11 +8,13 @@
     nannytree logs ID [--stdout]
     nannytree signal ID SIG
     nannytree events --follow
+    nannytree wait [ID...] --ready     until the tree (or those children) is ready
     nannytree shutdown                 stop the running tree, as Ctrl-C does
 
 Exit status: 0 done; 1 failed (invalid file, refused request, a tree that gave
 up); 2 bad usage (also: several trees run and none was named); 3 not running
-(no tree found, or `status` shows a child that is not running, as systemctl).
+(no tree found, or `status` shows a child that is not running, as systemctl);
+4 timed out (`wait`: not ready within --timeout).
 """
 
 from __future__ import annotations
@@ -65,6 +67,16 @@ def signal_arg(text: str) -> int:
     if number is None:
         raise argparse.ArgumentTypeError(f"unknown signal {text!r}; e.g. HUP, TERM, USR1 or 10")
     return number
+
+
+def non_negative(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected seconds >= 0, not {text!r}")
+    return value
 
 
 def positive(text: str) -> float:
@@ -398,6 +410,12 @@ def cmd_reload(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def cmd_wait(args: argparse.Namespace) -> int:
+    from ._wait import cmd_wait as wait
+
+    return wait(args)
+
+
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
@@ -436,7 +454,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="nannytree",
         description="Run Erlang/OTP-style supervision trees of OS processes from TOML files.",
         epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
-        "found, or `status` shows a child that is not running).",
+        "found, or `status` shows a child that is not running), 4 timed out (`wait`).",
     )
     parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -551,6 +569,26 @@ def _parser() -> argparse.ArgumentParser:
         "update", parents=[client], help="apply the edited tree file (supervisorctl update)"
     )
     p.set_defaults(func=cmd_reload)
+    p = sub.add_parser(
+        "wait",
+        parents=[client],
+        help="block until the tree (or these children) is ready; waits for the tree to start",
+        description="Exit 0 once ready; 1 if it never will be (the tree ended, a supervisor "
+        "gave up for good), at once, with the reason; 3 if no tree started within the "
+        "timeout; 4 if something was not ready when it ran out, naming what and why.",
+    )
+    p.add_argument("ids", nargs="*", metavar="ID", help="children to wait for (none: all)")
+    p.add_argument(
+        "--ready",
+        action="store_true",
+        required=True,
+        help="every worker running (its ready passed) with no liveness probe failing, "
+        "or a one-shot step done; every supervisor running",
+    )
+    p.add_argument(
+        "--timeout", type=non_negative, metavar="S", help="give up after S seconds (default: never)"
+    )
+    p.set_defaults(func=cmd_wait)
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
     p.set_defaults(func=cmd_shutdown)
     return parser

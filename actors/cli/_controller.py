@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 from ._control import OP_TIMEOUT, Send
 from ._logfile import tail_file
+from ._ready import wait_ready
 from ._records import EventRecord
 
 if TYPE_CHECKING:
@@ -87,6 +88,9 @@ class Controller:
             return dict(self.info)
         if op == "status":
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
+        if op == "wait":  # `nannytree wait --ready`: blocks this connection's thread only
+            conn: socket.socket = request["_peer"]["conn"]
+            return wait_ready(self.inspector, request, self.closing, lambda: _peer_gone(conn))
         if op == "detail":
             key = request.get("id")
             if not isinstance(key, str):
@@ -315,6 +319,8 @@ class Controller:
         """One child up close: its spec, its process, its last exits and their stderr."""
         from supervision import EventKind
 
+        from ._status import health_dict
+
         self._worker_only(t, "show the detail of")
         spec = self._call(t, "get_childspec", t.child_id)
         supervisor, _, child = t.path.rpartition("/")
@@ -345,6 +351,7 @@ class Controller:
             "runs": _runs(spec),
             "output": ", ".join(sorted(str(o) for o in outputs)),
             "status": self._call(t, "child_status", t.child_id),
+            "health": health_dict(t.info.health),
             "node": t.info.node,
             "exits": exits,
         }

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._records import Node
+from ._records import Node, health_text
 from ._text import printable
 
 if TYPE_CHECKING:
@@ -140,8 +140,12 @@ def table(
     return out
 
 
-def tree_rows(root: Node, notes: bool = False) -> list[list[Cell]]:
-    """One row per node; with `notes`, a last column of each child's sd_notify
+HEALTH_COLORS = {"healthy": "32", "ready": "32", "failing": RED}
+
+
+def tree_rows(root: Node, notes: bool = False, health: bool = False) -> list[list[Cell]]:
+    """One row per node; with `health`, a column of each child's liveness probe
+    verdict after its state; with `notes`, a last column of each child's sd_notify
     STATUS= text (child-produced: escaped)."""
     rows = []
     for guide, node in _guided(root):
@@ -165,6 +169,10 @@ def tree_rows(root: Node, notes: bool = False) -> list[list[Cell]]:
                 (printable(node.last_exit or "-"), exit_style if node.last_exit else ""),
             ]
         )
+        if health:
+            verdict = health_text(node.health) if node.state == "running" else ""
+            style = HEALTH_COLORS.get(verdict.split(" ")[0], "")
+            rows[-1].insert(2, (printable(verdict or "-"), style if verdict else ""))
         if notes:
             rows[-1].append((printable(node.status or ""), DIM))
     return rows
@@ -182,15 +190,24 @@ def status_lines(paint: Painter, status: dict[str, Any], root: Node) -> list[str
     if status.get("output"):
         lines.append(paint(printable(f"  children's output: {status['output']}"), DIM))
     lines.append("")
-    # The STATUS= column only when a child has sent one (most trees: none).
+    # The STATUS= column only when a child has sent one (most trees: none), the
+    # health column only when a child has a liveness probe.
     notes = any(n.status for _, n in root.walk())
+    health = any(n.health for _, n in root.walk())
+    headers = list(HEADERS)
+    if health:
+        headers.insert(2, "health")
+    if notes:
+        headers.append("status")
+    shift = 1 if health else 0
+    last_exit = 7 + shift
     lines.extend(
         table(
             paint,
-            (*HEADERS, "status") if notes else HEADERS,
-            tree_rows(root, notes),
-            right=frozenset({2, 3, 4, 5, 6}),
-            shrink=(0, 7, 8) if notes else (0, 7),
+            headers,
+            tree_rows(root, notes, health),
+            right=frozenset(i + shift for i in (2, 3, 4, 5, 6)),
+            shrink=(0, *((2,) if health else ()), last_exit, *((last_exit + 1,) if notes else ())),
         )
     )
     return lines
@@ -209,6 +226,7 @@ def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
         ("pid", detail.get("pid")),
         ("uptime", fmt_duration(detail.get("uptime"))),
         ("restarts", detail.get("restarts")),
+        ("health", health_text(detail.get("health"))),
         ("status", detail.get("status")),
         ("output", detail.get("output")),
     ]

@@ -79,7 +79,10 @@ class Node(_Record):
     the current incarnation started; `cpu` percent and `rss` bytes cover the
     process and its descendants (for a supervisor: its whole subtree); `node` is
     the host of a remote subtree's child (None: this host); `status` a command's
-    last sd_notify STATUS= text.
+    last sd_notify STATUS= text; `last_exit_kind` the ExitKind value of `last_exit`
+    ("normal": it exited by itself with a normal code; "shutdown": it was stopped);
+    `health` what its liveness probe says ({"status", "failures", "threshold",
+    "error"}, as supervision.Health), None without a probe.
     """
 
     FIELDS = (
@@ -101,6 +104,8 @@ class Node(_Record):
         ("period", None),
         ("node", None),
         ("status", ""),
+        ("last_exit_kind", None),
+        ("health", None),
         ("children", _LIST),
     )
     id: str
@@ -121,6 +126,8 @@ class Node(_Record):
     period: float | None
     node: str | None
     status: str  # a command's last sd_notify STATUS= text ("" if none)
+    last_exit_kind: str | None
+    health: dict[str, Any] | None
     children: list[Node]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -135,6 +142,18 @@ class Node(_Record):
     def from_dict(cls, data: dict[str, Any]) -> Node:
         kids = [cls.from_dict(c) for c in data.get("children", [])]
         return cls(**{**cls._known(data), "children": kids})
+
+
+def health_text(health: dict[str, Any] | None) -> str:
+    """A liveness probe's verdict in a few words: "ready" (not probed yet),
+    "healthy", or "failing 2/3: <the last probe's error>"; "" without a probe."""
+    if not health:
+        return ""
+    status = health.get("status")
+    if status == "failing":
+        failures, threshold = health.get("failures"), health.get("threshold")
+        return f"failing {failures}/{threshold}: {health.get('error', '')}"
+    return "healthy" if status == "healthy" else "ready"
 
 
 # -- events as records -----------------------------------------------------------------

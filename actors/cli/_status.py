@@ -18,6 +18,7 @@ from supervision import (
     ChildNotFound,
     Event,
     EventKind,
+    Health,
     SupervisorSpec,
 )
 
@@ -183,24 +184,25 @@ class TreeInspector:
 
     # -- snapshots -------------------------------------------------------------------
 
-    def snapshot(self) -> Node:
+    def snapshot(self, stats: bool = True) -> Node:
         """The whole tree now, at once: from the nannies, or, while one is busy
         starting children (a slow `ready`), from the spec and the tree's events,
         with `starting` rows for what has not started yet (as systemctl's
-        `activating`)."""
+        `activating`). Without `stats`, no process is sampled (CPU, RSS)."""
         now = time.monotonic()
         root = self._supervisor_node(self.spec.id, self.spec.id, "running", now)
         if self.ref is None or self.ref.is_alive():
             try:
-                root.children = [self._node(t, now) for t in self._tree(self.QUICK)]
+                root.children = [self._node(t, now, stats) for t in self._tree(self.QUICK)]
             except TimeoutError:
                 root.children = self._from_events(self.spec, self.spec.id, now)
                 if self.ref is None:
                     root.state = "starting"
         else:
             root.state = "stopped"
-        self._sum_up(root)
-        self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
+        if stats:
+            self._sum_up(root)
+            self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
         return root
 
     def _from_events(self, spec: SupervisorSpec, path: str, now: float) -> list[Node]:
@@ -239,16 +241,16 @@ class TreeInspector:
             period=spec.period if spec else None,
         )
 
-    def _node(self, tree: TreeNode, now: float) -> Node:
+    def _node(self, tree: TreeNode, now: float, stats: bool = True) -> Node:
         info = tree.info
         if info.type == "supervisor":
             node = self._supervisor_node(info.id, tree.path, info.state, now)
-            node.children = [self._node(t, now) for t in tree.children]
+            node.children = [self._node(t, now, stats) for t in tree.children]
         else:
             node = Node(id=info.id, path=tree.path, type="worker", state=info.state)
             if info.pid is not None:
                 node.pid = info.pid
-                if info.node is None:  # a remote child's pid means nothing on this host
+                if info.node is None and stats:  # a remote child's pid means nothing here
                     node.cpu, node.rss = self.stats.sample(info.pid)
         node.node = info.node
         node.status = tree.status
@@ -260,6 +262,8 @@ class TreeInspector:
         if info.last_exit is not None:
             node.last_exit = str(info.last_exit)
             node.last_exit_normal = info.last_exit.is_normal
+            node.last_exit_kind = info.last_exit.kind.value
+        node.health = health_dict(info.health)
         return node
 
     def _sum_up(self, node: Node) -> None:
@@ -299,6 +303,18 @@ class TreeInspector:
         for supervisor in found.path.split("/")[1:-1]:
             nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
         return Target(nanny, found.info.id, found.path, found.info)
+
+
+def health_dict(health: Health | None) -> dict[str, Any] | None:
+    """A Health as the control socket sends it (None: the child has no probe)."""
+    if health is None:
+        return None
+    return {
+        "status": health.status,
+        "failures": health.failures,
+        "threshold": health.threshold,
+        "error": health.error,
+    }
 
 
 _STATE_OF = {
