@@ -223,8 +223,10 @@ def test_an_inherited_stderr_reaches_the_launchers_and_the_host(tmp_path: Path, 
             child = spawn(launcher, SpawnRequest(command=command, name="speaker"))
             exit = ended(child)
             assert exit.returncode == 3
-            assert exit.stderr == b"first\nsecond\n"  # without "capture"
-            assert child.output(2) == b"first\nsecond\n"
+            # A terminal is left as it is (a program sees a terminal there): no tee.
+            kept = b"" if kind == "terminal" else b"first\nsecond\n"
+            assert exit.stderr == kept  # without "capture"
+            assert child.output(2) == kept
             assert child.output(1) == b""  # stdout is not tee'd unless asked
             if kind != "devnull":
                 said = reader.wait_for(13) if reader else path.read_bytes()
@@ -460,3 +462,32 @@ def test_output_since_gives_what_is_kept_to_one_that_fell_behind() -> None:
     child.finish(1)
     assert child.exit is not None and child.exit.stderr.endswith(b"b" * 10)
     assert not child.wait_output(2, total, 30)  # ended: no wait
+
+
+def test_stdout_and_stderr_to_one_file_keep_their_order(tmp_path: Path) -> None:
+    """`2>&1` (one file for both): one pipe for the two, so the file has the lines in
+    the order written, and the tail has both."""
+    log = tmp_path / "log"
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        with launcher_writing_to(stdout=fd, stderr=fd) as launcher:
+            lines = "; ".join(f"echo {i}" + (" >&2" if i % 2 else "") for i in range(200))
+            child = spawn(launcher, SpawnRequest(command=["sh", "-c", lines], name="mixed"))
+            assert ended(child).returncode == 0
+    finally:
+        os.close(fd)
+    expected = "".join(f"{i}\n" for i in range(200)).encode()
+    assert log.read_bytes() == expected
+    assert child.output(2) == expected
+
+
+def test_one_file_path_for_both_streams_keeps_their_order(tmp_path: Path) -> None:
+    log = str(tmp_path / "log")
+    lines = "; ".join(f"echo {i}" + (" >&2" if i % 2 else "") for i in range(200))
+    with launcher_writing_to() as launcher:
+        child = spawn(
+            launcher,
+            SpawnRequest(command=["sh", "-c", lines], name="mixed", stdout=log, stderr=log),
+        )
+        assert ended(child).returncode == 0
+    assert Path(log).read_text() == "".join(f"{i}\n" for i in range(200))

@@ -94,6 +94,17 @@ class _Outputs:
 
     def open(self, tee: Tee, template: Template, teeing: bool) -> None:
         wanted = template.tee if teeing else ()
+        if template.stdout is None and template.stderr is None and _a_terminal():
+            # A terminal is left as it is: a program that sees a pipe there changes
+            # (no colours, stdout buffered in blocks), and the user reads it anyway.
+            wanted = ()
+        if wanted and _one_destination(template.stdout, template.stderr):
+            # Both streams go to one file: through two pipes their order would be
+            # lost, so the child gets one pipe on both, read (and kept) as stderr.
+            self.err_fd = self._open(tee, template.stderr, 2, True)
+            if self.err_fd is not None:
+                self.out_fd = self.err_fd
+                return
         self.out_fd = self._open(tee, template.stdout, 1, 1 in wanted)
         self.err_fd = self._open(tee, template.stderr, 2, 2 in wanted)
 
@@ -144,6 +155,24 @@ class _Outputs:
         for sink in self.sinks.values():
             sink.release()
         self.sinks.clear()
+
+
+def _a_terminal() -> bool:
+    return os.isatty(1) or os.isatty(2)
+
+
+def _one_destination(stdout: str | None, stderr: str | None) -> bool:
+    """Whether a child's stdout and stderr go to the same file: one path, or both
+    the launcher's own, which are one file (`2>&1`)."""
+    if stdout == "capture" or stderr == "capture":
+        return False
+    if stdout is not None or stderr is not None:
+        return stdout == stderr
+    try:
+        out, err = os.fstat(1), os.fstat(2)
+    except OSError:
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def _dup_actions(out_fd: int | None, err_fd: int | None) -> list[tuple[int, int, int]]:
