@@ -1,10 +1,12 @@
-"""Tree files on disk: read, resolve `module:function` targets, load into a spec."""
+"""Tree files on disk: read, resolve `module:function` targets, substitute `${NAME}`
+variables (from the environment, under `vars`), load into a spec."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +22,17 @@ def import_target(ref: str) -> Callable[..., Any]:
     return obj  # type: ignore[no-any-return]
 
 
-def load_tree_file(path: str | Path) -> SupervisorSpec:
+def tree_vars(vars: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The values of a tree file's `${NAME}`: the environment, under `vars`."""
+    return {**os.environ, **(vars or {})}
+
+
+def load_tree_file(path: str | Path, *, vars: Mapping[str, object] | None = None) -> SupervisorSpec:
     """Read and load a TOML tree file; targets import from its directory too.
 
-    Raises ConfigError (also for a file that cannot be read).
+    `${NAME}` and `${NAME:-default}` in its string values take their values from
+    `vars`, then the environment (`$${` is a literal `${`; supervision/_vars.py).
+    Raises ConfigError (also for a file that cannot be read, or a variable unset).
     """
     path = Path(path)
     try:
@@ -35,9 +44,12 @@ def load_tree_file(path: str | Path) -> SupervisorSpec:
     here = str(path.resolve().parent)
     if here not in sys.path:
         sys.path.insert(0, here)
-    return load_tree(data, str(path), resolve_target=import_target)
+    return load_tree(data, str(path), resolve_target=import_target, vars=tree_vars(vars))
 
 
-def load_tree_text(text: str, filename: str) -> SupervisorSpec:
-    """Load a tree from text (the embedded demo), resolving targets by import."""
-    return load_tree(text, filename, resolve_target=import_target)
+def load_tree_text(
+    text: str, filename: str, *, vars: Mapping[str, object] | None = None
+) -> SupervisorSpec:
+    """Load a tree from text (the embedded demo), resolving targets by import, with
+    variables as load_tree_file substitutes them."""
+    return load_tree(text, filename, resolve_target=import_target, vars=tree_vars(vars))

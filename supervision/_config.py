@@ -68,6 +68,7 @@ from ._spec import (
     Strategy,
     SupervisorSpec,
 )
+from ._vars import VarError, substitute
 
 TargetResolver = Callable[[str], Callable[..., Any]]
 """Turns "package.module:function" into the callable; raises when it cannot."""
@@ -175,21 +176,29 @@ def load_tree(
     filename: str = NO_FILE,
     *,
     resolve_target: TargetResolver | None = None,
+    vars: Mapping[str, object] | None = None,
 ) -> SupervisorSpec:
     """Parse a TOML tree (already read) into a validated SupervisorSpec.
 
     `filename` is used in messages, as the default root id (its stem) and as the
     base of relative paths. `resolve_target` turns "module:function" into the
     callable; without one, targets load as `UnresolvedTarget` placeholders.
-    Raises ConfigError.
+    `vars` are the values of `${NAME}` in string values (supervision/_vars.py);
+    None substitutes nothing (a `${` stays as written). Raises ConfigError.
     """
-    return _Loader(filename, resolve_target).load(text)
+    return _Loader(filename, resolve_target, vars).load(text)
 
 
 class _Loader:
-    def __init__(self, filename: str, resolve: TargetResolver | None) -> None:
+    def __init__(
+        self,
+        filename: str,
+        resolve: TargetResolver | None,
+        values: Mapping[str, object] | None = None,
+    ) -> None:
         self.filename = filename
         self.resolve = resolve
+        self.values = values
         self.base = None if filename == NO_FILE else PurePath(filename).parent
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
 
@@ -225,6 +234,13 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
+        if self.values is not None:
+            try:
+                doc = substitute(doc, self.values)
+            except VarError as e:
+                raise ConfigError.several(
+                    [self.error(p.path, p.value, p.expected) for p in e.problems]
+                ) from None
         self.check_keys(doc, "", ("supervisor",))
         if "supervisor" not in doc:
             raise self.error(
@@ -536,6 +552,13 @@ class _Loader:
             return float(value)
         if isinstance(value, dict) and list(value) == ["file"]:
             return ReadyFile(self.path(value, path, "file"))
+        if (
+            isinstance(value, dict)
+            and len([k for k in (*_PROBE_KEYS, "log", "file") if k in value]) > 1
+        ):
+            raise self.error(
+                path, value, f"expected one kind of readiness in the table: {_READY_TABLES}"
+            )
         if isinstance(value, dict) and "log" in value:
             self.check_keys(value, path, ("log", "stream"))
             try:

@@ -13,7 +13,7 @@ import time
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 (the stdlib's name)
+    def do_GET(self) -> None:
         code = 200 if self.path == "/health" else 404
         self.send_response(code)
         self.send_header("Content-Length", "2")

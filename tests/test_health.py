@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from actors import NannyActor
+from actors.testing import free_port
 from supervision import (
     ChildSpec,
     EventKind,
@@ -30,12 +31,6 @@ from supervision import (
 from tests.support import children_by_id, event_log, wait_event, wait_until
 
 SERVICE = str(Path(__file__).with_name("health_service.py"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def service(port: int, warmup: float = 0.0, **kw: object) -> ChildSpec:
@@ -210,7 +205,9 @@ def test_a_one_shot_step_finishes_before_its_next_sibling_starts(tree, tmp_path)
                     ready="exited",
                 ),
                 # Exits 7 (a failed start) if it starts before the step finished.
-                ChildSpec(id="app", command=["sh", "-c", f"test -f {done} || exit 7; exec sleep 60"]),
+                ChildSpec(
+                    id="app", command=["sh", "-c", f"test -f {done} || exit 7; exec sleep 60"]
+                ),
             ],
         )
     )

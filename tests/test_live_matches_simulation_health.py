@@ -9,10 +9,11 @@ import signal
 import sys
 
 from actors import Tree
+from actors.testing import free_port
 from supervision import ChildSpec, EventKind, ExitKind, HttpProbe, Liveness, SupervisorSpec
 from supervision.simulate import Hang, event_sequence, simulate
 from tests.support import wait_until
-from tests.test_health import SERVICE, free_port
+from tests.test_health import SERVICE
 
 
 def _spec(port: int) -> SupervisorSpec:

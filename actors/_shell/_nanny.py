@@ -358,11 +358,12 @@ class NannyActor(pykka.ThreadingActor):
         self._note_event(EventKind.CHILD_RELOADED, info, signal_name(sig))
 
     def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
-        """The last 64 KiB a child wrote to a captured stream ("stdout" or "stderr").
+        """The last 64 KiB a child wrote to a stream ("stdout" or "stderr").
 
         Its current process's, or its last one's once it exited; with `previous`,
-        the run before that (as `kubectl logs --previous`). Empty unless the spec
-        says stdout/stderr="capture".
+        the run before that (as `kubectl logs --previous`). Kept for a stream the
+        spec says "capture" for, for stderr (the launcher tees it, unless the
+        child writes to a terminal), and for a stream a LogLine readiness reads.
         """
         if stream not in ("stdout", "stderr"):
             raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')

@@ -144,7 +144,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         # Targets stay unresolved: checking a file never runs its modules' code.
-        spec = load_tree(path.read_bytes(), str(path))
+        spec = load_tree(path.read_bytes(), str(path), vars=dict(os.environ))
     except OSError as e:
         _error(f"{path}: cannot read it ({e.strerror or e})")
         return 1

@@ -1,0 +1,527 @@
+"""The tree under test: `TreeHarness`, which `actors.testing` exports and the
+pytest plugin's `nanny_tree` fixture hands out.
+
+It starts a tree, injects faults, and waits on the tree's events (`_waits`: with a
+deadline, never a sleep, failing at once when the wait cannot succeed any more);
+in strict mode, exits the test did not cause fail it (`_test_events` reads them).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import textwrap
+import time
+from collections.abc import Callable, Iterable, Mapping
+from types import TracebackType
+from typing import Any, cast
+
+import psutil
+import pykka
+
+from supervision import (
+    CAPTURE,
+    ChildInfo,
+    Event,
+    EventKind,
+    ExitReason,
+    LogLine,
+    StartError,
+    SupervisorSpec,
+)
+
+from ._launcher._faults import inject_crash
+from ._shell._event_log import EventLog
+from ._shell._nanny import NannyActor, TreeNode
+from ._test_events import (
+    REPORT_EVENTS,
+    StrictJudge,
+    UnexpectedExit,
+    WaitFailed,
+    culprit,
+    start_failed_message,
+    stderr_tail,
+    unexpected_message,
+)
+from ._test_events import report_sections as _report_sections
+from ._tree import Tree
+from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
+
+
+class TreeHarness:
+    """Starts a tree, injects faults into it, waits on its events, and on exit
+    stops it and checks that none of its processes is left.
+
+    Every wait ends at once with `WaitFailed` when it cannot succeed any more: the
+    tree (or a supervisor above the awaited child) has ended, saying the last exit
+    reason and stderr tail. With `strict=True`, an exit or failed start the test did
+    not cause through the harness (nor declare with `expect_exit`) fails the next
+    harness call, and the harness's exit, with `UnexpectedExit`.
+    """
+
+    def __init__(self, spec: SupervisorSpec, *, strict: bool = False, **start_kwargs: Any) -> None:
+        self.spec = spec
+        self.strict = strict
+        self._start_kwargs = start_kwargs
+        self.ref: pykka.ActorRef[NannyActor] | None = None
+        self.tree: Tree | None = None
+        # The tree's log from the harness's making: a start that fails leaves its events.
+        log = start_kwargs.pop("log", None)
+        self.log: EventLog = EventLog() if log is None else log
+        # Where wait_for looks from: the tree's start, then the last fault injected
+        # (kill, crash, signal, pause, resume, terminate, restart), so that "wait for
+        # the restart" after a kill never returns the first start.
+        self._cursor = 0
+        self._judge = StrictJudge()
+        # child -> (pid, ends) of the process the child's last fault hit: that process
+        # is not the ready one once it is gone, or at once when the fault ends it
+        # (SIGKILL, crash), however soon after the fault the wait looks.
+        self._hit: dict[str, tuple[int, bool]] = {}
+        self._stopped_at: int | None = None  # the log's length when stop() began
+
+    @classmethod
+    def from_toml(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        vars: Mapping[str, object] | None = None,
+        strict: bool = False,
+        **start_kwargs: Any,
+    ) -> TreeHarness:
+        """A harness for the tree in a TOML file (as `nannytree run` reads it).
+
+        `${NAME}` in the file takes its value from `vars` (e.g. `{"PORT": free_port()}`),
+        then the environment; `${NAME:-default}` has a default, `$${` is a literal `${`.
+        """
+        from ._treefile import load_tree_file
+
+        return cls(load_tree_file(os.fspath(path), vars=vars), strict=strict, **start_kwargs)
+
+    # -- life cycle --
+
+    def start(self) -> TreeHarness:
+        try:
+            self.tree = Tree.start(self.spec, log=self.log, **self._start_kwargs)
+        except StartError as e:
+            events = self.log.snapshot()
+            named = culprit(events) or e.child
+            tail = stderr_tail(events, named)
+            if tail:  # pytest shows notes under the error
+                e.add_note(f"stderr of {named!r} (last lines):\n{textwrap.indent(tail, '    ')}")
+            self._judge_log()
+            self._judge.news()  # strict mode: this error says it already
+            raise
+        self.ref = self.tree.ref
+        self._cursor = 0
+        return self
+
+    def stop(self) -> list[int]:
+        """Stop the tree; return the pids of any of its processes still alive after 5 s."""
+        if self._stopped_at is None:
+            self._stopped_at = len(self.log)
+        if self.ref is not None and self.ref.is_alive():
+            self.ref.stop()
+        pids = [e.pid for e in self.log.snapshot() if e.pid is not None]
+        return wait_gone(pids, 5.0)
+
+    def __enter__(self) -> TreeHarness:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        left = self.stop()
+        if exc_type is not None:
+            return
+        if left:
+            raise AssertionError(f"the tree left processes behind: {left}")
+        self.check_strict()
+
+    def wait(self, timeout: float | None = None) -> ExitReason | None:
+        """Wait until the tree ends by itself (gives up, auto_shutdown); its exit reason."""
+        if self.tree is None:
+            raise RuntimeError("the tree is not started; call start() or use `with`")
+        return self.tree.wait(timeout)
+
+    # -- looking --
+
+    @property
+    def nanny(self) -> Any:
+        """The root nanny's pykka proxy."""
+        if self.ref is None:
+            raise RuntimeError("the tree is not started; call start() or use `with`")
+        return self.ref.proxy()
+
+    def child(self, child_id: str) -> ChildInfo:
+        """A child anywhere in the tree, by id (the first found, depth first)."""
+        self.check_strict()
+        return self._info(child_id)
+
+    def _info(self, child_id: str) -> ChildInfo:
+        node = _find(self.nanny.which_tree().get(), child_id)
+        if node is None:
+            raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
+        return node.info
+
+    def pid(self, child_id: str) -> int:
+        pid = self.child(child_id).pid
+        if pid is None:
+            raise LookupError(f"child {child_id!r} has no running process")
+        return pid
+
+    def output(self, child_id: str, stream: str = "stderr") -> str:
+        """What the child wrote lately to `stream` ("stderr" or "stdout"): the last
+        64 KiB of its current process (of its last one once it exited). Kept when the
+        spec says stdout/stderr="capture" (or a `ready=LogLine` reads that stream)."""
+        self.check_strict()
+        return self._output(child_id, stream)
+
+    def _output(self, child_id: str, stream: str) -> str:
+        return cast(str, self._owner(child_id).read_output(child_id, stream).get())
+
+    def probe(self) -> EventProbe:
+        """Record events from now on."""
+        return EventProbe(self.log, self)
+
+    def mark(self) -> int:
+        """The log's position now: pass it as `since=` to look only at what follows."""
+        return len(self.log)
+
+    # -- waiting --
+
+    def wait_for(
+        self,
+        context: EventKind | None = None,
+        child: str | None = None,
+        *,
+        timeout: float = 10.0,
+        where: Callable[[Event], bool] | None = None,
+        since: int | None = None,
+        **fields: Any,
+    ) -> Event:
+        """The first matching event since the last fault this harness injected (the
+        tree's start if none), or since `since` (a `mark()`, or 0 for the start).
+
+        Waits up to `timeout` s; raises TimeoutError naming the last events, or
+        WaitFailed at once when the tree (or the child's supervisor) has ended.
+        `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
+        """
+        match = wanted(context, child, where, **fields)
+        self.check_strict()
+        start = self._cursor if since is None else since
+        return wait_on(
+            self,
+            f"waiting for {what_of(context, child)}",
+            event_if(match),
+            timeout=timeout,
+            start=start,
+            child=child,
+        )
+
+    def expect_no_event(
+        self,
+        context: EventKind | None = None,
+        child: str | None = None,
+        *,
+        within: float = 0.5,
+        where: Callable[[Event], bool] | None = None,
+        since: int | None = None,
+        **fields: Any,
+    ) -> None:
+        """Assert that no matching event happens within `within` s (ExUnit's
+        refute_receive, Akka's expectNoMessage); counted as wait_for counts."""
+        match = wanted(context, child, where, **fields)
+        self.check_strict()
+        start = self._cursor if since is None else since
+        try:
+            event = wait_on(
+                self,
+                f"expecting no {what_of(context, child)}",
+                event_if(match),
+                timeout=within,
+                start=start,
+                child=child,
+            )
+        except TimeoutError:
+            return
+        raise AssertionError(f"expected no such event within {within}s, got: {event}")
+
+    def wait_restarted(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+        """Wait for `child_id` to start again after the last fault; its info then."""
+        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout)
+        return self._info(child_id)
+
+    def wait_ready(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+        """Wait until the child is started and ready (state "running", and with a
+        liveness probe, not failing it); its info then.
+
+        Raises WaitFailed at once when its start failed (since the last fault the
+        harness injected) or the tree (or its supervisor) ended, with the last exit
+        reason and stderr tail; TimeoutError after `timeout` s.
+        """
+        self.check_strict()
+        now = self._ready(child_id)
+        if now is not None:
+            return now
+        what = f"waiting for {child_id!r} to be ready"
+
+        def failed(e: Event) -> None:
+            if e.offender == child_id and e.context is EventKind.START_FAILED:
+                raise WaitFailed(start_failed_message(what, e, self.log.snapshot()), e.reason)
+
+        return wait_on(
+            self,
+            what,
+            failed,
+            timeout=timeout,
+            start=self._cursor,
+            child=child_id,
+            again=lambda: self._ready(child_id),
+            again_on=lambda e: e.offender == child_id,
+        )
+
+    def _ready(self, child_id: str) -> ChildInfo | None:
+        try:
+            info = self._info(child_id)
+        except (LookupError, pykka.ActorDeadError, RuntimeError):
+            return None
+        health = info.health
+        ready = info.state == "running" and (health is None or health.status != "failing")
+        return info if ready and not self._stale(child_id, info) else None
+
+    def _stale(self, child_id: str, info: ChildInfo) -> bool:
+        """Whether `info` still shows the process a fault of the harness ended."""
+        hit = self._hit.get(child_id)
+        if hit is None:
+            return False
+        pid, ends = hit
+        if info.pid is None:
+            return True  # between the hit process and its successor
+        if info.pid != pid:
+            del self._hit[child_id]  # its successor runs: nothing to tell apart any more
+            return False
+        return ends or _gone(pid)
+
+    def wait_output(
+        self,
+        child_id: str,
+        pattern: str | re.Pattern[str],
+        *,
+        stream: str = "stderr",
+        timeout: float = 10.0,
+    ) -> re.Match[str]:
+        """Wait until the child's `stream` ("stderr" or "stdout") matches `pattern`
+        (re.search over what `output` returns); the match.
+
+        The stream must be kept (stdout/stderr="capture", or a `ready=LogLine` on it):
+        else a ValueError at once. Fails as the other waits do when the tree (or the
+        child's supervisor) has ended, and with TimeoutError after `timeout` s.
+        """
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.check_strict()
+        spec = self._owner(child_id).get_childspec(child_id).get()
+        if not _keeps(spec, stream):
+            raise ValueError(
+                f'child {child_id!r} does not keep its {stream}: set {stream}="capture" '
+                "in its spec to read it"
+            )
+
+        def search() -> re.Match[str] | None:
+            try:
+                if self._stale(child_id, self._info(child_id)):
+                    return None  # what it says is the ended process's
+                return regex.search(self._output(child_id, stream))
+            except (LookupError, pykka.ActorDeadError):
+                return None
+
+        return wait_on(
+            self,
+            f"waiting for {regex.pattern!r} on the {stream} of {child_id!r}",
+            lambda e: None,
+            timeout=timeout,
+            start=self.mark(),
+            child=child_id,
+            again=search,
+            every=OUTPUT_EVERY,
+        )
+
+    # -- strict mode --
+
+    def expect_exit(self, child_id: str, times: int | None = 1) -> None:
+        """Strict mode: the next `times` exits (or failed starts) of `child_id` that
+        the harness did not cause are expected (None: any number, for the rest of
+        the test). Declare it before the next harness call sees them."""
+        if times is not None and times < 1:
+            raise ValueError(f"times must be >= 1 or None, not {times!r}")
+        self._judge.expect(child_id, times)
+
+    def unexpected(self) -> list[Event]:
+        """Strict mode: every exit, failed start and restart judged unexpected so far
+        (up to the tree's stop)."""
+        self._judge_log()
+        return list(self._judge.found)
+
+    def check_strict(self) -> None:
+        """Strict mode: raise UnexpectedExit for the unexpected events no error has
+        shown yet (the harness calls it before each call and at its exit)."""
+        if not self.strict:
+            return
+        self._judge_log()
+        new = self._judge.news()
+        if new:
+            raise UnexpectedExit(unexpected_message(self.spec.id, new, self.log.snapshot()), new)
+
+    def _judge_log(self) -> None:
+        end = len(self.log) if self._stopped_at is None else self._stopped_at
+        judge = self._judge
+        if judge.judged < end:
+            events, _ = self.log.since(judge.judged, 0.0)
+            judge.judge(events[: end - judge.judged])
+            judge.judged = max(judge.judged, end)
+
+    def report_sections(self, last: int = REPORT_EVENTS) -> list[tuple[str, str]]:
+        """What a failed test's report shows for this tree: its last events and the
+        stderr tails of the children that crashed (the pytest plugin adds them)."""
+        return _report_sections(self.spec.id, self.log.snapshot(), len(self.log), last)
+
+    # -- faults --
+
+    def _fault(
+        self, child_id: str | None = None, pid: int | None = None, ends: bool = False
+    ) -> None:
+        self._cursor = len(self.log)
+        if child_id is not None and pid is not None:
+            self._judge.cause(pid)
+            self._hit[child_id] = (pid, ends)
+
+    def kill(self, child_id: str, sig: int = signal.SIGKILL) -> int:
+        """Signal the child's process alone (not its group); returns its pid.
+
+        After a SIGKILL, wait_ready and wait_output wait for the process that
+        replaces it (after another signal, once the process is gone)."""
+        pid = self.pid(child_id)
+        self._fault(child_id, pid, ends=sig == signal.SIGKILL)
+        os.kill(pid, sig)
+        return pid
+
+    def signal(self, child_id: str, sig: int) -> None:
+        """Signal the child's process group, through its supervisor."""
+        owner = self._owner(child_id)
+        self._fault(child_id, self.pid(child_id))
+        owner.signal_child(child_id, sig).get()
+
+    def pause(self, child_id: str) -> None:
+        """SIGSTOP the child's group (its stop by a liveness probe is caused by this)."""
+        owner = self._owner(child_id)
+        self._fault(child_id, self.pid(child_id))
+        owner.pause_child(child_id).get()
+
+    def resume(self, child_id: str) -> None:
+        owner = self._owner(child_id)
+        self.check_strict()
+        self._fault()
+        owner.resume_child(child_id).get()
+
+    def terminate(self, child_id: str) -> None:
+        """Stop the child through its supervisor (terminate_child; its spec is kept)."""
+        owner = self._owner(child_id)
+        self.check_strict()
+        self._fault()
+        owner.terminate_child(child_id).get()
+
+    def restart(self, child_id: str) -> ChildInfo:
+        """Stop the child if it runs, and start it again (terminate_child, then
+        restart_child); its new info."""
+        owner = self._owner(child_id)
+        self.check_strict()
+        self._fault()
+        owner.terminate_child(child_id).get()
+        owner.restart_child(child_id).get()
+        return self._info(child_id)
+
+    def crash(self, child_id: str, exception: BaseException) -> int:
+        """Make a Python child raise `exception` inside its target; returns its pid."""
+        spec = self._owner(child_id).get_childspec(child_id).get()
+        if getattr(spec, "command", None) is not None:
+            raise TypeError(
+                f"crash() raises inside a Python target; child {child_id!r} runs a command "
+                "(it has no Python to raise in): use kill() or signal() instead"
+            )
+        pid = self.pid(child_id)
+        self._fault(child_id, pid, ends=True)
+        inject_crash(pid, exception)
+        return pid
+
+    def _owner(self, child_id: str) -> Any:
+        """The proxy of the supervisor that owns `child_id`."""
+        path = _path_of(self.nanny.which_tree().get(), child_id)
+        if path is None:
+            raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
+        return self.nanny_at(path.rsplit("/", 1)[0])
+
+    def nanny_at(self, path: str) -> Any:
+        """The proxy of the running supervisor at `path` ("root/pool")."""
+        proxy = self.nanny
+        for part in path.split("/")[1:]:
+            proxy = proxy.child_nanny(part).get().proxy()
+        return proxy
+
+
+def _find(nodes: Iterable[TreeNode], child_id: str) -> TreeNode | None:
+    for node in nodes:
+        if node.info.id == child_id:
+            return node
+        found = _find(node.children, child_id)
+        if found is not None:
+            return found
+    return None
+
+
+def _path_of(nodes: Iterable[TreeNode], child_id: str) -> str | None:
+    node = _find(nodes, child_id)
+    return node.path if node is not None else None
+
+
+def _keeps(spec: Any, stream: str) -> bool:
+    """Whether the nanny keeps what the child writes to `stream`, for read_output."""
+    if stream not in ("stdout", "stderr"):
+        raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
+    if stream == "stderr" or getattr(spec, stream, None) == CAPTURE:
+        return True  # stderr: the launcher tees every child's (docs/health.md)
+    ready = getattr(spec, "ready", None)
+    return isinstance(ready, LogLine) and (1 if stream == "stdout" else 2) in ready.streams
+
+
+def _gone(pid: int) -> bool:
+    """Whether `pid` has ended (a zombie has)."""
+    try:
+        status: str = psutil.Process(pid).status()
+    except psutil.NoSuchProcess:
+        return True
+    return bool(status == psutil.STATUS_ZOMBIE)
+
+
+def wait_gone(pids: Iterable[int], timeout: float = 5.0) -> list[int]:
+    """Wait until none of `pids` is alive (zombies count as gone); return the survivors."""
+    pids = sorted(set(pids))
+    deadline = time.monotonic() + timeout
+    while True:
+        alive = []
+        for pid in pids:
+            try:
+                if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                    alive.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        if not alive or time.monotonic() > deadline:
+            return alive
+        procs = []
+        for pid in alive:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                procs.append(psutil.Process(pid))
+        psutil.wait_procs(procs, timeout=0.05)

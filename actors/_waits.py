@@ -1,0 +1,240 @@
+"""Waiting on a tree's events for a test, with a deadline and never a sleep: the
+engine under every wait of `TreeHarness` (and `EventProbe`).
+
+A wait ends with what it waited for; at once with WaitFailed when it cannot
+succeed any more (the tree has ended, or a supervisor above the awaited child
+ended and is not restarted), naming the last exit and its stderr tail; or with
+TimeoutError at its deadline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from supervision import Event, EventKind, ExitReason, SupervisorSpec
+from supervision.simulate import event_sequence
+
+from ._shell._event_log import EventLog
+from ._test_events import WaitFailed, culprit, ended_message, last_events, last_exit
+
+if TYPE_CHECKING:
+    from ._tree import Tree
+
+T = TypeVar("T")
+
+
+class Waited(Protocol):
+    """What a wait needs of the harness."""
+
+    spec: SupervisorSpec
+    log: EventLog
+    tree: Tree | None
+    strict: bool
+
+    def check_strict(self) -> None: ...
+
+    def nanny_at(self, path: str) -> Any: ...
+
+
+_EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
+# How long a wait may miss the end of a tree that ended without a last event (its
+# root nanny failed): every other end is an event, which wakes the wait at once.
+BACKSTOP = 0.25
+OUTPUT_EVERY = 0.05  # s between reads of a child's output (no event says it grew)
+_ALIVE = ("running", "starting", "restarting", "backoff", "paused", "stopping", "unreachable")
+
+
+def wanted(
+    context: EventKind | None,
+    child: str | None,
+    where: Callable[[Event], bool] | None,
+    **fields: Any,
+) -> Callable[[Event], bool]:
+    unknown = sorted(set(fields) - set(_EVENT_FIELDS))
+    if unknown:
+        # Caught here, not as an AttributeError inside the wait's predicate.
+        raise TypeError(
+            f"unknown event field {unknown[0]!r}; an Event has: {', '.join(_EVENT_FIELDS)}"
+        )
+
+    def match(e: Event) -> bool:
+        return (
+            (context is None or e.context is context)
+            and (child is None or e.offender == child)
+            and all(getattr(e, k) == v for k, v in fields.items())
+            and (where is None or where(e))
+        )
+
+    return match
+
+
+def what_of(context: EventKind | None, child: str | None) -> str:
+    kind = context.value if context is not None else "an event"
+    return kind + (f" of {child!r}" if child else "")
+
+
+def event_if(match: Callable[[Event], bool]) -> Callable[[Event], Event | None]:
+    return lambda e: e if match(e) else None
+
+
+class EventProbe:
+    """Records a tree's events from the moment it is made, for assertions in order."""
+
+    def __init__(self, log: EventLog, harness: Waited | None = None) -> None:
+        self._log = log
+        self._harness = harness
+        self._start = len(log)
+
+    @property
+    def events(self) -> list[Event]:
+        return self._log.snapshot()[max(self._start - self._log.dropped, 0) :]
+
+    def contexts(self, child: str | None = None) -> list[EventKind]:
+        return [e.context for e in self.events if child is None or e.offender == child]
+
+    def sequence(self) -> list[tuple[str, str, str | None]]:
+        """(supervisor, context, offender) of each event: what an order assertion compares."""
+        return event_sequence(self.events)
+
+    def wait_for(
+        self,
+        context: EventKind | None = None,
+        child: str | None = None,
+        *,
+        timeout: float = 10.0,
+        where: Callable[[Event], bool] | None = None,
+        **fields: Any,
+    ) -> Event:
+        """The first event since the probe began that matches; waits up to `timeout` s
+        (and fails at once, as the harness's waits do, when the tree has ended)."""
+        match = wanted(context, child, where, **fields)
+        if self._harness is not None:
+            return wait_on(
+                self._harness,
+                f"waiting for {what_of(context, child)}",
+                event_if(match),
+                timeout=timeout,
+                start=self._start,
+                child=child,
+            )
+        return self._log.wait_for(match, timeout, start=self._start)
+
+
+def wait_on(
+    harness: Waited,
+    what: str,
+    check: Callable[[Event], T | None],
+    *,
+    timeout: float,
+    start: int,
+    child: str | None,
+    again: Callable[[], T | None] | None = None,
+    again_on: Callable[[Event], bool] | None = None,
+    every: float = BACKSTOP,
+) -> T:
+    """Wait on the log from index `start` until `check(event)` or `again()`
+    returns something, and return it. `again` is asked first, then after events
+    that `again_on` accepts (without `again_on`: at least every `every` s).
+    WaitFailed at once when the tree, or a supervisor above `child`, has ended;
+    TimeoutError after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    ending = _Ending(harness, child)
+    index, first = start, True
+    while True:
+        pause = 0.0 if first else max(0.0, min(every, deadline - time.monotonic()))
+        events, index = harness.log.since(index, pause)
+        asked = first or again_on is None
+        first = False
+        for event in events:
+            found = check(event)
+            if found is not None:
+                return found
+            ending.see(event)
+            asked = asked or (again_on is not None and again_on(event))
+        if again is not None and asked:
+            result = again()
+            if result is not None:
+                return result
+        if harness.strict:
+            harness.check_strict()
+        ended = ending.ended()
+        if ended is not None:
+            where, reason = ended
+            raise WaitFailed(
+                ended_message(what, where, reason, harness.log.snapshot(), child),
+                _last_reason(harness.log.snapshot(), child),
+            )
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                f"{what}: no matching event within {timeout}s; last events:\n"
+                f"{textwrap.indent(last_events(harness.log.snapshot()), '  ')}"
+            )
+
+
+class _Ending:
+    """Whether a wait can still succeed: its tree runs, and so does each supervisor
+    above the awaited child (found by its last event) or is restarted."""
+
+    def __init__(self, harness: Waited, child: str | None) -> None:
+        self.harness = harness
+        self.root = harness.spec.id
+        self.stopped: ExitReason | None = None
+        self.root_stopped = False
+        # (parent's path, supervisor's id) of each nested supervisor above the child.
+        self.above: set[tuple[str, str]] = set()
+        owner = _owner_path(harness.log.snapshot(), child) if child is not None else None
+        if owner is not None:
+            parts = owner.split("/")
+            self.above = {("/".join(parts[:i]), parts[i]) for i in range(1, len(parts))}
+        self.suspects: list[tuple[str, str]] = []
+
+    def see(self, event: Event) -> None:
+        if (
+            event.context is EventKind.SUPERVISOR_STOPPED
+            and event.offender is None
+            and event.supervisor == self.root
+        ):
+            self.root_stopped, self.stopped = True, event.reason
+        elif (
+            event.offender is not None
+            and (event.supervisor, event.offender) in self.above
+            and event.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
+        ):
+            self.suspects.append((event.supervisor, event.offender))
+
+    def ended(self) -> tuple[str, ExitReason | None] | None:
+        """(what ended, its reason), or None while the wait may still succeed."""
+        tree = self.harness.tree
+        if self.root_stopped:
+            return f"tree {self.root!r}", self.stopped
+        if tree is not None and not tree.alive:
+            return f"tree {self.root!r}", tree.finished()
+        while self.suspects:
+            parent, sid = self.suspects.pop(0)
+            try:
+                info = self.harness.nanny_at(parent).which_child(sid).get(timeout=5)
+            except LookupError:
+                return f"supervisor {parent}/{sid} (deleted)", None
+            except Exception:
+                continue  # its parent is stopping too: the tree's end will say
+            if info.state not in _ALIVE:
+                return f"supervisor {parent}/{sid} (not restarted)", info.last_exit
+        return None
+
+
+def _owner_path(events: Sequence[Event], child: str) -> str | None:
+    """The path of the supervisor that last reported on `child`."""
+    for event in reversed(events):
+        if event.offender == child:
+            return event.supervisor
+    return None
+
+
+def _last_reason(events: Sequence[Event], child: str | None) -> ExitReason | None:
+    named = child or culprit(events)
+    exited = last_exit(events, named) if named is not None else None
+    return exited.reason if exited is not None else None
