@@ -7,6 +7,7 @@ nginx and redis do with `daemon on` / `--daemonize yes`.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -346,3 +347,43 @@ def test_a_child_flooding_its_notify_socket_is_read_and_never_blocked(tmp_path: 
         wait_until(lambda: tree.nanny.child_status("d").get(timeout=5) == "done", 30, "STATUS")
     finally:
         tree.stop()
+
+
+def test_a_daemon_that_leaves_its_group_after_writing_its_pid_file_is_stopped(
+    tmp_path: Path,
+) -> None:
+    """nginx writes its pid file in its first process and calls setsid in the daemon
+    just after: the group the launcher saw at the hand-over is gone by the stop. The
+    stop signals the group the daemon is in now (it used to signal the old one, get
+    ESRCH, and then retry its SIGKILL there forever). Looped: each round stops it
+    once it has left."""
+    pid_file = tmp_path / "d.pid"
+    script = f"( sleep 0.05; exec setsid sleep 1000 ) & echo $! > {pid_file}"
+    spec = ChildSpec(id="d", command=["sh", "-c", script], pid_file=str(pid_file), shutdown=5.0)
+    with Tree(SupervisorSpec(id="root", intensity=100, children=[spec])) as tree:
+        for round in range(10):
+            if round:
+                tree.nanny.restart_child("d").get()
+            pid: int = tree.nanny.which_child("d").get().pid
+            first_group = os.getpgid(pid)
+            wait_until(functools.partial(_leads_its_group, pid), 5.0, f"round {round}: setsid")
+            assert first_group != pid  # it did leave the group it was named in
+            tree.nanny.terminate_child("d").get()
+            stopped = wait_event(
+                tree.ref, EventKind.CHILD_TERMINATED, "d", where=lambda e, p=pid: e.pid == p
+            )
+            assert stopped.reason is not None and not stopped.reason.message  # no SIGKILL
+            wait_until(functools.partial(_zombie, pid), 5.0, f"round {round}: pid {pid} gone")
+
+
+def _leads_its_group(pid: int) -> bool:
+    return os.getpgid(pid) == pid
+
+
+def _zombie(pid: int) -> bool:
+    """Gone, or a zombie (ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

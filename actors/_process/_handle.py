@@ -97,6 +97,7 @@ class ChildProcess:
     def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
         self.pid = pid
         self.pgid = pid
+        self._forked_main = False  # its main process is one its first process forked
         self._born = Flag()  # its pid is known (or it will never have one: pid 0)
         if pid:
             self._born.set()
@@ -186,6 +187,8 @@ class ChildProcess:
         """Signal the child's group (or the child alone); False once its exit was reported."""
         if self._exit is not None:
             return False
+        if group and self._forked_main:
+            return self._signal_current_group(sig)
         try:
             if group:
                 os.killpg(self.pgid, sig)
@@ -194,6 +197,20 @@ class ChildProcess:
         except ProcessLookupError:
             return False
         return True
+
+    def _signal_current_group(self, sig: int) -> bool:
+        """A daemon named by its pid file may leave its first process's group just
+        after (nginx writes the file, then calls setsid): its group is the one it is
+        in now, asked again if it moved between the asking and the signal. Never the
+        old one: that id may be reused."""
+        for _ in range(3):
+            try:
+                self.pgid = os.getpgid(self.pid)
+                os.killpg(self.pgid, sig)
+                return True
+            except ProcessLookupError:
+                continue  # it left that group (or is gone: then getpgid says so)
+        return False
 
     def exit_watch(self) -> _PidfdWatch:
         """The OS's word that it is gone (its pidfd turns readable), ahead of the report."""
@@ -224,6 +241,7 @@ class ChildProcess:
     def _forked(self, main_pid: int, pgid: int) -> None:
         """Its first process handed over to `main_pid` (already re-keyed by the reader)."""
         self.pid, self.pgid = main_pid, pgid
+        self._forked_main = True
         self._set_ready()
         self._tell("forked")
 
