@@ -45,7 +45,10 @@ _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
 # root nanny failed): every other end is an event, which wakes the wait at once.
 BACKSTOP = 0.25
 OUTPUT_EVERY = 0.05  # s between reads of a child's output (no event says it grew)
-_ALIVE = ("running", "starting", "restarting", "backoff", "paused", "stopping", "unreachable")
+_ALIVE = (
+    *("running", "starting", "restarting", "backoff", "paused", "stopping"),
+    *("unreachable", "pending"),
+)
 
 
 def wanted(

@@ -46,6 +46,7 @@ from ._errors import (
 from ._events import Event, EventKind
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
+from ._placement import Placement, pending_delay
 from ._reasons import ExitKind, ExitReason
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
@@ -69,6 +70,8 @@ class _Child:
     failures: int = 0  # consecutive failed runs, for backoff
     started_at: float | None = None
     next_attempt: float | None = None
+    pending_since: float | None = None  # no node could take its restart since then
+    placements: int = 0  # failed placement attempts while pending
     # which_children at 10,000 children: a record is rebuilt only when its fields
     # changed (compared, so that the restart path pays nothing for it).
     _info: ChildInfo | None = None
@@ -91,6 +94,7 @@ class _Child:
             self.restarts,
             self.last_exit,
             self.next_attempt,
+            self.pending_since,
             self.spec,
         )
         info = self._info
@@ -110,7 +114,8 @@ class _Child:
             last_exit=self.last_exit,
             restart=self.spec.restart,
             significant=self.spec.significant,
-            next_attempt=self.next_attempt if self.state == "backoff" else None,
+            next_attempt=self.next_attempt if self.state in ("backoff", "pending") else None,
+            since=self.pending_since if self.state == "pending" else None,
         )
 
 
@@ -325,6 +330,7 @@ class Supervisor:
         child.state, child.incarnation = "running", incarnation
         self._set_pid(child, pid)
         child.started_at, child.next_attempt = now, None
+        child.pending_since, child.placements = None, 0
         if step.ctx == "restart":
             child.restarts += 1
         self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
@@ -347,6 +353,9 @@ class Supervisor:
         child = self._get(child_id)
         child.state, child.last_exit = "stopped", reason
         self._set_pid(child, None)
+        if step.ctx == "restart" and self._pend(child, reason):
+            self._plan.clear()  # the rest of the group waits with it, as for a retry
+            return self._advance()
         self._report(EventKind.START_FAILED, child, reason=reason)
         if step.ctx == "init":
             # 2.4: no restart logic; stop the started ones and fail.
@@ -476,6 +485,8 @@ class Supervisor:
                 self._restart(child)  # a failed start: charged again (5.5)
             elif child.state == "backoff":
                 self._apply_strategy(child)  # charged when the restart was decided
+            elif child.state == "pending":
+                self._place_again(child)  # charged nothing (docs/multihost.md section 2)
         return self._advance()
 
     # -- inputs: the API (section 9) -------------------------------------------
@@ -527,15 +538,15 @@ class Supervisor:
             order = list(self._children.values())
             group = order[order.index(child) :]
             for c in group:
-                if c.state in ("restarting", "backoff"):
-                    c.state = "stopped"  # ends its restart loop or backoff
+                if c.state in ("restarting", "backoff", "pending"):
+                    self._stop_retrying(c)  # ends its restart loop, backoff or wait
             self._plan.extend(_Terminate(c.id, "api_dependent") for c in reversed(group))
             self._plan.append(_Done())
             return self._advance()
         if child.alive:
             self._plan.append(_Terminate(child.id, "api"))
             return self._advance()
-        child.state = "stopped"  # ends a restart loop or backoff: the pending retry is a no-op
+        self._stop_retrying(child)  # ends a restart loop, backoff or wait: its retry is a no-op
         if self._simple or child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
         self._out.append(Reply(None))
@@ -647,13 +658,59 @@ class Supervisor:
             _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY
         )
 
+    def _pend(self, child: _Child, reason: ExitReason) -> bool:
+        """A restart that no live node can take waits, charged nothing, until its
+        placement's `wait` is over (docs/multihost.md section 2): Kubernetes' Pending
+        pod, not OTP's retry loop, which would spend the intensity on a missing node
+        within milliseconds and stop the healthy siblings too. False once the wait is
+        over (or for any other failure): then it is a failed start as OTP's."""
+        placement = getattr(child.spec, "placement", None)
+        if not isinstance(placement, Placement) or not Placement.is_unplaceable(reason):
+            return False
+        now = self._now
+        if child.pending_since is None:
+            child.pending_since = now
+        left = None if placement.wait is None else child.pending_since + placement.wait - now
+        if left is not None and left <= 0:
+            return False
+        child.placements += 1
+        delay = pending_delay(child.placements)
+        if left is not None:
+            delay = min(delay, left)
+        child.state, child.next_attempt = "pending", now + delay
+        if child.placements == 1:  # one failed start per wait, not one per attempt
+            self._report(EventKind.START_FAILED, child, reason=reason)
+        detail = f"pending delay={delay:.3f} attempt={child.placements}"
+        self._report(EventKind.RESTART_SCHEDULED, child, reason=reason, detail=detail)
+        self._out.append(ScheduleRetry(child.id, delay))
+        return True
+
+    def _place_again(self, child: _Child) -> None:
+        """A pending child's next attempt: it and, under one_for_all and rest_for_one,
+        the children after it that the group restart had not started (restarted as
+        OTP's rest_for_one retry does); the siblings before it keep running."""
+        if self.spec.strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+            group = [child]
+        else:
+            group = self._rest_from(child)
+        self._plan.extend(_Terminate(c.id, "restart") for c in reversed(group) if c.alive)
+        self._plan.extend(
+            _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY
+        )
+
+    @staticmethod
+    def _stop_retrying(child: _Child) -> None:
+        child.state = "stopped"
+        child.pending_since, child.placements = None, 0
+
     def _auto_shutdown(self, child: _Child) -> None:
         """Section 8: only for a significant child that ended and is not restarted."""
         policy = self.spec.auto_shutdown
         if not child.spec.significant or policy is AutoShutdown.NEVER:
             return
         if policy is AutoShutdown.ALL_SIGNIFICANT and any(
-            c.spec.significant and c.state in ("running", "paused", "restarting", "backoff")
+            c.spec.significant
+            and c.state in ("running", "paused", "restarting", "backoff", "pending")
             for c in self._children.values()
         ):
             return
@@ -663,8 +720,8 @@ class Supervisor:
     def _shutdown(self, reason: ExitReason, error: NannyError | None = None) -> None:
         self.mode = "shutting_down"
         for c in self._children.values():
-            if c.state in ("restarting", "backoff"):
-                c.state = "stopped"
+            if c.state in ("restarting", "backoff", "pending"):
+                self._stop_retrying(c)
         if self._simple:
             self._plan.append(_TerminateAll("shutdown"))
         else:
@@ -835,7 +892,7 @@ class Supervisor:
     def _refuse_live(self, child: _Child, operation: str) -> None:
         if child.alive:
             raise ChildRunning(self.name, child.id, operation)
-        if child.state in ("restarting", "backoff"):
+        if child.state in ("restarting", "backoff", "pending"):
             raise ChildRestarting(self.name, child.id, operation)
 
     def _report(

@@ -17,6 +17,7 @@ ChildState: TypeAlias = Literal[
     "restarting",
     "backoff",
     "unreachable",  # a remote subtree its engine cannot reach now: not an exit
+    "pending",  # a remote subtree no live node can take now: waits, charged nothing
 ]
 
 
@@ -43,9 +44,12 @@ class ChildInfo:
     `pid` is None when no process runs (and for a nested supervisor, which runs
     in the tree's own process); `incarnation` counts the processes started for
     this child; `restarts` counts the automatic restarts; `next_attempt` is when a
-    child in state "backoff" will be restarted (on the clock the supervisor is given);
-    `node` is where a remote subtree (a SupervisorSpec with a placement) runs, and
-    its state is "unreachable" while its engine cannot reach it (nothing is charged);
+    child in state "backoff" will be restarted, or one in state "pending" placed
+    again (on the clock the supervisor is given); `node` is where a remote subtree
+    (a SupervisorSpec with a placement) runs, and its state is "unreachable" while
+    its engine cannot reach it (nothing is charged), "pending" while no live node
+    can take its restart (docs/multihost.md section 2); `since` is when a child in
+    state "unreachable" or "pending" entered it (the same clock; None otherwise);
     `health` is what a running child's liveness probe says (None without one). A
     child is ready when its state is "running": "starting" lasts until its `ready`.
     """
@@ -59,9 +63,10 @@ class ChildInfo:
     last_exit: ExitReason | None
     restart: Restart
     significant: bool = False
-    next_attempt: float | None = None  # state "backoff": when the restart is due
+    next_attempt: float | None = None  # state "backoff" or "pending": when the next try is
     node: str | None = None  # a remote subtree: the id of the node it runs on
     health: Health | None = None  # a running child with a liveness probe
+    since: float | None = None  # state "unreachable" or "pending": since when
 
 
 @dataclass(frozen=True)

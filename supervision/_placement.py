@@ -9,13 +9,18 @@ Policies:
 - "prefer" (default): the previous node while it lives (a crashed subtree comes
   back where it was), else `node`, else the `fallback` nodes in order, else any
   eligible node.
-- "pinned": only `node`; when it is gone the start fails, and the supervisor's
-  retry loop charges each attempt until it gives up (OTP's "cannot start").
+- "pinned": only `node`; while it is gone a restart is pending (below).
 - "spread": the next eligible node after the previous one (round robin by node
   id), so successive restarts move around the cluster.
 
 A node is eligible when it has every label of `labels` (same value) and at
 least the `resources` asked for.
+
+A restart that no live node can take (`choose_node` gives None, or the chosen
+node left before the start) is not a failed start of the subtree: it is
+`pending`, charged nothing, and tried again on a backoff (`pending_delay`), for
+at most `wait` seconds (None: for as long as it takes); then it is a failed
+start like any other (OTP's retry loop, charged). docs/multihost.md section 2.
 """
 
 from __future__ import annotations
@@ -26,9 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from ._errors import SpecError
+from ._reasons import ExitKind, ExitReason
 
 PlacementPolicy: TypeAlias = Literal["prefer", "pinned", "spread"]
 POLICIES: tuple[str, ...] = ("prefer", "pinned", "spread")
+# A pending subtree's next placement attempt: kube-scheduler's backoff for a pod it
+# cannot schedule (podInitialBackoffSeconds, podMaxBackoffSeconds), doubling between.
+PENDING_FIRST = 1.0
+PENDING_MAX = 10.0
+UNPLACEABLE = "Unplaceable"  # the exc_type that marks a start failure "no node fits"
+
+
+def pending_delay(attempt: int) -> float:
+    """Seconds before placement attempt `attempt` + 1 of a pending subtree (1, 2, ...)."""
+    return min(PENDING_MAX, PENDING_FIRST * 2.0 ** min(max(attempt, 1) - 1, 16))
 
 
 @dataclass(frozen=True)
@@ -84,6 +100,10 @@ class Placement:
     - `resources`: custom resources the node must offer (e.g. {"node_b": 0.01}).
     - `policy`: "prefer" (default), "pinned" or "spread".
     - `fallback`: node ids or names to try, in order, when "prefer" cannot use `node`.
+    - `wait`: seconds a restart that no live node can take stays "pending" (nothing
+      charged, tried again on a backoff) before it counts as a failed start, charged
+      as OTP's retry loop does; None (default): pending until a node fits; 0: OTP's
+      retry loop at once.
     """
 
     node: str | None = None
@@ -91,6 +111,7 @@ class Placement:
     resources: Mapping[str, float] = field(default_factory=dict)
     policy: PlacementPolicy = "prefer"
     fallback: Sequence[str] = ()
+    wait: float | None = None
 
     def __post_init__(self) -> None:
         self._check(None)
@@ -109,6 +130,18 @@ class Placement:
         if not all(isinstance(n, str) and n for n in fallback):
             raise SpecError(owner, "placement.fallback", fallback, "expected node ids or names")
         put(self, "fallback", fallback)
+        wait = self.wait
+        if wait is not None:
+            if (
+                isinstance(wait, bool)
+                or not isinstance(wait, int | float)
+                or not math.isfinite(wait)
+                or wait < 0
+            ):
+                raise SpecError(
+                    owner, "placement.wait", wait, "expected None (no limit) or seconds >= 0"
+                )
+            put(self, "wait", float(wait))
         if self.policy == "pinned" and self.node is None:
             raise SpecError(
                 owner, "placement.node", None, 'policy "pinned" needs a node; name one, or "prefer"'
@@ -120,6 +153,16 @@ class Placement:
                 fallback,
                 'policy "pinned" never falls back; use "prefer"',
             )
+
+    @staticmethod
+    def unplaceable(message: str) -> ExitReason:
+        """The start failure of a remote subtree that no live node can take now: not a
+        failure of the subtree itself, so a restart waits (`wait`) instead of charging."""
+        return ExitReason(ExitKind.START_FAILURE, exc_type=UNPLACEABLE, message=message)
+
+    @staticmethod
+    def is_unplaceable(reason: ExitReason) -> bool:
+        return reason.kind is ExitKind.START_FAILURE and reason.exc_type == UNPLACEABLE
 
     def eligible(self, node: NodeInfo) -> bool:
         """Whether `node` has the labels and resources this placement asks for."""

@@ -187,7 +187,9 @@ def test_a_remote_crash_restarts_on_the_same_node(nodes: Nodes, trees: list[Tree
 def test_pinned_to_a_removed_node_retries_until_the_parent_gives_up(nodes: Nodes) -> None:
     b = nodes.add()
     spec = SupervisorSpec(
-        id="root", intensity=2, children=[remote(Placement(node=b.node_id, policy="pinned"))]
+        id="root",
+        intensity=2,
+        children=[remote(Placement(node=b.node_id, policy="pinned", wait=0))],
     )
     tree = Tree.start(spec, engine=RayEngine(lease_timeout=None))
     old = remote_processes(tree)

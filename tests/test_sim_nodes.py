@@ -53,7 +53,9 @@ def root_events(result: object, kind: EventKind) -> list[object]:
 
 
 def test_a_lost_node_is_node_down_after_the_detection_delay_and_prefer_moves_it() -> None:
-    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(10.0, "b")], detection=2.0)
+    cluster = Cluster(
+        ["a", "b", "c"], faults=[NodeDown(10.0, "b")], detection=2.0, lease_timeout=None
+    )
     spec = tree(remote(Placement(node="b", fallback=["c"])))
     result = simulate(spec, duration=60.0, cluster=cluster)
     assert result.placements == [(0.0, "ingest", "b"), (12.0, "ingest", "c")]
@@ -65,8 +67,9 @@ def test_a_lost_node_is_node_down_after_the_detection_delay_and_prefer_moves_it(
 
 
 def test_pinned_to_a_dead_node_retries_until_its_supervisor_gives_up() -> None:
-    cluster = Cluster(["a", "b"], faults=[NodeDown(5.0, "b")], detection=1.0)
-    spec = tree(remote(Placement(node="b", policy="pinned")), intensity=3)
+    cluster = Cluster(["a", "b"], faults=[NodeDown(5.0, "b")], detection=1.0, lease_timeout=None)
+    # wait=0: OTP's charged retry loop, not the wait for a node (tests/test_sim_pending.py)
+    spec = tree(remote(Placement(node="b", policy="pinned", wait=0)), intensity=3)
     result = simulate(spec, duration=60.0, cluster=cluster)
     failures = [e for e in result.events if e.context is EventKind.START_FAILED]
     assert failures and all("no live node fits" in e.reason.message for e in failures)
@@ -75,7 +78,9 @@ def test_pinned_to_a_dead_node_retries_until_its_supervisor_gives_up() -> None:
 
 
 def test_a_partition_shorter_than_the_health_check_charges_nothing() -> None:
-    cluster = Cluster(["a", "b"], faults=[Unreachable(10.0, "b", 3.0)], health_check=4.0)
+    cluster = Cluster(
+        ["a", "b"], faults=[Unreachable(10.0, "b", 3.0)], health_check=4.0, lease_timeout=None
+    )
     result = simulate(tree(remote(Placement(node="b"))), duration=60.0, cluster=cluster)
     assert root_events(result, EventKind.CHILD_EXITED) == []
     assert result.children["ingest"].restarts == 0
@@ -84,7 +89,10 @@ def test_a_partition_shorter_than_the_health_check_charges_nothing() -> None:
 
 def test_a_longer_partition_is_node_down_and_the_healed_incarnation_restarts_nothing() -> None:
     cluster = Cluster(
-        ["a", "b"], faults=[Unreachable(10.0, "b", 30.0), NodeUp(50.0, "b")], health_check=4.0
+        ["a", "b"],
+        faults=[Unreachable(10.0, "b", 30.0), NodeUp(50.0, "b")],
+        health_check=4.0,
+        lease_timeout=None,
     )
     result = simulate(tree(remote(Placement(node="b"))), duration=100.0, cluster=cluster)
     exits = root_events(result, EventKind.CHILD_EXITED)
@@ -99,6 +107,7 @@ def test_opt_in_unreachable_timeout_declares_it_sooner() -> None:
         faults=[Unreachable(10.0, "b", 3.0)],
         health_check=4.0,
         unreachable_timeout=1.0,
+        lease_timeout=None,
     )
     result = simulate(tree(remote(Placement(node="b"))), duration=60.0, cluster=cluster)
     exits = root_events(result, EventKind.CHILD_EXITED)
@@ -222,7 +231,10 @@ def test_live_and_simulation_agree_on_a_partition_past_unreachable_timeout(
         strategy=Strategy.ONE_FOR_ALL,
     )
     cluster = Cluster(
-        ["a", "b", "c"], faults=[Unreachable(5.0, "b", 60.0)], unreachable_timeout=bound
+        ["a", "b", "c"],
+        faults=[Unreachable(5.0, "b", 60.0)],
+        unreachable_timeout=bound,
+        lease_timeout=lease,
     )
     simulated = simulate(spec, duration=30.0, cluster=cluster)
     expected = [(s, k, o) for s, k, o in event_sequence(simulated.events) if s == "root"]
@@ -249,7 +261,8 @@ def test_live_and_simulation_agree_on_a_partition_past_unreachable_timeout(
     assert live == expected
     assert [p[2] for p in simulated.placements] == ["b", "c"]
     sim_exit = root_events(simulated, EventKind.CHILD_EXITED)
-    assert [e.time for e in sim_exit] == [5.0 + bound]  # type: ignore[attr-defined]
+    told = 5.0 + bound if lease is None else 6.0  # with a lease: once it ran out
+    assert [e.time for e in sim_exit] == [told]  # type: ignore[attr-defined]
     assert engine.spawned == [("b", 1), ("c", 2)]
     exits = [
         e

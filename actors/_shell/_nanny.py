@@ -967,7 +967,13 @@ class NannyActor(pykka.ThreadingActor):
         if remote is None or info.state not in ("running", "stopping"):
             return info
         state = "unreachable" if remote.unreachable else info.state
-        view: ChildInfo = dataclasses.replace(info, state=state, node=remote.node, pid=remote.pid)
+        view: ChildInfo = dataclasses.replace(
+            info,
+            state=state,
+            node=remote.node,
+            pid=remote.pid,
+            since=remote.unreachable_since if remote.unreachable else None,
+        )
         return view
 
     def _ask_worker(self, info: ChildInfo, message: Any, what: str) -> Any:

@@ -8,12 +8,15 @@ the parent nanny's. One RemoteChild per incarnation: a late message of an old
 incarnation reaches a stopped actor (or a stale incarnation) and restarts nothing.
 
 State machine (docs/multihost.md section 4): running -> unreachable (a failed
-call, nothing charged) -> running again when a probe answers; -> exited when the
+call, nothing charged) -> running again when a probe answers; -> exiting when the
 engine says dead (REMOTE_CRASH, NODE_DOWN), when `supervision.Fencing` declares
-the node down, or when the remote tree ended by itself (crosses as `shutdown`).
-With a lease on, a NODE_DOWN is told to the parent only once the lease has run
-out since its last renewal (section 5): by then the old incarnation has fenced
-itself (stopped its children), so a restart elsewhere does not run beside it.
+the node down or the remote unresponsive, or when the remote tree ended by itself
+(crosses as `shutdown`). An exit whose incarnation may still run is told to the
+parent only once `Fencing` allows (section 5): once the incarnation is confirmed
+gone, or its lease has run out and it has fenced itself, so that its restart
+never runs beside it. The same holds for a stop the parent asks for. A start
+that no live node can take fails "unplaceable" (`Placement.unplaceable`): the
+core keeps the restart pending instead of charging it (section 2).
 The far side is actors/_remote/_host.py.
 """
 
@@ -35,6 +38,7 @@ from supervision import (
     ExitKind,
     ExitReason,
     Fencing,
+    Placement,
     StartError,
     SupervisorSpec,
     choose_node,
@@ -58,16 +62,28 @@ log = logging.getLogger("nannytree")
 START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
 PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
 PROBE_MAX = 2.0
+CONFIRM_MAX = 0.5  # between two questions whether an exiting incarnation is gone
 EVENT_POLL = 5.0  # seconds a long poll for the remote tree's events waits
+# A stopped incarnation that could not be confirmed gone waits as a killed one does.
+_KILLED = ExitReason(ExitKind.REMOTE_UNRESPONSIVE, message="stopped by its parent; killed")
 
 
 class RemoteStatus:
-    """What the parent nanny shows of a remote child: its node, pid, reachability."""
+    """What the parent nanny shows of a remote child: its node, pid, reachability.
+
+    `unreachable_since` (time.monotonic(), the tree's clock) is when it stopped
+    answering, None while it answers; it stays set while an exit waits for the
+    old incarnation to be gone (it is never shown as running then).
+    """
 
     def __init__(self, node: str, pid: int | None) -> None:
         self.node = node
         self.pid = pid
-        self.unreachable = False
+        self.unreachable_since: float | None = None
+
+    @property
+    def unreachable(self) -> bool:
+        return self.unreachable_since is not None
 
 
 @dataclass(frozen=True)
@@ -102,6 +118,13 @@ class _Declare:
     reason: ExitReason
 
 
+@dataclass(frozen=True)
+class _Confirm:
+    """Ask whether the killed incarnation is gone yet (then its exit is told)."""
+
+    delay: float
+
+
 def start_remote(
     spec: SupervisorSpec, context: Any, link: Any
 ) -> tuple[pykka.ActorRef[RemoteChild], RemoteStatus]:
@@ -123,20 +146,21 @@ def start_remote(
     node = choose_node(spec.placement, live, nodes.get(link.name))
     if node is None:
         names = ", ".join(n.name or n.id for n in live) or "none"
-        raise StartError(
-            supervisor,
-            spec.id,
-            ExitReason.start_failure(
-                f"no live node fits placement {spec.placement} (live nodes: {names})"
-            ),
-        )
+        message = f"no live node fits placement {spec.placement} (live nodes: {names})"
+        raise StartError(supervisor, spec.id, Placement.unplaceable(message))
     name = f"nannytree:{link.name}#{link.incarnation}"
     try:
         handle = engine.spawn(
             spec, node, link.incarnation, name, engine.lease_timeout, START_TIMEOUT
         )
-    except RemoteStartError as e:
-        raise StartError(supervisor, spec.id, e.reason) from e
+    except Exception as e:
+        if not _listed(engine, node):  # it left between the choice and the start
+            why = e.reason if isinstance(e, RemoteStartError) else f"{type(e).__name__}: {e}"
+            message = f"node {node!r} left before the start there ({why})"
+            raise StartError(supervisor, spec.id, Placement.unplaceable(message)) from e
+        if isinstance(e, RemoteStartError):
+            raise StartError(supervisor, spec.id, e.reason) from e
+        raise
     nodes[link.name] = node
     try:
         pid = engine.call(handle, "ping", timeout=CALL_TIMEOUT)
@@ -147,6 +171,14 @@ def start_remote(
         spec, engine, handle, link, status, context.scheduler, down.add, context.log
     )
     return ref, status
+
+
+def _listed(engine: Engine, node: str) -> bool:
+    """Whether the engine lists `node` as alive (True when it cannot say)."""
+    try:
+        return any(n.id == node for n in engine.nodes())
+    except Exception:
+        return True
 
 
 class RemoteChild(ThreadedActor):
@@ -177,15 +209,19 @@ class RemoteChild(ThreadedActor):
         self._node_down = node_down  # the tree's: never placed there again
         self._scheduler = scheduler  # the tree's timers
         self._state = "running"  # running, unreachable, exiting, stopped
-        self._fencing = Fencing(engine.lease_timeout, engine.unreachable_timeout)
-        self._renew_every = self._fencing.renew_every
-        self._last_renewal: float | None = time.monotonic() if self._renew_every else None
-        self._unreachable_since = 0.0
         # Opt-in (off by default): a hung remote supervisor is invisible to the engine;
         # it is asked this often to answer within this long (remote_unresponsive).
         self._liveness = engine.liveness_timeout
+        self._fencing = Fencing(engine.lease_timeout, engine.unreachable_timeout, self._liveness)
+        self._renew_every = self._fencing.renew_every
+        self._last_renewal: float | None = time.monotonic() if self._renew_every else None
         self._pinging = False
         self._killed = False
+        self._exiting: ExitReason | None = None  # the exit it will tell
+        # Beyond the port: an engine whose far side can say its fence is complete.
+        self._fence_confirmed: Callable[[Any], bool] | None = getattr(
+            engine, "fence_confirmed", None
+        )
         self._log = log  # the parent tree's event log: the remote events join it
         self._forwarding = threading.Event()
 
@@ -207,7 +243,7 @@ class RemoteChild(ThreadedActor):
         # The tree's scheduler cancels nothing: a timer that fires later tells a
         # stopped actor, and is dropped.
         self._forwarding.clear()
-        if self._state in ("running", "unreachable"):
+        if self._state in ("running", "unreachable", "exiting"):
             self._state = "stopped"
             self._kill()
 
@@ -222,6 +258,8 @@ class RemoteChild(ThreadedActor):
             self._renew()
         elif isinstance(message, _Declare):
             self._tell_exit(message.reason)
+        elif isinstance(message, _Confirm):
+            self._confirm(message)
         elif isinstance(message, _Ping):
             self._ping()
         elif isinstance(message, _Pong):
@@ -273,8 +311,12 @@ class RemoteChild(ThreadedActor):
         return self._api("events")
 
     def which_tree(self) -> Any:
-        """The remote subtree, with paths under this child's path and each node named."""
-        return [self._relocate(n) for n in self._api("which_tree")]
+        """The remote subtree, with paths under this child's path and each node named;
+        nothing while it cannot be reached (the parent shows it "unreachable")."""
+        try:
+            return [self._relocate(n) for n in self._api("which_tree")]
+        except ChildNotRunning:
+            return []
 
     def node(self) -> str:
         return self.status.node
@@ -294,7 +336,10 @@ class RemoteChild(ThreadedActor):
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {self._state}")
         try:
             return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
-        except (RemoteUnreachable, RemoteDead) as e:
+        except RemoteUnreachable as e:
+            self._unreachable(f"call {method} failed: {e}")
+            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
+        except RemoteDead as e:
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
         except RemoteApiError as e:
             raise e.rebuild() from None
@@ -311,13 +356,17 @@ class RemoteChild(ThreadedActor):
         self._engine.wait_exit(self._handle, deliver)
 
     def _on_outcome(self, message: _Outcome) -> None:
-        if message.incarnation != self._incarnation or self._state not in (
-            "running",
-            "unreachable",
-        ):
-            log.debug("remote child %r: late %s ignored", self._name, message.outcome)
-            return
         outcome = message.outcome
+        if message.incarnation != self._incarnation:
+            log.debug("remote child %r: late %s ignored", self._name, outcome)
+            return
+        if self._state == "exiting":  # the death report of a killed incarnation: gone
+            if outcome.kind == "dead" and outcome.reason is not None:
+                self._confirmed(outcome.reason)
+            return
+        if self._state not in ("running", "unreachable"):
+            log.debug("remote child %r: late %s ignored", self._name, outcome)
+            return
         if outcome.kind == "unreachable":
             self._unreachable(outcome.message)
             return
@@ -332,21 +381,17 @@ class RemoteChild(ThreadedActor):
         if self._state == "running":
             log.info("remote child %r unreachable: %s", self._name, why)
             self._state = "unreachable"
-            self.status.unreachable = True
-            self._unreachable_since = time.monotonic()
+            self.status.unreachable_since = time.monotonic()
             self._later(PROBE_FIRST, _Probe(PROBE_FIRST))
 
     def _probe(self, delay: float) -> None:
         if self._state != "unreachable":
             return
         node = self.status.node
-        try:
-            listed = any(n.id == node for n in self._engine.nodes())
-        except Exception:
-            listed = True  # no word from the engine: only the bound may declare it down
-        verdict = self._fencing.verdict(
-            time.monotonic(), node, self._unreachable_since, listed=listed
-        )
+        since = self.status.unreachable_since
+        assert since is not None
+        listed = _listed(self._engine, node)  # no word: only the bounds may declare it
+        verdict = self._fencing.verdict(time.monotonic(), node, since, listed=listed)
         if verdict is not None:
             self._exit(verdict)
             return
@@ -359,24 +404,35 @@ class RemoteChild(ThreadedActor):
             next_delay = min(PROBE_MAX, delay * 2)
             self._later(next_delay, _Probe(next_delay))
             return
-        # A false alarm: nothing was charged; park a new wait.
+        # A false alarm: nothing was charged; renew the lease at once, park a new wait.
         self._state = "running"
-        self.status.unreachable = False
-        self._park()
+        self.status.unreachable_since = None
+        self._renew_once()
+        if self._state == "running":
+            self._park()
 
     def _renew(self) -> None:
         every = self._renew_every
         if self._state not in ("running", "unreachable") or not every:
+            return
+        # Not while unreachable: a renewal stuck on the way could reach the far side
+        # late and stretch its lease past the parent's bound; the probe renews on
+        # the first answer.
+        if self._state == "running":
+            self._renew_once()
+        self._later(every, _Renew())
+
+    def _renew_once(self) -> None:
+        every = self._renew_every
+        if not every:
             return
         try:
             self._engine.call(self._handle, "renew_lease", timeout=every)
             self._last_renewal = time.monotonic()
         except RemoteDead as e:
             self._exit(e.reason)
-            return
         except Exception as e:
             self._unreachable(f"lease renewal failed: {e}")
-        self._later(every, _Renew())
 
     def _forward_events(self) -> None:
         """The remote tree's events, into the parent's log, under this child's path and on
@@ -432,6 +488,7 @@ class RemoteChild(ThreadedActor):
     def _on_pong(self, message: _Pong) -> None:
         self._pinging = False
         if self._state != "running" or self._liveness is None:
+            # Unreachable: the probe decides (Fencing.verdict counts the silence).
             if self._state == "unreachable" and self._liveness is not None:
                 self._later(self._liveness, _Ping())
             return
@@ -449,21 +506,66 @@ class RemoteChild(ThreadedActor):
             self._later(self._liveness, _Ping())
 
     def _exit(self, reason: ExitReason) -> None:
-        self._state = "exiting"
+        self._state, self._exiting = "exiting", reason
         if reason.kind is ExitKind.REMOTE_UNRESPONSIVE:
             # Hung, or cut off: killed now (on a thread: a kill may wait for the hung
-            # process); restarted elsewhere only once its fence is sure to have
-            # stopped it, if the kill could not reach it.
+            # process); told once the kill is confirmed, or once its fence is sure to
+            # have stopped it if the kill could not reach it.
             self._killed = True
             threading.Thread(target=self._kill, daemon=True).start()
         if reason.kind is ExitKind.NODE_DOWN:
             self._node_down(self.status.node)
         wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
-        if wait > 0:
+        if wait is not None and wait <= 0:
+            self._tell_exit(reason)
+            return
+        # It may still run: shown unreachable (never running) until it is gone.
+        if self.status.unreachable_since is None:
+            self.status.unreachable_since = time.monotonic()
+        if wait is not None:
             log.info("remote child %r: %s; waiting %.1fs for its fence", self._name, reason, wait)
             self._later(wait, _Declare(reason))
-        else:
-            self._tell_exit(reason)
+        if self._killed or self._fence_confirmed is not None:
+            log.info("remote child %r: %s; waiting until it is confirmed gone", self._name, reason)
+            self._later(PROBE_FIRST, _Confirm(PROBE_FIRST))
+
+    def _confirm(self, message: _Confirm) -> None:
+        """Is the incarnation gone? The death report of its kill says so
+        (Fencing.confirms), or its far side's word that its fence is complete."""
+        if self._state != "exiting":
+            return
+        if self._fenced():
+            assert self._exiting is not None
+            self._tell_exit(self._exiting)
+            return
+        if self._killed:
+            try:
+                self._engine.call(self._handle, "ping", timeout=min(PROBE_MAX, 1.0))
+            except RemoteDead as e:
+                if self._confirmed(e.reason):
+                    return
+            except Exception:
+                pass  # no answer: not confirmed
+        delay = min(CONFIRM_MAX, message.delay * 2)
+        self._later(delay, _Confirm(delay))
+
+    def _fenced(self) -> bool:
+        """The engine's word that this incarnation fenced itself, every child stopped
+        (RayEngine.fence_confirmed); False when it has none or cannot say."""
+        if self._fence_confirmed is None:
+            return False
+        try:
+            return bool(self._fence_confirmed(self._handle))
+        except Exception:
+            return False
+
+    def _confirmed(self, death: ExitReason) -> bool:
+        """Tell the exit if the engine's death report `death` shows the incarnation gone."""
+        if self._state != "exiting" or not self._killed or not self._fencing.confirms(death):
+            return False
+        assert self._exiting is not None
+        self._tell_exit(self._exiting)
+        return True
 
     def _tell_exit(self, reason: ExitReason) -> None:
         if self._state != "exiting":
@@ -476,19 +578,52 @@ class RemoteChild(ThreadedActor):
         self.actor_ref.stop(block=False)
 
     def _stop_remote(self, deadline: float | None) -> ExitReason:
-        """ShutdownTree from the parent: an orderly remote stop, bounded by `deadline`."""
+        """ShutdownTree from the parent: an orderly remote stop, bounded by `deadline`.
+
+        Answered once the incarnation is gone (its tree stopped, or its death confirmed)
+        or has fenced itself, as an exit is told: what the parent starts next never
+        runs beside it. Past `deadline` the parent waits no longer.
+        """
         if self._state == "stopped":
             return ExitReason.shutdown("already stopped")
         self._state = "stopped"
+        self._forwarding.clear()
         timeout = None if deadline is None else deadline - time.monotonic()
+        gone = False
         if timeout is None or timeout > 0:
             try:
                 self._engine.call(self._handle, "shutdown", timeout=timeout)
+                gone = True  # its tree stopped, every child with it
+            except RemoteDead as e:
+                gone = self._fencing.confirms(e.reason)
             except Exception as e:
                 log.info("remote child %r: orderly stop failed (%s); killing it", self._name, e)
         self._kill()
+        if not gone:
+            self._wait_gone(deadline)
         self.actor_ref.stop(block=False)
         return ExitReason.shutdown()
+
+    def _wait_gone(self, deadline: float | None) -> None:
+        """After a kill: until its death is confirmed, its fence is sure, or `deadline`."""
+        delay = PROBE_FIRST
+        while True:
+            now = time.monotonic()
+            left = None if deadline is None else deadline - now
+            fenced = self._fencing.tell_after(_KILLED, now, self._last_renewal)
+            if (left is not None and left <= 0) or fenced == 0.0:
+                return
+            if self._fenced():
+                return
+            try:
+                self._engine.call(self._handle, "ping", timeout=min(PROBE_MAX, 1.0))
+            except RemoteDead as e:
+                if self._fencing.confirms(e.reason):
+                    return
+            except Exception:
+                pass
+            time.sleep(min(t for t in (delay, left, fenced) if t is not None))
+            delay = min(CONFIRM_MAX, delay * 2)
 
     def _kill(self) -> None:
         try:

@@ -8,24 +8,34 @@ rule (`Fencing`, docs/multihost.md section 8):
 
 - `NodeDown(at, node)`: the node dies at `at`; everything on it stops at once
   (down for availability), and its parent learns it `detection` seconds later
-  as the abnormal exit `node_down` (Erlang's noconnection). A node that died
-  never comes back under its old identity (Ray's node ids are not reused);
-  `NodeUp` adds a node (a repaired host that joins again).
+  as the abnormal exit `node_down` (Erlang's noconnection), or, with a lease,
+  once the lease has run out since its last renewal if that is later (the
+  parent's wait for the fence, `Fencing.tell_after`). A node that died never
+  comes back under its old identity (Ray's node ids are not reused); `NodeUp`
+  adds a node (a repaired host that joins again).
 - `Unreachable(at, node, duration)`: a partition, or a silent node. Nothing is
-  charged while it lasts; if it heals before `Fencing.declared_after` (the
-  engine's verdict after `health_check`, or the cluster's `unreachable_timeout`,
-  when set and shorter) nothing happens at all.
-  Otherwise the node is declared dead then: `node_down` for its subtrees,
-  whose old incarnation is fenced (its children are stopped; anything it says
-  after is an old incarnation's, which restarts nothing).
+  charged while it lasts. With a lease, renewals fail while it lasts, and a
+  subtree there fences itself (its children stop) `FENCE_AT` of the lease after
+  the last renewal that came through; if it heals before it is declared dead,
+  the parent then hears `remote_crash` (the fenced process exited). It is
+  declared dead `Fencing.declared_after` after the cut (the engine's verdict
+  after `health_check`, or the cluster's `unreachable_timeout`, when set and
+  shorter): `node_down` for its subtrees, told as for `NodeDown` (after the
+  lease, with one); their old incarnation stops then at the latest. A short
+  partition with no lease, or ending before the fence, changes nothing.
 - `NodeFailures(mtbf, repair)`: every node fails at random (exponential, mean
   `mtbf` seconds) and a fresh node of the same name joins `repair` seconds
   later; drawn from the run's seed, so a seed replays the same failures.
 
+Renewals are due every third of the lease from the subtree's start (as the
+live remote child makes them); one due while the node is cut off fails, and a
+heal that the parent noticed (a renewal failed) renews at once.
+
 Defaults, as measured with Ray 2.60 (README "Across hosts"): `detection` 1.3 s
 (a node lost while its OS still answers), `health_check` 4.2 s (a silent node,
 with the tuned health check of the tests; Ray's own default is about 65 s),
-`unreachable_timeout` None (wait for the engine's verdict).
+`unreachable_timeout` None (wait for the engine's verdict), `lease_timeout` 30 s
+(`RayEngine`'s default: a live tree with default settings waits for it).
 """
 
 from __future__ import annotations
@@ -42,6 +52,7 @@ from .._placement import NodeInfo
 
 DEFAULT_DETECTION = 1.3
 DEFAULT_HEALTH_CHECK = 4.2
+DEFAULT_LEASE = 30.0  # actors.ray.RayEngine's lease_timeout (tests/test_sim_lease.py)
 
 
 def _time(owner: str, name: str, value: Any, *, positive: bool = False) -> float:
@@ -124,7 +135,8 @@ class Cluster:
     `detection`: seconds from a node's loss to its parent's `node_down`;
     `health_check`: seconds after which a silent (unreachable) node is declared
     dead; `unreachable_timeout`: declare it dead sooner, after this long (opt-in,
-    as `RayEngine(unreachable_timeout=...)`).
+    as `RayEngine(unreachable_timeout=...)`); `lease_timeout`: the remote subtrees'
+    lease (as `RayEngine(lease_timeout=...)`, 30 s by default; None: no lease).
     """
 
     nodes: Sequence[str | NodeInfo]
@@ -133,6 +145,7 @@ class Cluster:
     detection: float = DEFAULT_DETECTION
     health_check: float = DEFAULT_HEALTH_CHECK
     unreachable_timeout: float | None = None
+    lease_timeout: float | None = DEFAULT_LEASE
     infos: tuple[NodeInfo, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
@@ -167,11 +180,17 @@ class Cluster:
                 "unreachable_timeout",
                 _time("Cluster", "unreachable_timeout", self.unreachable_timeout, positive=True),
             )
+        if self.lease_timeout is not None:
+            object.__setattr__(
+                self,
+                "lease_timeout",
+                _time("Cluster", "lease_timeout", self.lease_timeout, positive=True),
+            )
 
     @property
     def fencing(self) -> Fencing:
-        """The live rule with this cluster's settings (the simulator has no lease)."""
-        return Fencing(unreachable_timeout=self.unreachable_timeout)
+        """The live rule with this cluster's settings."""
+        return Fencing(self.lease_timeout, self.unreachable_timeout)
 
     @property
     def declared_after(self) -> float:
@@ -205,6 +224,7 @@ class NodeTable:
         self.infos = {i.id: i for i in cluster.infos}
         self.alive: set[str] = set(self.infos)
         self.cut_off: dict[str, int] = {}  # node -> partitions in force
+        self.cuts: dict[str, list[tuple[float, float]]] = {}  # node -> (from, until)
 
     def live(self) -> list[NodeInfo]:
         return [self.infos[n] for n in sorted(self.alive)]
@@ -224,3 +244,21 @@ class NodeTable:
         self.alive.discard(node)
         self.cut_off.pop(node, None)
         return True
+
+    def last_renewal(self, fencing: Fencing, node: str, since: float, at: float) -> float:
+        """The last renewal, at or before `at`, of a lease granted at `since` to a
+        subtree on `node` that came through (its node was not cut off then)."""
+        every = fencing.renew_every
+        if every is None:
+            return since
+        cuts = [(a, b) for a, b in self.cuts.get(node, ()) if b > since and a <= at]
+        k = math.floor((at - since) / every) if at > since else 0
+        while k > 0 and any(a <= since + k * every < b for a, b in cuts):
+            k -= 1
+        last = since + k * every
+        for a, b in cuts:
+            # A heal the parent noticed (a renewal failed during the cut) renews at once.
+            first = since + max(1, math.ceil((a - since) / every)) * every
+            if b <= at and first < b:
+                last = max(last, b)
+        return last

@@ -34,7 +34,8 @@ from .._actions import (
 from .._core import Supervisor
 from .._errors import ChildNotRunning, NannyError, SpecError, StartError, SupervisorNotRunning
 from .._events import Event, EventKind
-from .._placement import choose_node
+from .._fencing import Fencing
+from .._placement import Placement, choose_node
 from .._reasons import ExitKind, ExitReason
 from .._spec import (
     BRUTAL_KILL,
@@ -192,6 +193,9 @@ class _Node:
     ) -> None:
         self.sim = sim
         self.host = host  # the node it runs on (None: the root's host)
+        self.lease_from: float | None = None  # when its parent got its start (its lease)
+        self.fenced = False  # a remote subtree that stopped itself (lease, cut off)
+        self.told = False  # its parent has been told of its node's fault
         self.core = Supervisor(spec, f"{sim.root_name}/{prefix.rstrip('/')}" if prefix else None)
         self.prefix = prefix  # "" for the root, "pool/" below it
         # The `faults` keys its prefix may be written as, most specific first: below a
@@ -310,6 +314,7 @@ class _Node:
         if parent is None:
             return
         if isinstance(message, _Init):
+            self.lease_from = self.sim.now
             parent.answer(parent.core.started(self.child_id, None, self.incarnation, self.sim.now))
         elif isinstance(message, _Shutdown):  # already stopping: the core had nothing to do
             self._reply_shutdown(ExitReason.shutdown())
@@ -747,7 +752,7 @@ class _Simulation:
         node = choose_node(spec.placement, self.nodes.live(), self.previous.get(path))
         if node is None:
             names = ", ".join(n.id for n in self.nodes.live()) or "none"
-            return ExitReason.start_failure(
+            return Placement.unplaceable(
                 f"no live node fits placement {spec.placement} (live nodes: {names})"
             )
         if not self.nodes.reachable(node):
@@ -757,17 +762,28 @@ class _Simulation:
         return node
 
     def _subtrees_on(self, node: str) -> list[_Node]:
-        """The remote subtrees running on `node` (each placed there by its parent)."""
+        """The remote subtrees on `node` (each placed there by its parent) whose parent
+        has not been told of a fault there: running, or fenced."""
         found: list[_Node] = []
         stack = [self.root] if self.root is not None else []
         while stack:
             current = stack.pop()
             for nested in current.nested.values():
-                if nested.host == node and current.host != node and not nested.dead:
+                if (
+                    nested.host == node
+                    and current.host != node
+                    and (not nested.dead or nested.fenced)
+                    and not nested.told
+                ):
                     found.append(nested)
                 else:
                     stack.append(nested)
         return found
+
+    def _last_renewal(self, subtree: _Node, at: float) -> float:
+        assert self.nodes is not None and self.cluster is not None and subtree.host is not None
+        since = self.now if subtree.lease_from is None else subtree.lease_from
+        return self.nodes.last_renewal(self.cluster.fencing, subtree.host, since, at)
 
     def _node_fault(self, fault: NodeFault) -> None:
         nodes, cluster = self.nodes, self.cluster
@@ -777,35 +793,63 @@ class _Simulation:
         elif isinstance(fault, NodeDown):
             self._node_lost(fault.node, cluster.detection)
         elif fault.node in nodes.alive:
-            nodes.cut_off[fault.node] = nodes.cut_off.get(fault.node, 0) + 1
+            node, until = fault.node, self.now + fault.duration
+            nodes.cut_off[node] = nodes.cut_off.get(node, 0) + 1
+            nodes.cuts.setdefault(node, []).append((self.now, until))
+            lease = cluster.lease_timeout
+            if lease is not None:  # each subtree there fences itself if it lasts
+                for subtree in self._subtrees_on(node):
+                    fence = self._last_renewal(subtree, self.now) + lease * Fencing.FENCE_AT
+                    if fence < until:
+                        self.at(max(fence, self.now), self._fence, subtree)
             if fault.duration >= cluster.declared_after:
-                self.at(self.now + cluster.declared_after, self._declare, fault.node)
+                self.at(self.now + cluster.declared_after, self._declare, node)
             else:
-                self.at(self.now + fault.duration, self._heal, fault.node)
+                self.at(until, self._heal, node)
+
+    def _fence(self, subtree: _Node) -> None:
+        """Its lease ran out while cut off: it stopped its children (its parent hears
+        of it at the heal, or at its node's declaration)."""
+        if not subtree.dead and not subtree.told:
+            subtree.lose()
+            subtree.fenced = True
 
     def _heal(self, node: str) -> None:
         assert self.nodes is not None
         left = self.nodes.cut_off.get(node, 0) - 1
         if left > 0:
             self.nodes.cut_off[node] = left
-        else:
-            self.nodes.cut_off.pop(node, None)
+            return
+        self.nodes.cut_off.pop(node, None)
+        # A fenced subtree's process exited: its death report comes through now.
+        reason = ExitReason(ExitKind.REMOTE_CRASH, message="it fenced itself (lease expired)")
+        for subtree in self._subtrees_on(node):
+            if subtree.fenced:
+                self._tell(subtree, reason, self.now)
 
     def _declare(self, node: str) -> None:
-        """A silent node declared dead: its old incarnations are fenced, now."""
+        """A silent node declared dead: its old incarnations stop, if their fence has
+        not stopped them yet."""
         self._node_lost(node, 0.0)
 
     def _node_lost(self, node: str, detection: float) -> None:
-        assert self.nodes is not None
+        assert self.nodes is not None and self.cluster is not None
         if not self.nodes.declare_dead(node):
             return
         reason = ExitReason(ExitKind.NODE_DOWN, message=f"node {node!r} is dead")
+        fencing = self.cluster.fencing
         for subtree in self._subtrees_on(node):
-            subtree.lose()
-            parent = subtree.parent
-            assert parent is not None
-            message = _ChildExited(subtree.child_id, subtree.incarnation, reason)
-            self.at(self.now + detection, parent.deliver, message)
+            if not subtree.dead:
+                subtree.lose()
+            wait = fencing.tell_after(reason, self.now, self._last_renewal(subtree, self.now))
+            self._tell(subtree, reason, self.now + max(detection, wait or 0.0))
+
+    def _tell(self, subtree: _Node, reason: ExitReason, at: float) -> None:
+        """Its parent hears `reason` at `at` (once)."""
+        subtree.told = True
+        parent = subtree.parent
+        assert parent is not None
+        self.at(at, parent.deliver, _ChildExited(subtree.child_id, subtree.incarnation, reason))
 
     def _start_root(self, _: object) -> None:
         self.root = _Node(self, self.spec, "")
