@@ -17,7 +17,15 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
-from ._config import MISSING, ConfigError, TargetResolver, UnresolvedTarget, load_tree
+from ._config import (
+    MISSING,
+    ConfigError,
+    EngineConfig,
+    TargetResolver,
+    UnresolvedTarget,
+    load_engine,
+    load_tree,
+)
 from ._core import Supervisor
 from ._errors import (
     AlreadyPresent,
@@ -97,6 +105,7 @@ __all__ = [
     "ChildState",
     "ConfigError",
     "DeleteOld",
+    "EngineConfig",
     "Event",
     "EventKind",
     "ExecProbe",
@@ -152,6 +161,7 @@ __all__ = [
     "classify_exit",
     "event_from_dict",
     "event_to_dict",
+    "load_engine",
     "load_tree",
     "parse_signal",
     "plan_restart_all",

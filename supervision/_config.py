@@ -30,6 +30,19 @@ Real daemons (see README "Running real daemons"):
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
 
+The engine that runs the subtrees with a `placement` (README "Across hosts"):
+
+    [engine]
+    kind = "ray"                      # the only one a file can name
+    address = "auto"                  # "auto", "local", "ray://HOST:10001", "HOST:PORT"
+    lease_timeout = 30                # seconds, or false (off); RayEngine's parameters,
+    liveness_timeout = 5              # one key each (`load_engine`)
+    unreachable_timeout = 20
+    health_check_period = 1           # Ray's node health check, for a Ray this run starts
+    health_check_timeout = 1
+    health_check_failure_threshold = 3
+    runtime_env = { pip = ["requests"] }   # Ray's, for every remote subtree
+
 Health (docs/health.md):
 
     ready = { tcp = 8000 }                                   # the child's port answers
@@ -49,7 +62,7 @@ import re
 import shlex
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
@@ -107,7 +120,19 @@ SUPERVISOR_KEYS = (
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
 RELOAD_KEYS = ("signal", "check", "check_timeout")
-PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback")
+PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback", "wait")
+ENGINE_KINDS = ("ray",)
+# Seconds (> 0) or false (off): None is the engine's own "off".
+ENGINE_SECONDS_OR_OFF = ("lease_timeout", "liveness_timeout", "unreachable_timeout")
+ENGINE_SECONDS = ("health_check_period", "health_check_timeout", "health_check_initial_delay")
+ENGINE_COUNTS = ("health_check_failure_threshold",)
+ENGINE_TABLES = ("runtime_env",)  # passed as written: the engine checks it
+ENGINE_KEYS = (
+    *("kind", "address", *ENGINE_SECONDS_OR_OFF, *ENGINE_SECONDS, *ENGINE_COUNTS),
+    *ENGINE_TABLES,
+)
+_ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+(:\d+)?|[^\s/:]+:\d+)$")
+ADDRESS_FORMS = '"auto", "local", "ray://HOST:10001" (a Ray client) or "HOST:PORT" (a GCS)'
 
 
 class ConfigError(NannyError, ValueError):
@@ -139,6 +164,47 @@ class ConfigError(NannyError, ValueError):
         lines = "\n".join(f"  {e}" for e in errors)
         combined.args = (f"{first.filename}: {len(errors)} problems:\n{lines}",)
         return combined
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """A tree file's `[engine]` table: the engine that runs its placed subtrees.
+
+    `options` holds only the settings the file gave, each under the name of the
+    engine's parameter (`lease_timeout`: seconds, or None for off); the rest keep
+    the engine's defaults. `address` None: the engine's default (Ray: a cluster on
+    this host, else one started for the run).
+    """
+
+    kind: str = "ray"
+    address: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def over(self, base: EngineConfig | None) -> EngineConfig:
+        """These settings over `base` (flags over a file): each one given here wins."""
+        if base is None:
+            return self
+        return EngineConfig(
+            self.kind,
+            self.address if self.address is not None else base.address,
+            {**base.options, **self.options},
+        )
+
+
+def load_engine(
+    text: str | bytes,
+    filename: str = NO_FILE,
+    *,
+    vars: Mapping[str, object] | None = None,
+) -> EngineConfig | None:
+    """The `[engine]` table of a tree file (already read), validated; None without one.
+
+    Raises ConfigError as `load_tree` does (which validates the table too)."""
+    loader = _Loader(filename, None, vars)
+    doc = loader.document(text)
+    if "engine" not in doc:
+        return None
+    return loader.engine(doc["engine"], "engine")
 
 
 def show(value: Any, limit: int = 80) -> str:
@@ -219,6 +285,31 @@ class _Loader:
         return spec
 
     def _load(self, text: str | bytes) -> SupervisorSpec:
+        doc = self.document(text)
+        if "engine" in doc:
+            try:
+                self.engine(doc["engine"], "engine")
+            except ConfigError as e:  # reported with the tree's problems
+                self.errors.extend(e.errors)
+        if "supervisor" not in doc:
+            raise self.error(
+                "supervisor",
+                MISSING,
+                "a tree file starts with a [supervisor] table, then "
+                "[[supervisor.children]] tables, one per child",
+            )
+        root = doc["supervisor"]
+        if not isinstance(root, dict):
+            raise self.error("supervisor", root, "expected a table: [supervisor]")
+        if "id" not in root:
+            stem = PurePath(self.filename).stem if self.filename != NO_FILE else ""
+            if not stem or "/" in stem:
+                raise self.error("supervisor.id", MISSING, 'give the tree an id, e.g. id = "root"')
+            root = {"id": stem, **root}
+        return self.supervisor(root, "supervisor", nested=False)
+
+    def document(self, text: str | bytes) -> dict[str, Any]:
+        """The TOML document, variables substituted, its top-level keys checked."""
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -241,29 +332,16 @@ class _Loader:
                 raise ConfigError.several(
                     [self.error(p.path, p.value, p.expected) for p in e.problems]
                 ) from None
-        self.check_keys(doc, "", ("supervisor",))
-        if "supervisor" not in doc:
-            raise self.error(
-                "supervisor",
-                MISSING,
-                "a tree file starts with a [supervisor] table, then "
-                "[[supervisor.children]] tables, one per child",
-            )
-        root = doc["supervisor"]
-        if not isinstance(root, dict):
-            raise self.error("supervisor", root, "expected a table: [supervisor]")
-        if "id" not in root:
-            stem = PurePath(self.filename).stem if self.filename != NO_FILE else ""
-            if not stem or "/" in stem:
-                raise self.error("supervisor.id", MISSING, 'give the tree an id, e.g. id = "root"')
-            root = {"id": stem, **root}
-        return self.supervisor(root, "supervisor", nested=False)
+        self.check_keys(doc, "", ("supervisor", "engine"))
+        return doc
 
     def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
         unknown = []
         for key in table:
             if key not in allowed:
                 near = difflib.get_close_matches(key, allowed, n=1)
+                longer = [a for a in allowed if a.startswith(f"{key}_")]
+                near = near or (longer if len(longer) == 1 else [])  # lease: lease_timeout
                 hint = f'did you mean "{near[0]}"? ' if near else ""
                 where = f"{path}.{key}" if path else key
                 unknown.append(
@@ -641,6 +719,58 @@ class _Loader:
         except SpecError as e:
             field = e.field.removeprefix("placement.")
             raise self.error(f"{path}.{field}", e.value, e.expected) from None
+
+    def engine(self, value: Any, path: str) -> EngineConfig:
+        """The `[engine]` table: every problem in it at once, each with its fix."""
+        if not isinstance(value, dict):
+            raise self.error(path, value, 'expected a table: [engine] with kind = "ray"')
+        problems: list[ConfigError] = []
+        try:
+            self.check_keys(value, path, ENGINE_KEYS)
+        except ConfigError as e:
+            problems.extend(e.errors)
+        kind = value.get("kind", "ray")
+        if kind not in ENGINE_KINDS:
+            expected = ", ".join(f'"{k}"' for k in ENGINE_KINDS)
+            problems.append(self.error(f"{path}.kind", kind, f"expected {expected}"))
+        address = value.get("address")
+        if address is not None and not (isinstance(address, str) and _ADDRESS.match(address)):
+            problems.append(self.error(f"{path}.address", address, f"expected {ADDRESS_FORMS}"))
+        options: dict[str, Any] = {}
+        for key in (*ENGINE_SECONDS_OR_OFF, *ENGINE_SECONDS, *ENGINE_COUNTS):
+            if key not in value:
+                continue
+            try:
+                options[key] = self.engine_option(value, path, key)
+            except ConfigError as e:
+                problems.append(e)
+        for key in ENGINE_TABLES:
+            if key not in value:
+                continue
+            if isinstance(value[key], dict):
+                options[key] = value[key]
+            else:
+                problems.append(
+                    self.error(
+                        f"{path}.{key}", value[key], 'expected a table, e.g. { pip = ["requests"] }'
+                    )
+                )
+        if problems:
+            raise ConfigError.several(problems)
+        return EngineConfig(kind, address, options)
+
+    def engine_option(self, table: Mapping[str, Any], path: str, key: str) -> float | int | None:
+        value = table[key]
+        if key in ENGINE_COUNTS:
+            if type(value) is not int or value < 1:
+                raise self.error(f"{path}.{key}", value, "expected an integer >= 1")
+            return value
+        if key in ENGINE_SECONDS_OR_OFF and value is False:
+            return None
+        if type(value) not in (int, float) or not 0 < value < float("inf"):
+            off = " or false (off)" if key in ENGINE_SECONDS_OR_OFF else ""
+            raise self.error(f"{path}.{key}", value, f"expected a number of seconds > 0{off}")
+        return float(value)
 
     def ident(self, table: Mapping[str, Any], path: str) -> str:
         value = table.get("id", MISSING)

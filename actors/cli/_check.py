@@ -9,8 +9,9 @@ import os
 import re
 import shutil
 import sys
+import sysconfig
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,3 +119,95 @@ def _target_problem(ref: str, here: Path) -> str | None:
     if first not in names:
         return f"{module} defines no {first!r}"
     return None
+
+
+# -- what a placed subtree's node may not import ------------------------------------------
+
+
+def far_side_warnings(
+    spec: Any, here: Path, engine_check: Callable[[], Callable[[Any], Any] | None]
+) -> list[str]:
+    """A warning for each Python target in a placed subtree that its node may not
+    import. `engine_check()` gives the engine's own test, if it has one
+    (`actors.ray.unshippable_targets`: it knows what the engine ships by value), and
+    is called only for a tree with such targets (it imports the engine); without it,
+    every target whose module is not an installed package: its file is beside the
+    tree file or under the current directory, which only this host has."""
+    placed = [(path, child) for path, sub in _placed(spec, spec.id) for child in _workers(sub)]
+    targets = [(path, child) for path, child in placed if child.target is not None]
+    if not targets:
+        return []
+    check = engine_check()
+    if check is not None:
+        try:
+            found = check(spec)
+        except Exception:  # it wants resolved targets (`check` reads none): the local rule
+            found = None
+        if found is not None:
+            return [f"warning: {_text(item)}" for item in found]
+    warnings = []
+    roots = [here.resolve(), Path.cwd().resolve()]
+    for subtree, child in targets:
+        module, ref = _target_module(child.target)
+        origin = _module_file(module)
+        if origin is None or not any(origin.is_relative_to(r) for r in roots):
+            continue
+        if _installed(origin):
+            continue
+        warnings.append(
+            f"warning: child {child.id!r} of the placed subtree {subtree!r}: target {ref!r} "
+            f"comes from {origin}, a file of this host, not an installed package: its node "
+            "may not import it; install its package on every node (or ship it with the "
+            "engine: Ray's runtime_env py_modules or working_dir)"
+        )
+    return warnings
+
+
+def _placed(spec: Any, path: str) -> Iterator[tuple[str, Any]]:
+    """Each placed subtree (a supervisor with a placement), by its path; not those
+    inside one (they run where it runs)."""
+    for child in getattr(spec, "children", ()):
+        if not hasattr(child, "children"):
+            continue
+        where = f"{path}/{child.id}"
+        if getattr(child, "placement", None) is not None:
+            yield where, child
+        else:
+            yield from _placed(child, where)
+
+
+def _target_module(target: Any) -> tuple[str, str]:
+    """(its module, how the file names it) of a target, resolved or not."""
+    ref = getattr(target, "ref", None)
+    if isinstance(ref, str):
+        return ref.partition(":")[0], ref
+    module = str(getattr(target, "__module__", "") or "")
+    return module, f"{module}:{getattr(target, '__qualname__', target)}"
+
+
+def _module_file(module: str) -> Path | None:
+    """Where `module` is read from on this host (None: built in, or not found)."""
+    loaded = sys.modules.get(module)
+    origin = getattr(loaded, "__file__", None) if loaded is not None else None
+    if origin is None:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        origin = found.origin if found is not None else None
+    if not origin or origin in ("built-in", "frozen"):
+        return None
+    return Path(origin).resolve()
+
+
+def _installed(origin: Path) -> bool:
+    """Whether a module's file sits in an installed place (site-packages, the stdlib)."""
+    paths = sysconfig.get_paths()
+    places = {paths[k] for k in ("purelib", "platlib", "stdlib", "platstdlib") if k in paths}
+    return any(origin.is_relative_to(Path(p).resolve()) for p in places)
+
+
+def _text(item: Any) -> str:
+    if isinstance(item, tuple | list):
+        return ": ".join(str(part) for part in item)
+    return str(item)

@@ -29,7 +29,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._control import Ambiguous, ControlError, NoTree, call, find_socket, running_sockets, stream
+from ._control import (
+    Ambiguous,
+    ControlError,
+    NoAnswer,
+    NoTree,
+    call,
+    find_socket,
+    running_sockets,
+    stream,
+)
+from ._engine import add_engine_flags
 from ._records import EventRecord, Node
 from ._text import printable
 
@@ -93,14 +103,19 @@ def positive(text: str) -> float:
 
 
 def _run_options(args: argparse.Namespace) -> RunOptions:
+    from ._engine import ENGINE_FLAGS, UNSET
     from ._run import RunOptions
 
+    options = {
+        name: getattr(args, name) for name, _, _ in ENGINE_FLAGS if getattr(args, name) is not UNSET
+    }
     return RunOptions(
         socket=args.socket,
         live=args.live,
         duration=args.duration,
         child_output=args.child_output,
         engine=args.engine,
+        engine_options=options,
     )
 
 
@@ -108,15 +123,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     from actors import load_tree_file
     from supervision import ConfigError
 
+    from ._engine import load_engine
     from ._run import run_tree
 
     try:
         spec = load_tree_file(args.file)
+        engine = load_engine()(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
     except ConfigError as e:
         _error(e)
         return 1
+    except OSError as e:  # the file went between the two reads
+        _error(f"{args.file}: cannot read it ({e.strerror or e})")
+        return 1
     opts = _run_options(args)
     opts.source = Path(args.file)
+    opts.engine_file = engine
     return run_tree(spec, opts)
 
 
@@ -138,7 +159,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from supervision import ConfigError, load_tree
 
-    from ._check import problems
+    from ._check import far_side_warnings, problems
+    from ._engine import engine_text, load_engine
     from ._plain import Painter, spec_lines, write
 
     path = Path(args.file)
@@ -162,6 +184,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     if found:
         _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
         return 1
+    for warning in far_side_warnings(spec, path.resolve().parent, _engine_check):
+        _error(f"{path}: {warning}")
     nodes = list(_walk_spec(spec))
     workers = sum(1 for n in nodes if n == "worker")
     supervisors = len(nodes) - workers
@@ -172,7 +196,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     )
     write(sys.stdout, spec_lines(Painter(sys.stdout), spec))
+    engine = load_engine()(path.read_bytes(), str(path), vars=dict(os.environ))
+    if engine is not None:
+        print(printable(f"engine: {engine_text(engine)}"))
     return 0
+
+
+def _engine_check() -> Callable[[Any], Any] | None:
+    """The engine's test of what a node may not import (loads the engine: only asked
+    for a tree whose placed subtrees name Python targets)."""
+    from ._run import engine_check
+
+    return engine_check()
 
 
 def _plural(n: int, word: str) -> str:
@@ -364,6 +399,8 @@ def _follow_capture(sock: Path, request: dict[str, Any], seen: str, poll: float 
             answer = call(sock, request, timeout=10.0)
         except NoTree:
             return 0
+        except NoAnswer:  # busy (a remote restart): the next poll may answer
+            continue
         if not answer.get("ok"):
             return 0 if answer.get("kind") == "Stopping" else 1
         text = answer["message"]
@@ -488,8 +525,10 @@ def _parser() -> argparse.ArgumentParser:
     hosting.add_argument(
         "--engine",
         metavar="auto|local|ray://HOST:PORT",
-        help="run the subtrees that have a placement on this Ray cluster (nannytree[ray])",
+        help="run the subtrees that have a placement on this Ray cluster (nannytree[ray]); "
+        "over the tree file's [engine] address",
     )
+    add_engine_flags(hosting)
 
     p = sub.add_parser("run", parents=[hosting], help="run a tree file in the foreground")
     p.add_argument("file", type=Path, help="the TOML tree file")

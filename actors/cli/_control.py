@@ -23,6 +23,7 @@ import selectors
 import socket
 import stat
 import struct
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,6 +55,22 @@ class NoTree(ControlError):
 
 class Ambiguous(ControlError):
     """Several trees run and the command did not say which (a usage error)."""
+
+
+class NoAnswer(ControlError):
+    """The tree did not answer within the client's timeout."""
+
+
+def timeouts() -> tuple[type[Exception], ...]:
+    """Every exception that means "no answer in time", for one `except` on every
+    control path: Python's TimeoutError (a socket's too) and pykka's Timeout, which
+    is not a subclass of it (a call waiting on a busy supervisor raises it). pykka
+    is looked up, never imported: client commands do without it."""
+    pykka = sys.modules.get("pykka")
+    found: tuple[type[Exception], ...] = (TimeoutError,)
+    if pykka is not None:
+        found += (pykka.Timeout,)
+    return found
 
 
 # -- where sockets live ------------------------------------------------------------------
@@ -411,12 +428,21 @@ def _connect(path: Path, timeout: float | None) -> socket.socket:
 def stream(
     path: Path, request: dict[str, Any], timeout: float | None = None
 ) -> Iterator[dict[str, Any]]:
-    """Send one request; yield each JSON line of the answer until the server closes."""
+    """Send one request; yield each JSON line of the answer until the server closes.
+
+    Raises NoAnswer when `timeout` seconds pass without a line."""
     with _connect(path, timeout) as s:
-        s.sendall((json.dumps(request) + "\n").encode())
-        with s.makefile("rb") as lines:
-            for line in lines:
-                yield json.loads(line)
+        try:
+            s.sendall((json.dumps(request) + "\n").encode())
+            with s.makefile("rb") as lines:
+                for line in lines:
+                    yield json.loads(line)
+        except timeouts():
+            within = f" within {timeout:g}s" if timeout is not None else ""
+            raise NoAnswer(
+                f"the tree at {path} did not answer{within}; "
+                "try again, or `nannytree events` to see what it is doing"
+            ) from None
 
 
 def call(path: Path, request: dict[str, Any], timeout: float | None = OP_TIMEOUT) -> dict[str, Any]:

@@ -3,18 +3,17 @@ and the event stream of `nannytree events --follow`, shared by its followers."""
 
 from __future__ import annotations
 
+import logging
 import select
-import shlex
 import signal
 import socket
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, assert_never
 
-from ._control import OP_TIMEOUT, Send
-from ._logfile import tail_file
+from ._closeup import CloseUp, worker_only
+from ._control import OP_TIMEOUT, Send, timeouts
 from ._ready import wait_ready
 from ._records import EventRecord
 
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from ._status import Target, TreeInspector
 
 MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
+log = logging.getLogger("nannytree")
 
 
 class Controller:
@@ -44,6 +44,7 @@ class Controller:
         self.request_stop = request_stop
         self.closing = closing
         self.fanout = Fanout(log)
+        self.closeup = CloseUp(inspector, log, self._call)
         self.reload_source: Callable[[], Any] | None = None
 
     def close(self) -> None:
@@ -70,11 +71,12 @@ class Controller:
                     "kind": "ChildNotFound",
                 }
             )
-        except TimeoutError:
+        except timeouts():
             send(
                 {
                     "ok": False,
-                    "error": "a supervisor is busy starting or stopping children; try again",
+                    "error": "a supervisor is busy (starting or stopping children, or "
+                    "waiting on a remote node); try again",
                     "kind": "Busy",
                 }
             )
@@ -82,6 +84,9 @@ class Controller:
             send({"ok": False, "error": "the tree is stopping", "kind": "Stopping"})
         except (NannyError, LookupError, ValueError) as e:
             send({"ok": False, "error": str(e), "kind": type(e).__name__})
+        except Exception as e:  # a client always gets an answer, even to a bug
+            log.exception("control request %r failed", op)
+            send({"ok": False, "error": f"{type(e).__name__}: {e}", "kind": "Internal"})
 
     def _dispatch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         if op == "hello":
@@ -95,7 +100,7 @@ class Controller:
             key = request.get("id")
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
-            return {"detail": self._detail(self.inspector.find(key))}
+            return {"detail": self.closeup.detail(key)}
         if op == "restart" and request.get("id") == "all":
             return {"message": self._restart_all()}
         if op == "reload":
@@ -111,7 +116,7 @@ class Controller:
             key = request.get("id")
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
-            return self._logs(self.inspector.find(key), request)
+            return self.closeup.logs(self.inspector.find(key), request)
         if op == "shutdown":
             self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}
@@ -130,8 +135,21 @@ class Controller:
             raise ValueError("the request needs an id")
         return {"message": actions[op](self.inspector.find(key), request)}
 
-    def _call(self, target: Target, method: str, *args: Any) -> Any:
-        return getattr(target.nanny.proxy(), method)(*args).get(timeout=OP_TIMEOUT)
+    def _call(self, target: Target, method: str, *args: Any, timeout: float | None = None) -> Any:
+        if target.nanny is None:
+            raise ValueError(
+                f"{target.path} is below the top level of the remote subtree "
+                f"{target.remote}: control calls reach only a remote subtree's own "
+                f"children; act on {target.remote} instead"
+            )
+        try:
+            bound = getattr(target.nanny.proxy(), method)
+        except AttributeError:  # the remote subtree's stand-in forwards a part of the API
+            raise ValueError(
+                f"{target.path} runs in the remote subtree {target.remote}, whose "
+                f"supervisor does not forward {method}; act on {target.remote} instead"
+            ) from None
+        return bound(*args).get(timeout=OP_TIMEOUT if timeout is None else timeout)
 
     def _start(self, t: Target, request: dict[str, Any]) -> str:
         if t.info.state in ("running", "paused"):
@@ -152,6 +170,11 @@ class Controller:
     def _stop_with_dependents(self, t: Target) -> str:
         """The child and what depends on it in its group (rest_for_one or one_for_all:
         the siblings started after it, as the core decides), last started first."""
+        if t.remote is not None:
+            raise ValueError(
+                f"{t.path} runs in the remote subtree {t.remote}, whose supervisor does not "
+                f"forward --with-dependents; stop its children one by one, or {t.remote}"
+            )
         before = {c.id: c.state for c in self._call(t, "which_children")}
         self._call(t, "terminate_child", t.child_id, True)
         after = {c.id: c.state for c in self._call(t, "which_children")}
@@ -167,7 +190,7 @@ class Controller:
         return f"stopped {t.path}{more}"
 
     def _reload_child(self, t: Target) -> str:
-        self._worker_only(t, "reload")
+        worker_only(t, "reload")
         self._call(t, "reload_child", t.child_id)
         return f"reloaded {t.path} (pid {t.info.pid})"
 
@@ -261,100 +284,37 @@ class Controller:
             t = self.inspector.find(key)
             if t.info.type != "supervisor":
                 raise ValueError(f"{t.path} is a worker; add children to a supervisor")
-            nanny = t.nanny.proxy().child_nanny(t.child_id).get(timeout=OP_TIMEOUT)
+            nanny = self._call(t, "child_nanny", t.child_id)
             path = t.path
         if nanny is None:
             raise TimeoutError("the tree is starting")
         info = nanny.proxy().start_child(extra).get(timeout=OP_TIMEOUT)
         return f"added {path}/{info.id}" + (f", pid {info.pid}" if info.pid else "")
 
-    def _worker_only(self, t: Target, what: str) -> None:
-        if t.info.type == "supervisor":
-            raise ValueError(f"{t.path} is a supervisor; {what} its workers one by one")
-
     def _pause(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "pause")
+        worker_only(t, "pause")
         self._call(t, "pause_child", t.child_id)
         return f"paused {t.path} (pid {t.info.pid}, SIGSTOP to its process group)"
 
     def _resume(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "resume")
+        worker_only(t, "resume")
         if t.info.state != "paused":
             raise ValueError(f"{t.path} is not paused (it is {t.info.state}); nothing to resume")
         self._call(t, "resume_child", t.child_id)
         return f"resumed {t.path} (pid {t.info.pid})"
 
     def _signal(self, t: Target, request: dict[str, Any]) -> str:
-        self._worker_only(t, "signal")
+        worker_only(t, "signal")
         sig = request.get("signal")
         if type(sig) is not int:
             raise ValueError("the request needs a signal number")
         self._call(t, "signal_child", t.child_id, sig)
         return f"sent {signal.Signals(sig).name} to {t.path} (pid {t.info.pid})"
 
-    def _logs(self, t: Target, request: dict[str, Any]) -> dict[str, Any]:
-        """The tail of a child's output: its capture buffer, or the file it writes to."""
-        self._worker_only(t, "read the output of")
-        stream = request.get("stream", "stderr")
-        if stream not in ("stdout", "stderr"):
-            raise ValueError("stream must be stdout or stderr")
-        where = getattr(self._call(t, "get_childspec", t.child_id), stream, None)
-        if where == "capture":
-            previous = request.get("previous") is True
-            text = self._call(t, "read_output", t.child_id, stream, previous)
-            return {"message": str(text).rstrip("\n"), "capture": True}
-        if request.get("previous") is True:
-            raise ValueError(
-                f"{t.path} writes to {where or 'the terminal'}: every run appends there, "
-                "so --previous is for captured output; read the file"
-            )
-        if isinstance(where, str):
-            return {"message": tail_file(where).rstrip("\n"), "path": where}
-        raise ValueError(
-            f"{t.path} writes its {stream} to the terminal of `nannytree run "
-            f'--child-output inherit`; set {stream} = "capture" or a file in its table'
-        )
-
-    def _detail(self, t: Target) -> dict[str, Any]:
-        """One child up close: its spec, its process, its last exits and their stderr."""
-        from supervision import EventKind
-
-        from ._status import health_dict
-
-        self._worker_only(t, "show the detail of")
-        spec = self._call(t, "get_childspec", t.child_id)
-        supervisor, _, child = t.path.rpartition("/")
-        exits = [
-            EventRecord.from_event(e).to_dict()
-            for e in self.log.snapshot()
-            if e.offender == child
-            and e.supervisor == supervisor
-            and e.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
-        ][-5:]
-        started = [
-            e.time
-            for e in self.log.snapshot()
-            if e.offender == child
-            and e.supervisor == supervisor
-            and e.context is EventKind.CHILD_STARTED
-        ]
-        running = t.info.state in ("running", "paused")
-        uptime = time.monotonic() - started[-1] if running and started else None
-        outputs = {getattr(spec, s, None) for s in ("stdout", "stderr")} - {None}
-        return {
-            "path": t.path,
-            "state": t.info.state,
-            "pid": t.info.pid,
-            "restarts": t.info.restarts,
-            "restart": t.info.restart.value,
-            "uptime": uptime,
-            "runs": _runs(spec),
-            "output": ", ".join(sorted(str(o) for o in outputs)),
-            "status": self._call(t, "child_status", t.child_id),
-            "health": health_dict(t.info.health),
-            "node": t.info.node,
-            "exits": exits,
-        }
+    def _record(self, event: Event) -> EventRecord:
+        if self.inspector is None:  # a socket served without a tree (tests)
+            return EventRecord.from_event(event)
+        return self.inspector.record(event)
 
     def _events(self, request: dict[str, Any], send: Send) -> None:
         last = request.get("last", 20)
@@ -365,7 +325,7 @@ class Controller:
             backlog = self.log.snapshot()
             seen = {id(e) for e in backlog[-1000:]}
             for event in backlog[-last:] if last else []:
-                if not send({"event": EventRecord.from_event(event).to_dict()}):
+                if not send({"event": self._record(event).to_dict()}):
                     return
             if follower is None:
                 send({"end": "done"})
@@ -378,27 +338,16 @@ class Controller:
                 for event in events:
                     if id(event) in seen:
                         continue
-                    if not send({"event": EventRecord.from_event(event).to_dict()}):
+                    if not send({"event": self._record(event).to_dict()}):
                         return
                 if not events and _peer_gone(conn):
                     return
             for event in follower.take(timeout=0) or []:
-                send({"event": EventRecord.from_event(event).to_dict()})
+                send({"event": self._record(event).to_dict()})
             send({"end": "the tree stopped"})
         finally:
             if follower is not None:
                 self.fanout.forget(follower)
-
-
-def _runs(spec: Any) -> str:
-    """What a child runs, in one line."""
-    if getattr(spec, "command", None) is not None:
-        return shlex.join(spec.command)
-    target = getattr(spec, "target", None)
-    ref = getattr(target, "ref", None)
-    return str(
-        ref or f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', target)}"
-    )
 
 
 class Follower:

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 STATE_COLORS = {
     "running": "32",
+    "unreachable": "31",
+    "pending": "35",
     "paused": "33",
     "starting": "36",
     "restarting": "36",
@@ -61,6 +63,18 @@ def fmt_bytes(n: int | None) -> str:
 
 def fmt_cpu(percent: float | None) -> str:
     return "-" if percent is None else f"{percent:.1f}%"
+
+
+def state_text(node: Node) -> str:
+    """A node's state as `status` shows it: "unreachable 12s" says for how long."""
+    if node.state_for is not None:
+        return f"{node.state} {fmt_duration(node.state_for)}"
+    return node.state
+
+
+def node_text(node: Node) -> str | None:
+    """Where a remote subtree runs: its node's name (its id where it has none)."""
+    return node.node_name or node.node
 
 
 def restarts_text(intensity: int | None, period: float | None) -> str:
@@ -153,14 +167,15 @@ def tree_rows(root: Node, notes: bool = False, health: bool = False) -> list[lis
             name = f"{guide}{printable(node.id)} ({node.strategy})"
         else:
             name = guide + printable(node.id)
-        if node.node is not None and node.type == "supervisor":
-            name += f" @{printable(node.node)[:12]}"  # a subtree on another host
+        where = node_text(node)
+        if where is not None and node.type == "supervisor":
+            name += f" @{printable(where)[:24]}"  # a subtree on another host
         gave_up = "max_restart_intensity" in (node.last_exit or "")
         exit_style = "" if node.last_exit_normal and not gave_up else RED
         rows.append(
             [
                 (name, BOLD if node.type == "supervisor" else ""),
-                (printable(node.state), STATE_COLORS.get(node.state, "")),
+                (printable(state_text(node)), STATE_COLORS.get(node.state, "")),
                 (str(node.pid) if node.pid is not None else "-", ""),
                 (fmt_duration(node.uptime), ""),
                 (str(node.restarts), ""),
@@ -219,10 +234,12 @@ def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
     state = str(detail.get("state"))
     head = paint("● ", STATE_COLORS.get(state, "")) + paint(printable(detail["path"]), BOLD)
     lines = [head + printable(f" - {state}")]
+    if detail.get("note"):
+        lines.append(paint(printable(f"  ({detail['note']})"), DIM))
     rows = [
         ("runs", detail.get("runs")),
         ("restart", detail.get("restart")),
-        ("node", detail.get("node")),
+        ("node", detail.get("node_name") or detail.get("node")),
         ("pid", detail.get("pid")),
         ("uptime", fmt_duration(detail.get("uptime"))),
         ("restarts", detail.get("restarts")),

@@ -82,7 +82,10 @@ class Node(_Record):
     last sd_notify STATUS= text; `last_exit_kind` the ExitKind value of `last_exit`
     ("normal": it exited by itself with a normal code; "shutdown": it was stopped);
     `health` what its liveness probe says ({"status", "failures", "threshold",
-    "error"}, as supervision.Health), None without a probe.
+    "error"}, as supervision.Health), None without a probe; `node_name` the name
+    the engine gives `node` (its id where it gives none); `state_for` the seconds
+    a remote subtree has been "unreachable" (its node cut off) or "pending" (no node
+    can take it), where known.
     """
 
     FIELDS = (
@@ -106,6 +109,8 @@ class Node(_Record):
         ("status", ""),
         ("last_exit_kind", None),
         ("health", None),
+        ("node_name", None),
+        ("state_for", None),
         ("children", _LIST),
     )
     id: str
@@ -128,6 +133,8 @@ class Node(_Record):
     status: str  # a command's last sd_notify STATUS= text ("" if none)
     last_exit_kind: str | None
     health: dict[str, Any] | None
+    node_name: str | None
+    state_for: float | None
     children: list[Node]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

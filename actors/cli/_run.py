@@ -6,14 +6,14 @@ reverse start order and exits 0; a tree that gives up exits 1 with the reason.
 
 from __future__ import annotations
 
+import logging
 import os
-import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any, TextIO
@@ -21,16 +21,21 @@ from typing import TYPE_CHECKING, Any, TextIO
 import pykka
 from rich.console import Console
 
-from supervision import ChildSpec, EventKind, NannyError, SupervisorSpec
+from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
-from ._control import ControlError, ControlSocket, own_dir, socket_for
+from ._check import far_side_warnings
+from ._control import ControlError, ControlSocket, own_dir, socket_for, timeouts
 from ._controller import Controller
+from ._engine import NodeNames, make_ray_engine, merged
+from ._output import log_name, with_log_files, with_output
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
 from ._view import Header, LiveView, plain_line
 
 if TYPE_CHECKING:
+    from supervision import EngineConfig  # type: ignore[attr-defined, unused-ignore]
+
     from ..ray import RayEngine
 
 
@@ -44,22 +49,37 @@ class RunOptions:
     child_output: str = "auto"  # "auto", "inherit" or a file path
     source: Path | None = None  # the tree file, for `nannytree reload`
     refresh: float = 0.25
-    engine: str | None = None  # multi-host: "auto", "local", "ray://HOST:PORT": engine_from_address
+    engine: str | None = None  # --engine: "auto", "local", "ray://HOST:PORT" or "HOST:PORT"
+    # The engine's settings from the flags (over the file's), by RayEngine's parameter names.
+    engine_options: dict[str, Any] = field(default_factory=dict)
+    engine_file: EngineConfig | None = None  # the tree file's [engine] table
+    # Builds the engine from the settings (default: a RayEngine; tests pass a fake).
+    make_engine: Callable[[EngineConfig, Path], Any] | None = None
 
 
-def engine_from_address(address: str) -> RayEngine:
-    """The engine `nannytree run --engine ADDRESS` names: "auto" (the Ray cluster of
-    this host), "ray://HOST:PORT" (a Ray client address), "HOST:PORT" (a GCS address)
-    or "local" (a Ray started for this run). Needs the ray extra."""
-    if not address:
-        raise ValueError('an engine address is "auto", "local", "ray://HOST:PORT" or HOST:PORT')
+def ray_engine() -> type[RayEngine]:
+    """actors.ray.RayEngine; ValueError naming the fix without the ray extra."""
     try:
         from ..ray import RayEngine
     except ImportError as e:
         raise ValueError(
-            f'--engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
+            f'an engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
         ) from e
-    return RayEngine(None if address == "local" else address)
+    return RayEngine
+
+
+def engine_check() -> Callable[[Any], Any] | None:
+    """The engine's own test of what a placed subtree's node may not import
+    (`actors.ray.unshippable_targets`), where Ray and it exist."""
+    try:
+        from .. import ray as ray_front
+    except ImportError:
+        return None
+    found: Callable[[Any], Any] | None = getattr(ray_front, "unshippable_targets", None)
+    return found
+
+
+log = logging.getLogger("nannytree")
 
 
 class _Interrupted(Exception):
@@ -96,46 +116,6 @@ class _StopRequest:
         self.request(name)
 
 
-def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
-    """The tree with every child that would write to our terminal writing to `path`."""
-    children: list[ChildSpec | SupervisorSpec] = []
-    for child in spec.children:
-        if isinstance(child, SupervisorSpec):
-            children.append(with_output(child, path))
-        else:
-            children.append(
-                replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
-            )
-    return replace(spec, children=children)
-
-
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]|^\.")
-
-
-def log_name(child_id: str) -> str:
-    """A child id as a file name: nothing that climbs out or hides (`../x` -> `_._x`)."""
-    return _UNSAFE_NAME.sub("_", child_id) or "_"
-
-
-def with_log_files(spec: SupervisorSpec, folder: Path) -> SupervisorSpec:
-    """One log file per child, as supervisord keeps: `folder/<sup>/<child>.log`.
-
-    Only children with no stdout/stderr of their own; stdout and stderr share the
-    file, so a crash's traceback sits after what the child printed before it.
-    """
-    folder.mkdir(mode=0o700, exist_ok=True)
-    children: list[ChildSpec | SupervisorSpec] = []
-    for child in spec.children:
-        if isinstance(child, SupervisorSpec):
-            children.append(with_log_files(child, folder / log_name(child.id)))
-        else:
-            path = str(folder / f"{log_name(child.id)}.log")
-            children.append(
-                replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
-            )
-    return replace(spec, children=children)
-
-
 def _make_console(out: TextIO) -> Console:
     if out.isatty():
         return Console(file=out, highlight=False)
@@ -152,6 +132,7 @@ class _Snapshots(threading.Thread):
         self.interval = interval
         self.latest: Node | None = None
         self.busy = False
+        self.failed = False
         self.done = threading.Event()
 
     def run(self) -> None:
@@ -161,10 +142,14 @@ class _Snapshots(threading.Thread):
                 snapshot = self.inspector.snapshot()
                 if snapshot.state != "stopped":  # keep the last full tree for the end
                     self.latest, self.busy = snapshot, False
-            except TimeoutError:
-                self.busy = True
             except pykka.ActorDeadError:
                 pass
+            except timeouts():
+                self.busy = True
+            except Exception:  # the view must outlive any one bad answer
+                if not self.failed:  # once: it would repeat four times a second
+                    log.exception("the live view could not read the tree")
+                self.failed = self.busy = True
             self.done.wait(self.interval)
 
 
@@ -221,6 +206,8 @@ class Runner:
         self.stop = _StopRequest()
         self.stop.live = self.live
         self.printing = True
+        # An event as printed: with node names once the run has an engine.
+        self.record: Callable[[Event], EventRecord] = EventRecord.from_event
 
     def notice(self, text: str) -> None:
         print(f"nannytree: {printable(text, lines=True)}", file=self.err, flush=True)
@@ -265,6 +252,25 @@ class Runner:
 
         return load
 
+    def _engine(self, control: ControlSocket, spec: SupervisorSpec) -> Any:
+        """The engine for the placed subtrees, as the file's [engine] table and the flags
+        say (None: neither names one); warns of placed targets their node may not load."""
+        opts = self.opts
+        config = merged(opts.engine_file, opts.engine, opts.engine_options)
+        if config is None:
+            return None
+        stem = control.path.name.removesuffix(".sock")
+        log_file = control.path.with_name(f"{stem}.ray.log")
+        if opts.make_engine is not None:
+            engine = opts.make_engine(config, log_file)
+        else:
+            engine = make_ray_engine(ray_engine(), config, log_file)
+            self.notice(f"Ray's own log lines: {log_file}")
+        here = opts.source.resolve().parent if opts.source is not None else Path.cwd()
+        for warning in far_side_warnings(spec, here, engine_check):
+            self.notice(warning)
+        return engine
+
     def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
         """Where children without their own output write, and the tree that says so."""
         choice = self.opts.child_output
@@ -288,19 +294,19 @@ class Runner:
         except (OSError, ControlError) as e:
             self.notice(f"cannot make the children's log folder: {e}; pass --child-output")
             return 1
-        engine = None
-        if self.opts.engine is not None:
-            try:
-                engine = engine_from_address(self.opts.engine)
-            except ValueError as e:
-                self.notice(f"{e}")
-                return 2
+        try:
+            engine = self._engine(control, spec)
+        except ValueError as e:
+            self.notice(f"{e}")
+            return 2
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         log = EventLog()
         # Served before the start, so `status` answers at once during a slow one.
-        inspector = TreeInspector(None, spec, log)
+        names = NodeNames(engine) if engine is not None else None
+        inspector = TreeInspector(None, spec, log, nodes=names)
+        self.record = inspector.record
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
         controller = Controller(inspector, log, info, self.stop.request, control.closing)
         controller.reload_source = self._reload_source(control)
@@ -359,7 +365,7 @@ class Runner:
                 snapshots.start()
                 view.__enter__()
             for event in feed.backlog:
-                self.emit(EventRecord.from_event(event), view)
+                self.emit(self.record(event), view)
             self._watch(ref, feed, view, snapshots)
             stopped_by_us = self.stop.event.is_set()
             self._stop_tree(ref, feed, view, snapshots)
@@ -399,7 +405,7 @@ class Runner:
             event = feed.get(left)
             if event is None:
                 break
-            self.emit(EventRecord.from_event(event), view)
+            self.emit(self.record(event), view)
         if view is not None and snapshots is not None:
             view.update(snapshots.latest, busy=snapshots.busy)
             view.refresh()
@@ -457,7 +463,7 @@ class _EarlyPrinter(threading.Thread):
         while True:
             event = self.feed.get(0.05)
             if event is not None:
-                self.runner.emit(EventRecord.from_event(event), None)
+                self.runner.emit(self.runner.record(event), None)
             elif self.done.is_set():
                 return
 

@@ -14,15 +14,19 @@ import psutil
 import pykka
 
 from supervision import (
+    AnySpec,
     ChildInfo,
     ChildNotFound,
     Event,
     EventKind,
     Health,
+    NannyError,
     SupervisorSpec,
 )
 
 from .. import EventLog, TreeNode
+from ._control import timeouts
+from ._engine import NodeNames
 from ._records import EventRecord, Node, stderr_lines
 
 __all__ = ["EventFeed", "EventRecord", "Node", "ProcStats", "TreeInspector", "stderr_lines"]
@@ -121,12 +125,18 @@ class StartTimes:
 
 @dataclass(frozen=True)
 class Target:
-    """A child found by id or path: its supervisor's ref and where it sits."""
+    """A child found by id or path: its supervisor's ref and where it sits.
 
-    nanny: pykka.ActorRef[Any]
+    `nanny` is None for a child deeper than the top level of a remote subtree (its
+    control calls are not forwarded); `remote` is the path of the remote subtree it
+    belongs to, if any; `status` its last sd_notify STATUS= text."""
+
+    nanny: pykka.ActorRef[Any] | None
     child_id: str
     path: str
     info: ChildInfo
+    status: str = ""
+    remote: str | None = None
 
 
 def _supervisor_specs(spec: SupervisorSpec, path: str) -> Iterator[tuple[str, SupervisorSpec]]:
@@ -147,15 +157,19 @@ class TreeInspector:
         spec: SupervisorSpec,
         log: EventLog,
         timeout: float = 5.0,
+        nodes: NodeNames | None = None,
     ) -> None:
         self._up = threading.Event()
         self.ref = ref  # None while the tree is starting
         self.spec = spec
         self.log = log
         self.timeout = timeout
+        self.nodes = nodes  # the engine's node names, for a tree with one
         self.stats = ProcStats()
         self.starts = StartTimes(log)
         self._specs = dict(_supervisor_specs(spec, spec.id))
+        self._asking = threading.Lock()
+        self._which: tuple[pykka.ActorRef[Any], pykka.Future[Any]] | None = None
 
     @property
     def ref(self) -> pykka.ActorRef[Any] | None:
@@ -175,12 +189,68 @@ class TreeInspector:
         self.spec = spec
         self._specs = dict(_supervisor_specs(spec, spec.id))
 
+    def record(self, event: Event) -> EventRecord:
+        """An event as the CLI prints it: node ids named, where the engine names them."""
+        record = EventRecord.from_event(event)
+        if self.nodes is None:
+            return record
+        reason = self.nodes.rename(record.reason) if record.reason is not None else None
+        detail = self.nodes.rename(record.detail)
+        if (reason, detail) == (record.reason, record.detail):
+            return record
+        return EventRecord(**{**record.to_dict(), "reason": reason, "detail": detail})
+
     def _tree(self, timeout: float | None = None) -> list[TreeNode]:
         if self.ref is None:
             raise TimeoutError("the tree is starting")
         wait = self.timeout if timeout is None else timeout
-        tree: list[TreeNode] = self.ref.proxy().which_tree().get(timeout=wait)
-        return tree
+        return self._listing(self.ref, self.spec.id, wait)
+
+    def _which_tree(self, nanny: pykka.ActorRef[Any]) -> pykka.Future[Any]:
+        """The root's which_tree, one call at a time: every reader (each `status`, the
+        live view, `wait`) shares the call under way rather than queue another
+        behind a supervisor that waits on a slow remote subtree."""
+        if nanny is not self.ref:
+            nested: pykka.Future[Any] = nanny.proxy().which_tree()
+            return nested
+        with self._asking:
+            asked = self._which
+            if asked is not None and asked[0] is nanny:
+                try:
+                    asked[1].get(timeout=0)
+                except timeouts():
+                    return asked[1]  # still under way: wait for that one
+                except Exception:
+                    pass  # it failed: ask again
+            future: pykka.Future[Any] = nanny.proxy().which_tree()
+            self._which = (nanny, future)
+            return future
+
+    def _listing(self, nanny: pykka.ActorRef[Any], path: str, timeout: float) -> list[TreeNode]:
+        """`nanny`'s which_tree. Where a remote subtree below it cannot answer (it is
+        unreachable, or ending), this level from which_children instead, each nested
+        supervisor on its own: a subtree that cannot be reached comes without its
+        children, and the rest of the tree as it is. A timeout (the supervisor is
+        busy) is raised: it answers nothing."""
+        proxy = nanny.proxy()
+        try:
+            return list(self._which_tree(nanny).get(timeout=timeout))
+        except NannyError:
+            pass
+        nodes = []
+        for info in reversed(proxy.which_children().get(timeout=timeout)):  # OTP: newest first
+            child_path = f"{path}/{info.id}"
+            below: tuple[TreeNode, ...] = ()
+            if info.type == "supervisor" and info.state == "running":
+                try:
+                    nested = proxy.child_nanny(info.id).get(timeout=timeout)
+                    below = tuple(self._listing(nested, child_path, timeout))
+                except (NannyError, pykka.ActorDeadError):
+                    pass  # it ended meanwhile, or cannot be reached: no children shown
+                except timeouts():
+                    pass
+            nodes.append(TreeNode(info, child_path, below))
+        return nodes
 
     # -- snapshots -------------------------------------------------------------------
 
@@ -194,7 +264,7 @@ class TreeInspector:
         if self.ref is None or self.ref.is_alive():
             try:
                 root.children = [self._node(t, now, stats) for t in self._tree(self.QUICK)]
-            except TimeoutError:
+            except timeouts():  # busy: a start under way (a remote one included)
                 root.children = self._from_events(self.spec, self.spec.id, now)
                 if self.ref is None:
                     root.state = "starting"
@@ -228,6 +298,18 @@ class TreeInspector:
             nodes.append(node)
         return nodes
 
+    def _unknown(self, path: str, now: float) -> list[Node]:
+        """The children of a remote subtree that cannot be reached: its spec's, each
+        in state "unknown" (their last events may be stale: the subtree may have
+        fenced itself, or its node be gone)."""
+        spec = self._specs.get(path)
+        if spec is None:
+            return []
+        nodes = self._from_events(spec, path, now)
+        for _, node in (n for child in nodes for n in child.walk()):
+            node.state, node.pid, node.uptime = "unknown", None, None
+        return nodes
+
     def _supervisor_node(self, child_id: str, path: str, state: str, now: float) -> Node:
         spec = self._specs.get(path)
         return Node(
@@ -246,6 +328,10 @@ class TreeInspector:
         if info.type == "supervisor":
             node = self._supervisor_node(info.id, tree.path, info.state, now)
             node.children = [self._node(t, now, stats) for t in tree.children]
+            if info.node is not None:  # a remote subtree: its host process on its node
+                node.pid = info.pid
+                if info.state == "unreachable" and not tree.children:
+                    node.children = self._unknown(tree.path, now)
         else:
             node = Node(id=info.id, path=tree.path, type="worker", state=info.state)
             if info.pid is not None:
@@ -253,6 +339,9 @@ class TreeInspector:
                 if info.node is None and stats:  # a remote child's pid means nothing here
                     node.cpu, node.rss = self.stats.sample(info.pid)
         node.node = info.node
+        if info.node is not None and self.nodes is not None:
+            node.node_name = self.nodes.name(info.node)
+        node.state_for = _state_for(info, now)
         node.status = tree.status
         running = info.state in ("running", "paused")
         node.uptime = self.starts.uptime(tree.path, now) if running else None
@@ -298,11 +387,44 @@ class TreeInspector:
             listed = ", ".join(m.path for m in matches)
             raise LookupError(f"{key!r} names several children ({listed}); give its path")
         found = matches[0]
-        nanny = self.ref
+        nanny: pykka.ActorRef[Any] | None = self.ref
         assert nanny is not None  # _tree() answered
+        remote = None
+        walked = root
         for supervisor in found.path.split("/")[1:-1]:
+            walked = f"{walked}/{supervisor}"
+            if remote is not None:  # below a remote subtree's own children: not forwarded
+                nanny = None
+                break
             nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
-        return Target(nanny, found.info.id, found.path, found.info)
+            if not _is_nanny(nanny):
+                remote = walked
+        return Target(nanny, found.info.id, found.path, found.info, found.status, remote)
+
+    def spec_at(self, path: str) -> AnySpec | None:
+        """The spec the tree was started with (or reloaded) for the child at `path`."""
+        spec: AnySpec = self.spec
+        for part in path.split("/")[1:]:
+            children = getattr(spec, "children", ())
+            spec = next((c for c in children if c.id == part), None)  # type: ignore[assignment]
+            if spec is None:
+                return None
+        return spec
+
+
+def _is_nanny(ref: pykka.ActorRef[Any]) -> bool:
+    """Whether `ref` is a local nanny, not the stand-in for a remote subtree (which
+    forwards its own children's calls only)."""
+    return hasattr(ref.actor_class, "child_nanny")
+
+
+def _state_for(info: ChildInfo, now: float) -> float | None:
+    """How long a remote subtree has been unreachable or pending, where its ChildInfo
+    says since when (on the tree's clock)."""
+    if info.state not in ("unreachable", "pending"):
+        return None
+    since = getattr(info, "since", None)
+    return None if since is None else max(0.0, now - float(since))
 
 
 def health_dict(health: Health | None) -> dict[str, Any] | None:

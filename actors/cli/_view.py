@@ -18,12 +18,14 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from ._plain import _guided, fmt_bytes, fmt_cpu, fmt_duration, restarts_text
+from ._plain import _guided, fmt_bytes, fmt_cpu, fmt_duration, node_text, restarts_text, state_text
 from ._records import EventRecord, Node
 from ._text import printable
 
 STATE_STYLES = {
     "running": "green",
+    "unreachable": "red",
+    "pending": "magenta",
     "paused": "yellow",
     "starting": "cyan",
     "restarting": "cyan",
@@ -56,13 +58,16 @@ def tree_table(root: Node) -> Table:
         if node.type == "supervisor":
             name.append(printable(node.id), style="bold")
             name.append(f" ({node.strategy})", style="dim")
+            where = node_text(node)
+            if where is not None:  # a subtree on another host
+                name.append(f" @{printable(where)}", style="dim")
         else:
             name.append(printable(node.id))
         gave_up = "max_restart_intensity" in (node.last_exit or "")
         exit_style = "" if node.last_exit_normal and not gave_up else "red"
         table.add_row(
             name,
-            Text(printable(node.state), style=STATE_STYLES.get(node.state, "")),
+            Text(printable(state_text(node)), style=STATE_STYLES.get(node.state, "")),
             str(node.pid) if node.pid is not None else "-",
             fmt_duration(node.uptime),
             str(node.restarts),

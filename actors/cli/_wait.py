@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._control import Ambiguous, ControlError, NoTree, call, find_socket
+from ._control import Ambiguous, ControlError, NoAnswer, NoTree, call, find_socket
 from ._text import printable
 
 READY = 0
@@ -61,6 +61,9 @@ def _wait(args: argparse.Namespace) -> int:
             continue
         except Ambiguous:
             raise
+        except NoAnswer as e:
+            _error(e)
+            return FAILED
         except (ControlError, OSError) as e:  # the run went away mid-answer
             _error(f"the tree's run ended while waiting: {e}")
             return FAILED

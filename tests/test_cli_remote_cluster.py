@@ -1,0 +1,188 @@
+"""Tier 2: `nannytree run` on a Ray mini-cluster (a head and a worker node named
+"node-b", on this machine), its engine from the tree file's [engine] table, driven
+from this process over its control socket while the remote subtree is killed and
+restarted. One cluster, one test: Ray is heavy on a small machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from actors.cli._control import call  # noqa: E402
+from actors.testing import wait_gone  # noqa: E402
+from tests.support import wait_until  # noqa: E402
+
+pytestmark = pytest.mark.ray
+NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
+
+TREE = """
+[engine]
+address = "{address}"
+lease_timeout = 6
+
+[supervisor]
+id = "ct"
+intensity = 10
+
+[[supervisor.children]]
+id = "web"
+command = ["sleep", "300"]
+
+[[supervisor.children]]
+id = "ingest"
+placement = {{ node = "node-b", policy = "pinned" }}
+
+[[supervisor.children.children]]
+id = "reader"
+command = ["sh", "-c", "echo reading; exec sleep 300"]
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[tuple[Any, str]]:
+    tmp = tempfile.mkdtemp(prefix="ntc", dir="/tmp")  # short: AF_UNIX paths <= 107 bytes
+    os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
+    old = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = tmp
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"include_dashboard": False, **NODE},
+    )
+    pids: set[int] = set()
+    try:
+        node = cluster.add_node(node_name="node-b", **NODE)
+        cluster.wait_for_nodes()
+        yield cluster, tmp
+        for each in (cluster.head_node, node):
+            pids.update(p.process.pid for ps in each.all_processes.values() for p in ps)
+    finally:
+        cluster.shutdown()
+        for pid in pids:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                psutil.Process(pid).kill()
+        if old is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Overrides conftest's: the cluster's processes stay for the module; the run's
+    remote pids are checked by the test."""
+    yield
+
+
+def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield node
+    for child in node.get("children", []):
+        yield from _walk(child)
+
+
+def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apart(
+    cluster: tuple[Any, str], tmp_path: Path
+) -> None:
+    head, tmp = cluster
+    (tmp_path / "tree.toml").write_text(TREE.format(address=head.address))
+    sock = tmp_path / "ct.sock"
+    argv = [sys.executable, "-m", "actors.cli", "run", str(tmp_path / "tree.toml")]
+    argv += ["--plain", "--socket", str(sock)]
+    run = subprocess.Popen(
+        argv,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "RAY_TMPDIR": tmp},
+    )
+    answers: list[dict[str, Any]] = []
+    failures: list[str] = []
+    done = threading.Event()
+
+    def ask(op: str, **kw: Any) -> dict[str, Any]:
+        return call(sock, {"op": op, **kw}, timeout=60)
+
+    def ingest() -> dict[str, Any]:
+        tree = ask("status")["tree"]
+        return next(n for n in _walk(tree) if n["path"] == "ct/ingest")
+
+    def poll() -> None:
+        while not done.is_set():
+            for op, kw in (("status", {}), ("detail", {"id": "reader"})):
+                try:
+                    answer = ask(op, **kw)
+                except Exception as e:
+                    failures.append(f"{op}: {type(e).__name__}: {e}")
+                    continue
+                if not answer.get("ok"):
+                    failures.append(f"{op}: {answer}")
+                answers.append(answer)
+
+    remote: list[int] = []
+    try:
+        wait_until(lambda: sock.exists(), 60, "the control socket")
+        wait_until(lambda: ingest()["node"] is not None, 90, "the remote subtree placed")
+        first = ingest()
+        assert first["node_name"] == "node-b"
+        detail = ask("detail", id="reader")["detail"]
+        assert (detail["state"], detail["node_name"]) == ("running", "node-b")
+        remote += [first["pid"], detail["pid"]]
+        wait_until(
+            lambda: ask("logs", id="reader", stream="stdout").get("message") == "reading",
+            30,
+            "the remote child's output",
+        )
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        for restarts in (1, 2):  # the remote host process killed: remote_crash, restarted
+            os.kill(ingest()["pid"], signal.SIGKILL)
+            wait_until(
+                lambda n=restarts: ingest()["restarts"] == n and ingest()["state"] == "running",
+                60,
+                f"restart {restarts}",
+            )
+            remote.append(ingest()["pid"])
+            remote.append(ask("detail", id="reader")["detail"]["pid"])
+        done.set()
+        poller.join(60)
+        assert failures == []
+        states = {
+            n["state"]
+            for a in answers
+            if "tree" in a
+            for n in _walk(a["tree"])
+            if n["path"] == "ct/ingest"
+        }
+        # Seen restarting (the parent busy starting its new incarnation): answered.
+        assert "restarting" in states and states <= {"running", "restarting"}, states
+        assert ask("shutdown")["ok"]
+        out, err = run.communicate(timeout=60)
+    finally:
+        done.set()
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                run.communicate(timeout=30)
+            if run.poll() is None:
+                run.kill()
+                run.communicate()
+    assert run.returncode == 0, err
+    assert "ct/ingest child_exited reason=remote_crash" in out
+    ray_lines = [line for line in (out + err).splitlines() if " -- " in line or "(raylet)" in line]
+    assert ray_lines == []  # Ray's own lines are in its log file
+    assert (tmp_path / "ct.ray.log").stat().st_size > 0
+    assert wait_gone([p for p in remote if p], timeout=30) == []
