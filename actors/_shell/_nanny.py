@@ -92,6 +92,7 @@ from ._stop_runs import RUN_OF_STOPS, failed_stop, gather_stops, stop_run, warn_
 from ._worker import WorkerActor
 
 log = logging.getLogger("nannytree")
+REMOTE_TREE_TIMEOUT = 2.0  # seconds a remote subtree's which_tree may take
 
 # Calls answered at once, even while a child is starting: they only read the core.
 _READ_ONLY = frozenset(
@@ -289,8 +290,11 @@ class NannyActor(pykka.ThreadingActor):
             nested = self._nested.get(info.id)
             below: list[TreeNode] = []
             if nested is not None and info.state == "running":
-                with contextlib.suppress(pykka.ActorDeadError):
-                    below = cast(list[TreeNode], nested.proxy().which_tree().get())
+                # A remote subtree's far side may be frozen: it is shown without its
+                # children rather than holding this nanny (and every caller) up.
+                timeout = REMOTE_TREE_TIMEOUT if info.id in self._remote else None
+                with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout, NannyError):
+                    below = cast(list[TreeNode], nested.proxy().which_tree().get(timeout))
             status = self._statuses.get(info.id, "")
             view = self._with_health(self._remote_view(info))
             nodes.append(TreeNode(view, path, tuple(below), status))
