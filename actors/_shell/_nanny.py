@@ -294,7 +294,7 @@ class NannyActor(pykka.ThreadingActor):
                 # children rather than holding this nanny (and every caller) up.
                 timeout = REMOTE_TREE_TIMEOUT if info.id in self._remote else None
                 with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout, NannyError):
-                    below = cast(list[TreeNode], nested.proxy().which_tree().get(timeout))
+                    below = cast(list[TreeNode], nested.proxy().which_tree().get(timeout=timeout))
             status = self._statuses.get(info.id, "")
             view = self._with_health(self._remote_view(info))
             nodes.append(TreeNode(view, path, tuple(below), status))
