@@ -81,7 +81,7 @@ class TomlTarget(Target):
 
 OPS = (
     *("hello", "status", "detail", "restart", "reload", "reload_child", "add", "logs"),
-    *("shutdown", "start", "stop", "pause", "resume", "signal", "events"),
+    *("shutdown", "start", "stop", "pause", "resume", "signal", "events", "wait"),
 )
 IDS = ("a", "b", "c", "p", "pool", "sub", "x", "sub/x", "t/a", "/a/", "all", "t", "nope")
 
@@ -101,6 +101,9 @@ def request(rng: random.Random) -> dict[str, Any]:
         "args": lambda: rng.choice(([], ["x"], [1], "x", [None], [["a"]])),
         "last": lambda: rng.choice((0, 1, 5, -1, 10**30, "x", None)),
         "_peer": lambda: {"pid": 1, "conn": None},
+        # `wait`: a short bound or a bad one (never none: an input must be answered)
+        "timeout": lambda: rng.choice((0, 0.01, 0.2, -1, "x", True, float("nan"))),
+        "ids": lambda: rng.choice(([], ["a"], ["a", "nope"], "a", [1], [["a"]], None)),
     }
     for key in rng.sample(list(extras), rng.randint(0, 3)):
         req[key] = extras[key]()
