@@ -3,8 +3,15 @@
 It runs in the remote process (a Ray actor, or a thread of the fake engine) and
 runs a complete local tree there, started by the `start_tree` its engine hands
 it, so nothing here imports the tree. A watchdog fences it: it stops its tree
-when its lease is not renewed in time (supervision.Fencing), or when its parent
-process changes (a Ray worker whose raylet died). docs/multihost.md section 6.
+when its lease is not renewed in time (supervision.Fencing), when its parent
+process changes (a Ray worker whose raylet died), or when its engine says its
+node was declared dead. docs/multihost.md section 6.
+
+A fence must be over before the parent may start a new incarnation elsewhere:
+the whole lease after the last renewal (section 5). So its orderly stop is
+bounded by the time left until then, less SWEEP; an engine whose `on_fenced`
+ends the process (`exit_fast`, Ray) skips it once that time is up (a host that
+thaws after a freeze), and the launcher kills what is left.
 """
 
 from __future__ import annotations
@@ -23,6 +30,10 @@ from supervision import ChildNotRunning, ExitReason, Fencing, NannyError, Superv
 from ._port import CALL_TIMEOUT, RemoteApiError
 
 log = logging.getLogger("nannytree")
+
+# Seconds a launcher takes to kill what is left once its host process is gone
+# (actors/_launcher/_main.py, HOST_GONE_GRACE): a fence leaves that much of its time.
+SWEEP = 0.5
 
 # The OTP API calls a remote child forwards to its remote tree.
 API = (
@@ -78,6 +89,8 @@ class RemoteHost:
         watch_parent: bool = True,
         clock: Callable[[], float] = time.monotonic,
         on_fenced: Callable[[], None] | None = None,
+        exit_fast: bool = False,
+        node_dead: Callable[[], bool] | None = None,
     ) -> None:
         # The remote tree is a root here: its own launcher, its own event log.
         self.spec = dataclasses.replace(spec, placement=None)
@@ -93,8 +106,12 @@ class RemoteHost:
         self._stop_watch = threading.Event()
         self._listeners: list[Callable[[], None]] = []
         self.killed = False
-        self.fenced = ""
+        self.fenced = ""  # why it fenced itself
+        self.fence_complete = False  # every child stopped within the fence's time
+        self._fence_lock = threading.Lock()
         self._on_fenced = on_fenced  # Ray: the process exits, and its death is the report
+        self._exit_fast = exit_fast  # on_fenced ends the process and with it every child
+        self._node_dead = node_dead  # the engine: was our node declared dead?
         self._watchdog: threading.Thread | None = None
 
     def start(self) -> int:
@@ -161,7 +178,8 @@ class RemoteHost:
         return self.exit_reason
 
     def renew_lease(self) -> None:
-        self._last_renewal = self._clock()
+        if not self.fenced:
+            self._last_renewal = self._clock()
 
     def ping(self) -> int:
         return os.getpid()
@@ -213,15 +231,51 @@ class RemoteHost:
             if self._ended_by_itself(period):
                 self._finish()  # the parked wait_exit returns
                 return
-            why = ""
-            if self._ppid is not None and os.getppid() != self._ppid:
-                why = "its parent process (the raylet) is gone"
-            elif self._fencing.lease_expired(self._clock(), self._last_renewal):
-                why = f"its lease was not renewed within {lease}s"
+            why = self._fence_reason()
             if why:
-                self.fenced = why
-                log.warning("remote subtree %r fences itself: %s", self.spec.id, why)
-                self.shutdown()
-                if self._on_fenced is not None:
-                    self._on_fenced()
+                self.fence(why)
                 return
+
+    def _fence_reason(self) -> str:
+        if self._ppid is not None and os.getppid() != self._ppid:
+            return "its parent process (the raylet) is gone"
+        if self._fencing.lease_expired(self._clock(), self._last_renewal):
+            return f"its lease was not renewed within {self.lease_timeout}s"
+        if self._node_dead is not None:
+            try:
+                dead = self._node_dead()
+            except Exception:
+                dead = False  # no word from the engine: the lease decides
+            if dead:
+                return "its node was declared dead"
+        return ""
+
+    def fence_budget(self) -> float:
+        """Seconds left for an orderly stop before the parent may start a new
+        incarnation elsewhere (0: none; without a lease the parent may at once)."""
+        if self.lease_timeout is None:
+            return 0.0
+        return max(0.0, self._last_renewal + self.lease_timeout - SWEEP - self._clock())
+
+    def fence(self, why: str) -> None:
+        """Stop every child now: this incarnation may be replaced (docs/multihost.md
+        section 5). Then `on_fenced`; a fenced incarnation never answers wait_exit."""
+        with self._fence_lock:
+            if self.fenced or self._ended.is_set():
+                return
+            self.fenced = why
+        self._stop_watch.set()
+        budget = self.fence_budget() if self._exit_fast else None
+        log.warning(
+            "remote subtree %r fences itself: %s (%s)",
+            self.spec.id,
+            why,
+            "stopping its children" if budget is None else f"{budget:.1f}s to stop its children",
+        )
+        if self._tree is not None and (budget is None or budget > 0):
+            with contextlib.suppress(Exception):  # pykka's Timeout: the exit kills the rest
+                self._tree.stop(timeout=budget)
+        self.fence_complete = self._tree is None or self._tree.finished() is not None
+        self._finish()
+        if self._on_fenced is not None:
+            self._on_fenced()

@@ -13,6 +13,11 @@ The port (the anyio style: a small contract, adapters behind it):
 - `kill(handle)`: best effort, no answer awaited; the remote lifeline sweeps;
 - `lease_timeout`, `unreachable_timeout`, `liveness_timeout`: its settings (None: off).
 
+Beyond the port, an engine may offer (callers look them up with getattr):
+- `fence_confirmed(handle)`: True once that incarnation's far side said it fenced
+  itself with every child stopped, so a new one need not wait out the lease;
+- `node_name(node_id)`: the node's name for people (status, events).
+
 `actors.ray.RayEngine` is the real adapter and `actors.testing.FakeEngine` the
 fake. Nothing here imports Ray or the tree.
 """

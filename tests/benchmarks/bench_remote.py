@@ -12,6 +12,15 @@ Figures (median, p95, n), never assertions:
   process death (SIGKILL of the NannyHost), node removed (remove_node, no grace),
   silent node (SIGSTOP of its raylet and the NannyHost);
 - the cost of one remote API call (which_children through child_nanny).
+
+    .venv/bin/python -m tests.benchmarks.bench_remote --node-loss [--samples 3]
+
+measures instead a lost node -> the parent's child_exited event (and its reason)
+and -> the subtree running on the spare node: removed (remove_node, no grace:
+its processes die, the remote host's worker outlives its raylet and fences
+itself) or silent (its Ray processes and the remote host SIGSTOPped), for each
+lease (off, 3 s, the default 30 s), with the health check tuned as above and
+with Ray's default one (3 s period, 10 s timeout, 5 misses; a silent node once).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from supervision import ChildSpec, EventKind, Placement, SupervisorSpec
@@ -54,7 +64,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
 
 
 class Bench:
-    def __init__(self) -> None:
+    def __init__(self, health: dict[str, int] | None = HEALTH) -> None:
         import ray
         from ray.cluster_utils import Cluster
 
@@ -67,7 +77,7 @@ class Bench:
             head_node_args={
                 "num_cpus": 1,
                 "include_dashboard": False,
-                "_system_config": HEALTH,
+                **({"_system_config": health} if health else {}),
                 "object_store_memory": MEMORY,
             },
         )
@@ -78,7 +88,7 @@ class Bench:
         self.cluster.wait_for_nodes()
         return node
 
-    def start(self, nodes: list[Any]) -> Any:
+    def start(self, nodes: list[Any], lease: float | None = None) -> Any:
         from actors import Tree
         from actors.ray import RayEngine
 
@@ -94,7 +104,7 @@ class Bench:
                 )
             ],
         )
-        return Tree.start(spec, engine=RayEngine(lease_timeout=None))
+        return Tree.start(spec, engine=RayEngine(lease_timeout=lease))
 
     def exited_after(self, tree: Any, since: float) -> float:
         def seen() -> bool:
@@ -188,19 +198,84 @@ def run(samples: int) -> dict[str, Any]:
     return results
 
 
+def restarted(tree: Any) -> bool:
+    child = tree.nanny.which_child("sub").get()
+    return bool(child.restarts == 1 and child.state == "running")
+
+
+def lose(bench: Bench, victim: Any, tree: Any, how: str) -> list[int]:
+    """Lose `victim`: "removed" (its processes killed, the remote host's worker left
+    without its raylet) or "silent" (its Ray processes and the remote host stopped,
+    as a power cut looks from outside); the pids to let go on afterwards."""
+    if how == "removed":
+        bench.cluster.remove_node(victim, allow_graceful=False)
+        return []
+    frozen = [p.process.pid for ps in victim.all_processes.values() for p in ps]
+    frozen.append(tree.nanny.which_child("sub").get().pid)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    return frozen
+
+
+def node_loss(samples: int) -> dict[str, Any]:
+    """A lost node -> the parent's child_exited, and -> running on the spare node, per
+    kind of loss, lease and health check."""
+    results: dict[str, Any] = {}
+    leases = (None, 3.0, 30.0)
+    cases = {
+        "tuned": [(how, lease) for how in ("removed", "silent") for lease in leases],
+        "ray-default": [("removed", None), ("removed", 30.0), ("silent", 30.0)],
+    }
+    for checked, health in (("tuned", HEALTH), ("ray-default", None)):
+        bench = Bench(health)
+        try:
+            spare = bench.add_node()
+            for how, lease in cases[checked]:
+                down, back, kinds = [], [], set()
+                n = samples if checked == "tuned" or how == "removed" else 1  # 65 s each
+                for _ in range(n):
+                    victim = bench.add_node()
+                    tree = bench.start([victim, spare], lease)
+                    t0 = time.monotonic()
+                    frozen = lose(bench, victim, tree, how)
+                    try:
+                        wait_for(partial(restarted, tree), timeout=300)
+                    finally:
+                        for pid in frozen:
+                            with contextlib.suppress(ProcessLookupError):
+                                os.kill(pid, signal.SIGCONT)
+                    back.append(time.monotonic() - t0)
+                    down.append(bench.exited_after(tree, t0))
+                    kinds.add(tree.nanny.which_child("sub").get().last_exit.kind.value)
+                    tree.stop(timeout=60)
+                    with contextlib.suppress(Exception):
+                        bench.cluster.remove_node(victim, allow_graceful=False)
+                name = f"{how}_{checked}_health_lease_{lease or 'off'}"
+                results[name + "_to_exit"] = {**summary(down), "reasons": sorted(kinds)}
+                results[name + "_to_running"] = summary(back)
+                progress(name)
+        finally:
+            bench.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=10)
     parser.add_argument("--out", help="write the figures as JSON here too")
+    parser.add_argument(
+        "--node-loss", action="store_true", help="time a lost node's node_down per setting"
+    )
     args = parser.parse_args()
     import ray
 
-    results = {"ray": ray.__version__, **run(args.samples)}
+    figures = node_loss(args.samples) if args.node_loss else run(args.samples)
+    results = {"ray": ray.__version__, **figures}
     for name, value in results.items():
         if isinstance(value, dict):
             print(
-                f"{name:28} median {value['median_ms']:9.1f} ms   "
-                f"p95 {value['p95_ms']:9.1f} ms   n={value['n']}"
+                f"{name:48} median {value['median_ms']:9.1f} ms   "
+                f"p95 {value['p95_ms']:9.1f} ms   n={value['n']}   {value.get('reasons', '')}"
             )
     if args.out:
         with open(args.out, "w") as f:
