@@ -51,6 +51,17 @@ class Fencing:
         """Seconds between two renewals of the lease by the parent."""
         return None if self.lease_timeout is None else self.lease_timeout / self.RENEWALS
 
+    def renewal_counts(self, sent: float | None, received: float) -> bool:
+        """The far side's test of one renewal: it counts unless it came after the
+        parent gave up on it (its call's timeout is `renew_every`). A late one (a
+        frozen raylet delivers the calls it queued when it thaws) would stretch the
+        lease past what the parent counts on. `sent` and `received` are wall-clock
+        readings of the two hosts (kept in step by NTP: a far side whose clock runs
+        ahead by more than `renew_every` refuses every renewal and fences); None:
+        a parent that does not say, counted."""
+        every = self.renew_every
+        return sent is None or every is None or received - sent <= every
+
     def lease_expired(self, now: float, last_renewal: float) -> bool:
         """The far side's test: fence once no renewal came for FENCE_AT of the lease."""
         lease = self.lease_timeout

@@ -119,3 +119,16 @@ def test_the_simulators_declaration_time_is_the_live_verdicts_first(
     assert verdict(at * 0.999) is None
     cluster = Cluster(["a", "b"], health_check=health_check, unreachable_timeout=limit)
     assert cluster.declared_after == fencing.declared_after(health_check)
+
+
+def test_a_renewal_that_comes_after_the_parent_gave_up_on_it_does_not_count() -> None:
+    """A frozen raylet delivers the calls it queued when it thaws: a renewal the
+    parent's call timed out on (after renew_every) must not stretch the lease."""
+    fencing = Fencing(lease_timeout=30.0)
+    every = fencing.renew_every
+    assert every == 10.0
+    assert fencing.renewal_counts(sent=100.0, received=100.05)
+    assert fencing.renewal_counts(sent=100.0, received=100.0 + every)
+    assert not fencing.renewal_counts(sent=100.0, received=100.0 + every + 0.01)
+    assert fencing.renewal_counts(sent=None, received=500.0)  # a parent that does not say
+    assert Fencing(lease_timeout=None).renewal_counts(sent=0.0, received=1e9)  # no lease

@@ -266,3 +266,16 @@ def test_a_fence_past_its_time_leaves_the_children_to_the_process_exit() -> None
     assert not host.fence_complete  # not stopped: no acknowledgement
     assert tree.finished() is None
     tree.stop(timeout=30)  # what the process exit would have done
+
+
+def test_a_late_renewal_is_not_counted_by_the_far_side() -> None:
+    import time as _time
+
+    clock = Clock()
+    spec = SupervisorSpec(id="sub", children=[ChildSpec(id="w", command=["sleep", "300"])])
+    host = RemoteHost(spec, 1, start_tree=Tree.start, lease_timeout=3.0, clock=clock)
+    clock.now += 2.0
+    host.renew_lease(_time.time() - 5.0)  # sent 5 s ago: the parent gave up after 1 s
+    assert host.fence_budget() == pytest.approx(3.0 - SWEEP - 2.0)  # not renewed
+    host.renew_lease(_time.time())  # on time
+    assert host.fence_budget() == pytest.approx(3.0 - SWEEP)

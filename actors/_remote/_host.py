@@ -177,9 +177,15 @@ class RemoteHost:
         self._finish()
         return self.exit_reason
 
-    def renew_lease(self) -> None:
-        if not self.fenced:
+    def renew_lease(self, sent: float | None = None) -> None:
+        """A renewal the parent sent at wall-clock `sent`: counted unless it came after
+        the parent stopped counting on it (supervision.Fencing.renewal_counts)."""
+        if self.fenced:
+            return
+        if self._fencing.renewal_counts(sent, time.time()):
             self._last_renewal = self._clock()
+        else:
+            log.warning("a lease renewal sent at %.3f came too late; not counted", sent)
 
     def ping(self) -> int:
         return os.getpid()

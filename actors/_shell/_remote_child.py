@@ -63,6 +63,9 @@ START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
 PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
 PROBE_MAX = 2.0
 CONFIRM_MAX = 0.5  # between two questions whether an exiting incarnation is gone
+# Without a lease, the engine's node_down races the far side's own fence: its word
+# that every child stopped is awaited this long before the exit is told anyway.
+FENCE_ACK_WAIT = 2.0
 EVENT_POLL = 5.0  # seconds a long poll for the remote tree's events waits
 # A stopped incarnation that could not be confirmed gone waits as a killed one does.
 _KILLED = ExitReason(ExitKind.REMOTE_UNRESPONSIVE, message="stopped by its parent; killed")
@@ -391,6 +394,16 @@ class RemoteChild(ThreadedActor):
         since = self.status.unreachable_since
         assert since is not None
         listed = _listed(self._engine, node)  # no word: only the bounds may declare it
+        if self._fenced():
+            # Its far side says it stopped every child (it lost its node, or its lease
+            # ran out): this incarnation is over, and a new one is safe at once.
+            kind = ExitKind.REMOTE_CRASH if listed else ExitKind.NODE_DOWN
+            reason = ExitReason(kind, message="its far side fenced itself, every child stopped")
+            self._state, self._exiting = "exiting", reason
+            if kind is ExitKind.NODE_DOWN:
+                self._node_down(node)
+            self._tell_exit(reason)
+            return
         verdict = self._fencing.verdict(time.monotonic(), node, since, listed=listed)
         if verdict is not None:
             self._exit(verdict)
@@ -427,7 +440,8 @@ class RemoteChild(ThreadedActor):
         if not every:
             return
         try:
-            self._engine.call(self._handle, "renew_lease", timeout=every)
+            # With its sending time: the far side refuses it if it comes too late.
+            self._engine.call(self._handle, "renew_lease", time.time(), timeout=every)
             self._last_renewal = time.monotonic()
         except RemoteDead as e:
             self._exit(e.reason)
@@ -517,8 +531,10 @@ class RemoteChild(ThreadedActor):
             self._node_down(self.status.node)
         wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
         if wait is not None and wait <= 0:
-            self._tell_exit(reason)
-            return
+            if reason.kind is not ExitKind.NODE_DOWN or self._fence_confirmed is None:
+                self._tell_exit(reason)
+                return
+            wait = FENCE_ACK_WAIT  # its fence's word, briefly; then told all the same
         # It may still run: shown unreachable (never running) until it is gone.
         if self.status.unreachable_since is None:
             self.status.unreachable_since = time.monotonic()
