@@ -383,12 +383,12 @@ def run_in_process(
     args = _parser().parse_args(argv)
     opts = _run_options(args)
     from actors import load_tree_file
-    from actors.cli._engine import load_engine
+    from supervision import load_engine
 
     path = Path(args.file)
     spec = load_tree_file(path)
     opts.source = path
-    opts.engine_file = load_engine()(path.read_bytes(), str(path))
+    opts.engine_file = load_engine(path.read_bytes(), str(path))
     opts.make_engine = make
     opts.live = False
     out, err = io.StringIO(), io.StringIO()
@@ -538,7 +538,8 @@ def test_each_engine_key_is_a_ray_engine_parameter() -> None:
 
 
 def test_the_run_gives_the_settings_by_name_and_its_log_file() -> None:
-    from actors.cli._engine import engine_config_class, make_ray_engine
+    from actors.cli._engine import make_ray_engine
+    from supervision import EngineConfig
 
     made: list[tuple[Any, dict[str, Any]]] = []
 
@@ -546,10 +547,10 @@ def test_the_run_gives_the_settings_by_name_and_its_log_file() -> None:
         made.append((address, {"lease_timeout": lease_timeout, "log_file": log_file}))
         return "engine"
 
-    config = engine_config_class()("ray", "local", {"lease_timeout": None})
+    config = EngineConfig("ray", "local", {"lease_timeout": None})
     assert make_ray_engine(engine, config, Path("/run/t.ray.log")) == "engine"
     assert made == [(None, {"lease_timeout": None, "log_file": "/run/t.ray.log"})]
-    older = engine_config_class()("ray", "auto", {"runtime_env": {}})
+    older = EngineConfig("ray", "auto", {"runtime_env": {}})
     with pytest.raises(ValueError, match="takes no runtime_env"):
         make_ray_engine(engine, older, Path("/run/t.ray.log"))
 

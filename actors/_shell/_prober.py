@@ -84,11 +84,12 @@ class Watch:
 
 class Prober:
     def __init__(self) -> None:
-        self._sel = selectors.DefaultSelector()
+        # The selector and the wake pipe are made with the thread, on first use: a
+        # tree without probes holds no fd for them.
+        self._sel: selectors.BaseSelector | None = None
         self._lock = threading.Lock()
         self._incoming: list[Attempt | Watch] = []
-        self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
-        self._sel.register(self._wake_r, selectors.EVENT_READ, None)
+        self._wake_r = self._wake_w = -1
         self._thread: threading.Thread | None = None
         self._closed = False
         self._seq = itertools.count()
@@ -136,6 +137,9 @@ class Prober:
                 return
             self._incoming.append(item)
             if self._thread is None:
+                self._sel = selectors.DefaultSelector()
+                self._wake_r, self._wake_w = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+                self._sel.register(self._wake_r, selectors.EVENT_READ, None)
                 self._thread = threading.Thread(
                     target=self._run, name="nannytree-probes", daemon=True
                 )
@@ -143,10 +147,16 @@ class Prober:
         self._wake()
 
     def _wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+        if self._wake_w >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_w, b"x")
 
     # -- the thread ---------------------------------------------------------------------
+
+    @property
+    def _selector(self) -> selectors.BaseSelector:
+        assert self._sel is not None  # made with the thread, which alone uses it
+        return self._sel
 
     def _run(self) -> None:
         try:
@@ -165,7 +175,7 @@ class Prober:
                 timeout = None
                 if self._timers:
                     timeout = max(0.0, self._timers[0][0] - time.monotonic())
-                for key, mask in self._sel.select(timeout):
+                for key, mask in self._selector.select(timeout):
                     if key.data is None:
                         with contextlib.suppress(OSError):
                             while os.read(self._wake_r, 4096):
@@ -177,7 +187,7 @@ class Prober:
         finally:
             for attempt in list(self._running):
                 self._end(attempt, False, "the tree stopped", quiet=True)
-            self._sel.close()
+            self._selector.close()
             for fd in (self._wake_r, self._wake_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
@@ -237,7 +247,7 @@ class Prober:
         self._running.discard(attempt)
         for fd in attempt.fds:
             with contextlib.suppress(KeyError, ValueError, OSError):
-                self._sel.unregister(fd)
+                self._selector.unregister(fd)
         attempt.fds.clear()
         if attempt.sock is not None:
             attempt.sock.close()
@@ -251,8 +261,8 @@ class Prober:
 
     def _listen(self, attempt: Attempt, fd: int, events: int, fn: Callable[[int], None]) -> None:
         with contextlib.suppress(KeyError):
-            self._sel.unregister(fd)
-        self._sel.register(fd, events, fn)
+            self._selector.unregister(fd)
+        self._selector.register(fd, events, fn)
         if fd not in attempt.fds:
             attempt.fds.append(fd)
 
@@ -376,7 +386,7 @@ class Prober:
             data = b""
         if not data:
             with contextlib.suppress(KeyError, ValueError):
-                self._sel.unregister(fd)
+                self._selector.unregister(fd)
             return
         attempt.answer += data
         del attempt.answer[:-OUTPUT_LIMIT]  # bounded: a probe may say a lot

@@ -121,14 +121,13 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from actors import load_tree_file
-    from supervision import ConfigError
+    from supervision import ConfigError, load_engine
 
-    from ._engine import load_engine
     from ._run import run_tree
 
     try:
         spec = load_tree_file(args.file)
-        engine = load_engine()(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
+        engine = load_engine(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
     except ConfigError as e:
         _error(e)
         return 1
@@ -157,10 +156,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from supervision import ConfigError, load_tree
+    from supervision import ConfigError, load_engine, load_tree
 
     from ._check import far_side_warnings, problems
-    from ._engine import engine_text, load_engine
+    from ._engine import engine_text
     from ._plain import Painter, spec_lines, write
 
     path = Path(args.file)
@@ -196,7 +195,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     )
     write(sys.stdout, spec_lines(Painter(sys.stdout), spec))
-    engine = load_engine()(path.read_bytes(), str(path), vars=dict(os.environ))
+    engine = load_engine(path.read_bytes(), str(path), vars=dict(os.environ))
     if engine is not None:
         print(printable(f"engine: {engine_text(engine)}"))
     return 0

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from supervision import EngineConfig  # type: ignore[attr-defined, unused-ignore]
+    from supervision import EngineConfig
 
 NAME_WAIT = 0.3  # seconds a lookup waits for the engine's node list, then shows the id
 
@@ -90,20 +90,6 @@ def add_engine_flags(parser: argparse.ArgumentParser) -> None:
         )
 
 
-def engine_config_class() -> Any:
-    """supervision.EngineConfig."""
-    import supervision
-
-    return supervision.EngineConfig
-
-
-def load_engine() -> Callable[..., EngineConfig | None]:
-    """supervision.load_engine."""
-    import supervision
-
-    return supervision.load_engine
-
-
 def merged(
     file: EngineConfig | None, address: str | None, flags: Mapping[str, Any]
 ) -> EngineConfig | None:
@@ -119,7 +105,9 @@ def merged(
                 "pass --engine ADDRESS or add an [engine] table to the tree file"
             )
         return None
-    given = engine_config_class()("ray", address, dict(flags))
+    from supervision import EngineConfig as Config
+
+    given = Config("ray", address, dict(flags))
     config: EngineConfig = given.over(file)
     return config
 
