@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,6 @@ import pytest
 
 # CI sets NANNYTREE_REQUIRE_RAY=1: there, a missing Ray is an error, never a skip.
 ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
@@ -35,74 +33,16 @@ from supervision import (  # noqa: E402
     Strategy,
     SupervisorSpec,
 )
+from tests.ray_cluster import Nodes, module_cluster  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.ray
 SLEEP = ["sleep", "300"]
-HEALTH = {
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 1000,
-    "health_check_failure_threshold": 3,
-    "health_check_initial_delay_ms": 1000,
-}
-NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
-
-
-class Nodes:
-    """The module's cluster and a way to replace the worker nodes it loses."""
-
-    def __init__(self, cluster: Any) -> None:
-        self.cluster = cluster
-        self.count = 0
-        self.added: list[Any] = []
-
-    def add(self) -> Any:
-        self.count += 1
-        node = self.cluster.add_node(resources={f"w{self.count}": 1}, **NODE)
-        self.cluster.wait_for_nodes()
-        self.added.append(node)
-        return node
-
-    def remove_all(self) -> None:
-        """After a test: its worker nodes go (one cluster's memory at a time)."""
-        for node in self.added:
-            if node in self.cluster.worker_nodes:
-                with contextlib.suppress(Exception):
-                    self.cluster.remove_node(node, allow_graceful=False)
-        self.added.clear()
-
-    def pids(self, node: Any) -> list[int]:
-        return [p.process.pid for procs in node.all_processes.values() for p in procs]
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Nodes]:
-    tmp = tempfile.mkdtemp(prefix="ntc", dir="/tmp")  # short: AF_UNIX paths <= 107 bytes
-    os.environ["RAY_TMPDIR"] = tmp
-    os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "_system_config": HEALTH,
-            "object_store_memory": 80 * 1024 * 1024,
-        },
-    )
-    recorded: set[int] = set()
-    try:
-        state = Nodes(cluster)
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield state
-        for node in [cluster.head_node, *cluster.worker_nodes]:
-            if node is not None:
-                recorded.update(state.pids(node))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        for pid in recorded:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                psutil.Process(pid).kill()
+    yield from module_cluster("ntc")
 
 
 @pytest.fixture

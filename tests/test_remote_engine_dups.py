@@ -20,7 +20,6 @@ import math
 import os
 import select
 import signal
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -32,23 +31,16 @@ import pytest
 
 # CI sets NANNYTREE_REQUIRE_RAY=1: there, a missing Ray is an error, never a skip.
 ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from actors import Tree  # noqa: E402
 from actors._remote._marks import MARK  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
 from actors.testing import wait_gone  # noqa: E402
 from supervision import ChildSpec, ExitKind, Placement, SupervisorSpec  # noqa: E402
+from tests.ray_cluster import Nodes, module_cluster  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.ray
-HEALTH = {
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 1000,
-    "health_check_failure_threshold": 3,
-    "health_check_initial_delay_ms": 1000,
-}
-NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
 
 class Copies:
@@ -154,52 +146,9 @@ def _started(pid: int) -> float:
     return int(fields[19]) / os.sysconf("SC_CLK_TCK")
 
 
-class Nodes:
-    def __init__(self, cluster: Any) -> None:
-        self.cluster = cluster
-        self.added: list[Any] = []
-
-    def add(self) -> Any:
-        node = self.cluster.add_node(**NODE)
-        self.cluster.wait_for_nodes()
-        self.added.append(node)
-        return node
-
-    def remove_all(self) -> None:
-        for node in self.added:
-            if node in self.cluster.worker_nodes:
-                with contextlib.suppress(Exception):
-                    self.cluster.remove_node(node, allow_graceful=False)
-        self.added.clear()
-
-    @staticmethod
-    def pids(node: Any) -> list[int]:
-        return [p.process.pid for procs in node.all_processes.values() for p in procs]
-
-
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Nodes]:
-    tmp = tempfile.mkdtemp(prefix="ntd", dir="/tmp")  # short: AF_UNIX paths <= 107 bytes
-    os.environ["RAY_TMPDIR"] = tmp
-    os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={"include_dashboard": False, "_system_config": HEALTH, **NODE},
-    )
-    recorded: set[int] = set()
-    try:
-        state = Nodes(cluster)
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield state
-        for node in [cluster.head_node, *cluster.worker_nodes]:
-            if node is not None:
-                recorded.update(state.pids(node))
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        for pid in recorded:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                psutil.Process(pid).kill()
+    yield from module_cluster("ntd")
 
 
 @pytest.fixture

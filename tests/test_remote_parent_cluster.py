@@ -9,9 +9,7 @@ tuned as in tests/test_remote_cluster.py. Bounded polls only.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,52 +20,21 @@ import pytest
 
 # CI sets NANNYTREE_REQUIRE_RAY=1: there, a missing Ray is an error, never a skip.
 ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
-from ray.cluster_utils import Cluster  # noqa: E402
 
 from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
 from actors.testing import wait_gone  # noqa: E402
 from supervision import ChildSpec, EventKind, ExitKind, Placement, SupervisorSpec  # noqa: E402
+from tests.ray_cluster import NODE, module_cluster  # noqa: E402
 from tests.support import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.ray
 SLEEP = ["sleep", "300"]
-HEALTH = {
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 1000,
-    "health_check_failure_threshold": 3,
-    "health_check_initial_delay_ms": 1000,
-}
-NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
-    tmp = tempfile.mkdtemp(prefix="ntp", dir="/tmp")  # short: AF_UNIX paths <= 107 bytes
-    os.environ["RAY_TMPDIR"] = tmp
-    os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "include_dashboard": False,
-            "_system_config": HEALTH,
-            "object_store_memory": 80 * 1024 * 1024,
-        },
-    )
-    recorded: set[int] = set()
-    try:
-        ray.init(address=cluster.address, log_to_driver=False)
-        yield cluster
-        for node in [cluster.head_node, *cluster.worker_nodes]:
-            if node is not None:
-                recorded.update(p.process.pid for ps in node.all_processes.values() for p in ps)
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-        for pid in recorded:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                psutil.Process(pid).kill()
+    yield from (nodes.cluster for nodes in module_cluster("ntp"))
 
 
 @pytest.fixture(autouse=True)
