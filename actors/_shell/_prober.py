@@ -147,8 +147,10 @@ class Prober:
         self._wake()
 
     def _wake(self) -> None:
-        if self._wake_w >= 0:
-            with contextlib.suppress(OSError):
+        # Under the lock: the thread closes the pipe under it too, so a late wake
+        # never writes to an fd number that has been closed (and maybe reused).
+        with self._lock, contextlib.suppress(OSError):
+            if self._wake_w >= 0:
                 os.write(self._wake_w, b"x")
 
     # -- the thread ---------------------------------------------------------------------
@@ -188,9 +190,11 @@ class Prober:
             for attempt in list(self._running):
                 self._end(attempt, False, "the tree stopped", quiet=True)
             self._selector.close()
-            for fd in (self._wake_r, self._wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            with self._lock:
+                pipe, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+                for fd in pipe:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
 
     def _at(self, when: float, item: Attempt | Watch) -> None:
         heapq.heappush(self._timers, (when, next(self._seq), item))
