@@ -395,13 +395,17 @@ class RemoteChild(ThreadedActor):
         assert since is not None
         listed = _listed(self._engine, node)  # no word: only the bounds may declare it
         if self._fenced():
-            # Its far side says it stopped every child (it lost its node, or its lease
-            # ran out): this incarnation is over, and a new one is safe at once.
-            kind = ExitKind.REMOTE_CRASH if listed else ExitKind.NODE_DOWN
-            reason = ExitReason(kind, message="its far side fenced itself, every child stopped")
+            # Its far side says it stopped every child (it lost its raylet, or its lease
+            # ran out) while we cannot reach it: this incarnation is over, a new one is
+            # safe at once, and not on that node, which the engine may still list for
+            # a while (Ray's default health check takes about 65 s): node_down.
+            reason = ExitReason(
+                ExitKind.NODE_DOWN,
+                message=f"its node {node} is cut off; its far side fenced itself, "
+                "every child stopped",
+            )
             self._state, self._exiting = "exiting", reason
-            if kind is ExitKind.NODE_DOWN:
-                self._node_down(node)
+            self._node_down(node)
             self._tell_exit(reason)
             return
         verdict = self._fencing.verdict(time.monotonic(), node, since, listed=listed)
