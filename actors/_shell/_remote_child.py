@@ -63,9 +63,6 @@ START_TIMEOUT = 120.0  # a fresh node may set up a runtime_env first
 PROBE_FIRST = 0.1  # Ray's own task_actor_unavailable_retry_delay_base_ms
 PROBE_MAX = 2.0
 CONFIRM_MAX = 0.5  # between two questions whether an exiting incarnation is gone
-# Without a lease, the engine's node_down races the far side's own fence: its word
-# that every child stopped is awaited this long before the exit is told anyway.
-FENCE_ACK_WAIT = 2.0
 EVENT_POLL = 5.0  # seconds a long poll for the remote tree's events waits
 # A stopped incarnation that could not be confirmed gone waits as a killed one does.
 _KILLED = ExitReason(ExitKind.REMOTE_UNRESPONSIVE, message="stopped by its parent; killed")
@@ -535,10 +532,8 @@ class RemoteChild(ThreadedActor):
             self._node_down(self.status.node)
         wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
         if wait is not None and wait <= 0:
-            if reason.kind is not ExitKind.NODE_DOWN or self._fence_confirmed is None:
-                self._tell_exit(reason)
-                return
-            wait = FENCE_ACK_WAIT  # its fence's word, briefly; then told all the same
+            self._tell_exit(reason)
+            return
         # It may still run: shown unreachable (never running) until it is gone.
         if self.status.unreachable_since is None:
             self.status.unreachable_since = time.monotonic()
