@@ -27,6 +27,8 @@ import psutil
 from actors import Tree
 from supervision import ChildSpec, EventKind, HttpProbe, Liveness, SupervisorSpec
 
+from .scale import cpu_seconds
+
 print = functools.partial(print, flush=True)
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
 
@@ -61,17 +63,6 @@ def _ports(n: int) -> list[int]:
     return ports
 
 
-def _cpu(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            t = psutil.Process(pid).cpu_times()
-            total += t.user + t.system
-        except psutil.Error:
-            pass
-    return total
-
-
 def measure(ports: list[int], probed: bool, seconds: float) -> tuple[float, float]:
     """(host %, launcher + guardian %) of one core over `seconds`, once all are healthy."""
     children = [
@@ -101,9 +92,9 @@ def measure(ports: list[int], probed: bool, seconds: float) -> tuple[float, floa
                 raise RuntimeError(f"only {len(healthy)} of {len(ports)} became healthy")
         launcher: Any = tree.context.spawner
         helpers = [launcher.pid, launcher.guardian_pid]
-        c0, h0, t0 = me.cpu_times(), _cpu(helpers), time.monotonic()
+        c0, h0, t0 = me.cpu_times(), cpu_seconds(helpers), time.monotonic()
         time.sleep(seconds)  # the window measured: a benchmark, not a test
-        c1, h1, t1 = me.cpu_times(), _cpu(helpers), time.monotonic()
+        c1, h1, t1 = me.cpu_times(), cpu_seconds(helpers), time.monotonic()
         if probed:
             bad = [
                 c.id

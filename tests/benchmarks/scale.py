@@ -283,7 +283,8 @@ def busy_host(n: int) -> None:
 # -- the crash storm ------------------------------------------------------------------------
 
 
-def _cpu(pids: list[int]) -> float:
+def cpu_seconds(pids: list[int]) -> float:
+    """User and system CPU seconds the living `pids` have used (the gone count 0)."""
     total = 0.0
     for pid in pids:
         try:
@@ -308,9 +309,9 @@ def crash_storm(seconds: float) -> None:
         launcher: Any = tree.context.spawner
         helpers = [launcher.pid, launcher.guardian_pid]
         time.sleep(0.5)  # past the first start
-        c0, h0, n0, t0 = me.cpu_times(), _cpu(helpers), len(tree.log), time.monotonic()
+        c0, h0, n0, t0 = me.cpu_times(), cpu_seconds(helpers), len(tree.log), time.monotonic()
         time.sleep(seconds)
-        c1, h1, n1, t1 = me.cpu_times(), _cpu(helpers), len(tree.log), time.monotonic()
+        c1, h1, n1, t1 = me.cpu_times(), cpu_seconds(helpers), len(tree.log), time.monotonic()
     finally:
         tree.stop()
     wall = t1 - t0
