@@ -125,7 +125,8 @@ def _wait_probe(
                 return False
         ok, error = result[0]
         if ok and isinstance(probe, TcpProbe | HttpProbe):
-            error = foreign_holder(probe.port, _child_pids(proc)) or ""
+            # The handle's pid is the main process (a forking daemon's once it handed over).
+            error = foreign_holder(probe.port, process_tree(proc.pid)) or ""
             ok = not error
         if ok:
             return True
@@ -144,15 +145,6 @@ def _collect(
         answered.set()
 
     return done
-
-
-def _child_pids(proc: ChildHandle) -> list[int]:
-    """The child's main process (a forking daemon's, once known) and its descendants."""
-    main = getattr(proc, "main_pid", None) or proc.pid
-    pids = process_tree(main)
-    if main != proc.pid:
-        pids += process_tree(proc.pid)
-    return pids
 
 
 def _wait_line(line: LogLine, proc: ChildHandle, deadline: float, waiting: Waiting) -> bool:
