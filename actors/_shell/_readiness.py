@@ -45,8 +45,8 @@ def wait_ready(
     proc: ChildHandle,
     notify: NotifyEndpoint | None,
     take_note: Callable[[ChildHandle, Notification], None],
-    prober: Callable[[], Prober] | None = None,
-    site: ProbeSite | None = None,
+    prober: Prober | None = None,
+    site: Callable[[], ProbeSite] | None = None,
     waiting: Waiting | None = None,
 ) -> bool:
     """True once the child is ready; False if it exited or start_timeout passed.
@@ -57,7 +57,8 @@ def wait_ready(
     if isinstance(ready, TcpProbe | HttpProbe | ExecProbe):
         assert prober is not None
         deadline = time.monotonic() + timeout
-        return _wait_probe(ready, prober(), site or ProbeSite(), proc, deadline, waiting)
+        where = site() if site is not None else ProbeSite()  # only now: it copies the env
+        return _wait_probe(ready, prober, where, proc, deadline, waiting)
     if isinstance(ready, LogLine):
         return _wait_line(ready, proc, time.monotonic() + timeout, waiting)
     if ready == "exited":

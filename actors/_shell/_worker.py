@@ -363,8 +363,8 @@ class WorkerActor(PooledActor):
                 proc,
                 self._notify,
                 self._take_note,
-                lambda: self._context.prober,
-                probe_site(self.spec),
+                self._context.prober,
+                lambda: probe_site(self.spec),
                 waiting,
             )
         if not ready_now:
