@@ -52,6 +52,7 @@ from ._intensity import Relaunches, RestartWindow, add_restart
 from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
+from ._restart_limit import NoRestartLimit, RestartLimit
 from ._spec import (
     BRUTAL_KILL,
     CAPTURE,
@@ -119,6 +120,7 @@ __all__ = [
     "Liveness",
     "LogLine",
     "NannyError",
+    "NoRestartLimit",
     "NodeInfo",
     "PauseChild",
     "Placement",
@@ -131,6 +133,7 @@ __all__ = [
     "Reply",
     "Report",
     "Restart",
+    "RestartLimit",
     "RestartWindow",
     "ResumeChild",
     "ScheduleRetry",

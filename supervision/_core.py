@@ -47,6 +47,7 @@ from ._events import Event, EventKind
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._placement import Placement, pending_delay
+from ._restart_limit import NoRestartLimit
 from ._reasons import ExitKind, ExitReason
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
@@ -76,6 +77,16 @@ class _Child:
     # changed (compared, so that the restart path pays nothing for it).
     _info: ChildInfo | None = None
     _info_key: tuple[Any, ...] = ()
+    # Its restart_limit's own intensity window (section 4.1), or None without one.
+    window: RestartWindow | None = None
+
+    def __post_init__(self) -> None:
+        self.fresh_window()
+
+    def fresh_window(self) -> None:
+        """A new window, as OTP's pattern starts a new supervisor of its own."""
+        limit = getattr(self.spec, "restart_limit", None)
+        self.window = None if limit is None else RestartWindow(limit.intensity, limit.period)
 
     @property
     def id(self) -> str:
@@ -226,6 +237,7 @@ class Supervisor:
             or child.state == "paused"
             or not isinstance(child.spec, ChildSpec)
             or child.spec.backoff is not None
+            or child.window is not None  # its own window decides: not ahead (section 4.1)
             or self.spec.strategy not in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
         ):
             return None
@@ -559,6 +571,7 @@ class Supervisor:
         child = self._find(key)
         self._refuse_live(child, "restart")
         child.failures = 0  # a commanded start is no failure
+        child.fresh_window()  # and a failed one starts counting again (section 4.1)
         self._plan.append(_Start(child.id, "api_restart"))
         return self._advance()
 
@@ -599,6 +612,33 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
+    def reset_restarts(self, key: str | None, now: float) -> list[Action]:
+        """An operator's reset: empty the intensity window of this supervisor (`key`
+        None) or of child `key`'s restart_limit, so that the next restarts count from
+        zero (section 4.1). A child's consecutive failures for its backoff are
+        forgotten too, and a "failed" child becomes "stopped" (restart_child starts
+        it). Replies how many restarts were in the window; reports restarts_reset.
+        Raises NoRestartLimit for a child without a restart_limit."""
+        self._expect_running()
+        self._now = now
+        if key is None:
+            count = self._window.clear(now)
+            limits = f"intensity={self.spec.intensity} period={self.spec.period:g}"
+            self._report(EventKind.RESTARTS_RESET, detail=f"{limits} forgotten={count}")
+        else:
+            child = self._find(key)
+            window = child.window
+            if window is None:
+                raise NoRestartLimit(self.name, child.id)
+            count = window.clear(now)
+            child.failures = 0
+            if child.state == "failed":
+                child.state = "stopped"
+            detail = f"{child.spec.restart_limit} forgotten={count}"
+            self._report(EventKind.RESTARTS_RESET, child, detail=detail)
+        self._out.append(Reply(count))
+        return self._flush()
+
     def _with_process(self, key: str | int, what: str) -> _Child:
         child = self._find(key)
         if child.spec.type != "worker" or not child.alive:
@@ -609,7 +649,11 @@ class Supervisor:
 
     def _restart(self, child: _Child) -> None:
         """Charge the intensity (section 4), then apply the strategy (section 5)."""
-        if self._window.add(self._now):
+        if child.window is not None:  # its own restart_limit, not ours (section 4.1)
+            if child.window.add(self._now):
+                self._fail(child)
+                return
+        elif self._window.add(self._now):
             child.state = "stopped"
             self._report(
                 EventKind.MAX_INTENSITY_REACHED,
@@ -634,6 +678,20 @@ class Supervisor:
                 return
         self._apply_strategy(child)
 
+    def _fail(self, child: _Child) -> None:
+        """Its restart_limit gave up (section 4.1): as OTP's supervisor of its own that
+        exits `shutdown`, transient, so not restarted and nothing charged to us."""
+        child.state, child.next_attempt = "failed", None
+        self._report(
+            EventKind.CHILD_FAILED,
+            child,
+            reason=child.last_exit,
+            detail=str(child.spec.restart_limit),  # type: ignore[union-attr]
+        )
+        if self._simple:  # a dynamic child that is not restarted is gone, as OTP's
+            self._remove(child)
+        self._auto_shutdown(child)
+
     def _backoff_delay(self, child: _Child) -> float:
         backoff = child.spec.backoff
         if backoff is None:
@@ -649,10 +707,16 @@ class Supervisor:
         strategy = self.spec.strategy
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             group = [child]
-        elif strategy is Strategy.ONE_FOR_ALL:
-            group = list(self._children.values())
+        elif child.window is not None:
+            group = [child]  # restarted by a supervisor of its own: alone (section 4.1)
         else:
-            group = self._rest_from(child)
+            if strategy is Strategy.ONE_FOR_ALL:
+                group = list(self._children.values())
+            else:
+                group = self._rest_from(child)
+            for c in group:
+                if c.window is not None:
+                    c.fresh_window()  # its own supervisor is restarted with it
         self._plan.extend(_Terminate(c.id, "restart") for c in reversed(group) if c.alive)
         self._plan.extend(
             _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY

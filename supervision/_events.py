@@ -28,6 +28,8 @@ class EventKind(StrEnum):
     CHILD_RELOADED = "child_reloaded"  # reload_child: the check passed, the signal went
     CHILD_UNHEALTHY = "child_unhealthy"  # a liveness probe failed (detail: which, why)
     CHILD_HEALTHY = "child_healthy"  # its liveness probe passed, first or after failing
+    CHILD_FAILED = "child_failed"  # its restart_limit was exceeded: left stopped, "failed"
+    RESTARTS_RESET = "restarts_reset"  # reset_restarts: an intensity window was emptied
 
 
 @dataclass(frozen=True)

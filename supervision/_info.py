@@ -18,6 +18,7 @@ ChildState: TypeAlias = Literal[
     "backoff",
     "unreachable",  # a remote subtree its engine cannot reach now: not an exit
     "pending",  # a remote subtree no live node can take now: waits, charged nothing
+    "failed",  # its restart_limit was exceeded: stopped until started or reset
 ]
 
 

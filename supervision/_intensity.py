@@ -50,6 +50,14 @@ class RestartWindow:
         self._trim(now)
         return max(0, self.intensity - len(self._times))
 
+    def clear(self, now: float) -> int:
+        """Forget every charged restart (an operator's reset); how many were in the
+        window at `now`."""
+        self._trim(now)
+        count = len(self._times)
+        self._times.clear()
+        return count
+
     def times(self) -> tuple[float, ...]:
         """The charged restarts, newest first (as `add_restart` returns them)."""
         return tuple(reversed(self._times))

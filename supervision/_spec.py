@@ -23,6 +23,8 @@ Every default, in one sentence each:
 - `pid_file` defaults to None: the first process is the main process.
 - `reload` defaults to None: the child has no reload action.
 - `placement` defaults to None: a subtree runs in its parent's process.
+- `restart_limit` defaults to None: a child's restarts count only against its
+  supervisor's intensity.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any, Literal, TypeAlias
 from ._errors import SpecError
 from ._placement import Placement
 from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from ._restart_limit import RestartLimit, as_restart_limit
 
 
 class Restart(StrEnum):
@@ -359,6 +362,12 @@ class ChildSpec:
     - `reload`: None (default), a signal ("HUP"), (check argv, signal) such as
       (["nginx", "-t"], "HUP"), or Reload(signal=..., check=...): what
       reload_child(id) does.
+    - `restart_limit`: None (default) or RestartLimit(intensity, period), also
+      written (intensity, period): the child's own restart intensity, OTP's
+      pattern of a transient supervisor of its own. One restart too many leaves it
+      stopped in state "failed" (event child_failed); its siblings keep running and
+      its supervisor's intensity is never charged for its restarts. See
+      docs/otp-semantics.md section 4.1.
     """
 
     id: str
@@ -388,6 +397,7 @@ class ChildSpec:
     liveness: Liveness | None = None
     pid_file: str | os.PathLike[str] | None = None
     reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
+    restart_limit: RestartLimit | tuple[int, float] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -806,6 +816,19 @@ def _child_reload(spec: ChildSpec, cid: str) -> None:
     _put(spec, "reload", reload)
 
 
+def _child_restart_limit(spec: ChildSpec, cid: str) -> None:
+    limit = as_restart_limit(spec.restart_limit, cid)
+    if limit is not None and spec.restart is Restart.TEMPORARY:
+        raise SpecError(
+            cid,
+            "restart_limit",
+            limit,
+            'a temporary child is never restarted; drop restart_limit or give restart = '
+            '"permanent" or "transient"',
+        )
+    _put(spec, "restart_limit", limit)
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -833,6 +856,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_watchdog,
     _child_pid_file,
     _child_reload,
+    _child_restart_limit,
 )
 
 
