@@ -69,6 +69,7 @@ from typing import Any
 from ._errors import NannyError, SpecError
 from ._placement import Placement
 from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
+from ._restart_limit import RestartLimit
 from ._spec import (
     CAPTURE,
     AnySpec,
@@ -101,6 +102,7 @@ WORKER_KEYS = (
     *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
     *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
+    "restart_limit",
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -119,6 +121,7 @@ SUPERVISOR_KEYS = (
 )
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
+RESTART_LIMIT_KEYS = ("intensity", "period")
 RELOAD_KEYS = ("signal", "check", "check_timeout")
 PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback", "wait")
 ENGINE_KINDS = ("ray",)
@@ -493,6 +496,10 @@ class _Loader:
                 )
             kw["normal_exit_codes"] = frozenset(codes)
         self.daemon_fields(table, path, kw)
+        if "restart_limit" in table:
+            kw["restart_limit"] = self.restart_limit(
+                table["restart_limit"], f"{path}.restart_limit"
+            )
         try:
             return ChildSpec(**kw)
         except SpecError as e:
@@ -707,6 +714,25 @@ class _Loader:
             return Backoff(**value)
         except SpecError as e:
             field = e.field.removeprefix("backoff.")
+            raise self.error(f"{path}.{field}", e.value, e.expected) from None
+
+    def restart_limit(self, value: Any, path: str) -> RestartLimit | None:
+        """`restart_limit = { intensity = 5, period = 30 }` (either may be left out for
+        its default), or `false` (none)."""
+        if value is False:
+            return None
+        if not isinstance(value, dict):
+            raise self.error(
+                path,
+                value,
+                "expected a table: at most `intensity` restarts in `period` seconds, "
+                "e.g. { intensity = 5, period = 30 }",
+            )
+        self.check_keys(value, path, RESTART_LIMIT_KEYS)
+        try:
+            return RestartLimit(**value)
+        except SpecError as e:
+            field = e.field.removeprefix("restart_limit.")
             raise self.error(f"{path}.{field}", e.value, e.expected) from None
 
     def placement(self, value: Any, path: str) -> Placement:

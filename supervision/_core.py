@@ -47,8 +47,8 @@ from ._events import Event, EventKind
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._placement import Placement, pending_delay
-from ._restart_limit import NoRestartLimit
 from ._reasons import ExitKind, ExitReason
+from ._restart_limit import NoRestartLimit
 from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
 
 _MASK64 = (1 << 64) - 1
@@ -77,8 +77,10 @@ class _Child:
     # changed (compared, so that the restart path pays nothing for it).
     _info: ChildInfo | None = None
     _info_key: tuple[Any, ...] = ()
-    # Its restart_limit's own intensity window (section 4.1), or None without one.
+    # Its restart_limit's own intensity window (section 4.1), or None without one,
+    # and whether its pending restart is its own (its window's) or its group's.
     window: RestartWindow | None = None
+    own_restart: bool = False
 
     def __post_init__(self) -> None:
         self.fresh_window()
@@ -465,6 +467,7 @@ class Supervisor:
                 self._remove(child)
             self._auto_shutdown(child)
         else:
+            child.own_restart = child.window is not None
             self._restart(child)
         return self._advance()
 
@@ -634,7 +637,7 @@ class Supervisor:
             child.failures = 0
             if child.state == "failed":
                 child.state = "stopped"
-            detail = f"{child.spec.restart_limit} forgotten={count}"
+            detail = f"{_limit(window)} forgotten={count}"
             self._report(EventKind.RESTARTS_RESET, child, detail=detail)
         self._out.append(Reply(count))
         return self._flush()
@@ -649,7 +652,7 @@ class Supervisor:
 
     def _restart(self, child: _Child) -> None:
         """Charge the intensity (section 4), then apply the strategy (section 5)."""
-        if child.window is not None:  # its own restart_limit, not ours (section 4.1)
+        if child.window is not None and child.own_restart:  # its own limit (section 4.1)
             if child.window.add(self._now):
                 self._fail(child)
                 return
@@ -686,7 +689,7 @@ class Supervisor:
             EventKind.CHILD_FAILED,
             child,
             reason=child.last_exit,
-            detail=str(child.spec.restart_limit),  # type: ignore[union-attr]
+            detail=_limit(child.window) if child.window is not None else "",
         )
         if self._simple:  # a dynamic child that is not restarted is gone, as OTP's
             self._remove(child)
@@ -707,7 +710,7 @@ class Supervisor:
         strategy = self.spec.strategy
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             group = [child]
-        elif child.window is not None:
+        elif child.own_restart:
             group = [child]  # restarted by a supervisor of its own: alone (section 4.1)
         else:
             if strategy is Strategy.ONE_FOR_ALL:
@@ -716,7 +719,10 @@ class Supervisor:
                 group = self._rest_from(child)
             for c in group:
                 if c.window is not None:
-                    c.fresh_window()  # its own supervisor is restarted with it
+                    # Its own supervisor is restarted with the group, new; a failed
+                    # start of it is then the group's failed restart (section 5.5).
+                    c.fresh_window()
+                    c.own_restart = False
         self._plan.extend(_Terminate(c.id, "restart") for c in reversed(group) if c.alive)
         self._plan.extend(
             _Start(c.id, "restart") for c in group if c.spec.restart is not Restart.TEMPORARY
@@ -984,3 +990,8 @@ class Supervisor:
                 )
             )
         )
+
+
+def _limit(window: RestartWindow) -> str:
+    """A child's restart_limit as its events name it."""
+    return f"restart_limit intensity={window.intensity} period={window.period:g}"

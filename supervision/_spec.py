@@ -823,7 +823,7 @@ def _child_restart_limit(spec: ChildSpec, cid: str) -> None:
             cid,
             "restart_limit",
             limit,
-            'a temporary child is never restarted; drop restart_limit or give restart = '
+            "a temporary child is never restarted; drop restart_limit or give restart = "
             '"permanent" or "transient"',
         )
     _put(spec, "restart_limit", limit)

@@ -268,3 +268,27 @@ def test_restart_limit_is_only_for_workers():
     )
     with pytest.raises(TypeError):
         SupervisorSpec("s", restart_limit=(3, 1))  # type: ignore[call-arg]
+
+
+def test_a_failed_start_in_a_group_restart_is_the_groups_failed_restart():
+    """OTP's pattern: the group starts the child's own supervisor, whose init fails
+    with the child; that is the group's failed restart (section 5.5): charged to
+    the supervisor and retried by its strategy, not by the child's own limit."""
+    ex = running(tree(Strategy.ONE_FOR_ALL, intensity=5))
+    ex.fail_starts("web", times=1)
+    ex.clock.advance(1.0)
+    mark = len(ex.log)
+    ex.exit("a")
+    ex.drain()
+    assert ex.log[mark:] == [
+        ("terminate", "b"),
+        ("terminate", "web"),
+        ("start", "a"),
+        ("start_failed", "web"),
+        ("terminate", "a"),  # the retry restarts the whole group again
+        ("start", "a"),
+        ("start", "web"),
+        ("start", "b"),
+    ]
+    assert len(ex.sup.restart_times) == 2  # a's exit and the failed restart
+    assert set(states(ex).values()) == {"running"}

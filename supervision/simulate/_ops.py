@@ -30,6 +30,7 @@ MUTATIONS = frozenset(
         "delete_child",
         "pause_child",
         "resume_child",
+        "reset_restarts",
     }
 )
 # Snapshots: answered from the core's state when the call is handled.
@@ -69,7 +70,8 @@ class Call:
 
     `method` is one of the live API's: start_child (a ChildSpec, or a tuple of
     extra arguments on a simple_one_for_one supervisor), terminate_child,
-    restart_child, delete_child, pause_child, resume_child, which_children,
+    restart_child, delete_child, pause_child, resume_child, reset_restarts
+    (a child's id, or None for the supervisor itself), which_children,
     count_children, which_child, get_childspec, or "stop" (the root only: stop
     the tree; the run ends there). An argument `pid_of(child)` is that child's
     pid when the call is handled.
