@@ -22,6 +22,7 @@ _RESTARTS = (
     EventKind.RESTART_SCHEDULED,
     EventKind.MAX_INTENSITY_REACHED,
     EventKind.START_FAILED,
+    EventKind.CHILD_FAILED,
 )
 
 

@@ -334,6 +334,12 @@ class NannyActor(pykka.ThreadingActor):
     def delete_child(self, key: str) -> Any:
         return self._call_core(self._core.delete_child(key, time.monotonic()))
 
+    def reset_restarts(self, key: str | None = None) -> Any:
+        """Empty this supervisor's intensity window (`key` None) or the restart_limit
+        window of child `key` (a "failed" one becomes "stopped"); returns how many
+        restarts were in it. Raises NoRestartLimit for a child without one."""
+        return self._call_core(self._core.reset_restarts(key, time.monotonic()))
+
     def pause_child(self, key: str) -> Any:
         """SIGSTOP the child's process group; it shows as "paused"."""
         return self._call_core(self._core.pause_child(key, time.monotonic()))
@@ -951,6 +957,7 @@ class NannyActor(pykka.ThreadingActor):
                 EventKind.START_FAILED,
                 EventKind.MAX_INTENSITY_REACHED,
                 EventKind.CHILD_NOTE,
+                EventKind.CHILD_FAILED,
             ):
                 log.warning("%s", event)
             elif event.context is EventKind.CHILD_EXITED and log.isEnabledFor(logging.INFO):

@@ -5,6 +5,7 @@
     nannytree check tree.toml          validate a file and show the tree it would start
     nannytree status                   the running tree, from another shell
     nannytree restart|stop|start|pause|resume ID
+    nannytree reset ID                 forget a supervisor's (or a child's own) restarts
     nannytree logs ID [--stdout]
     nannytree signal ID SIG
     nannytree events --follow
@@ -555,9 +556,20 @@ def _parser() -> argparse.ArgumentParser:
         ("restart", "stop a child (or a whole subtree, or `all`) if running, then start it"),
         ("pause", "SIGSTOP a child's process group"),
         ("resume", "SIGCONT a paused child"),
+        (
+            "reset",
+            "forget the restarts counted so far: a supervisor's intensity window, or a "
+            "child's restart_limit (a failed child is then stopped)",
+        ),
     ):
         p = sub.add_parser(op, parents=[client], help=text)
-        p.add_argument("id", help="child id, or its path such as pool/worker")
+        p.add_argument(
+            "id",
+            help="a supervisor (the tree's id for the root) or a child with a "
+            "restart_limit, by id or path"
+            if op == "reset"
+            else "child id, or its path such as pool/worker",
+        )
         if op == "stop":
             p.add_argument(
                 "--with-dependents",

@@ -16,6 +16,7 @@ from ._closeup import CloseUp, worker_only
 from ._control import OP_TIMEOUT, Send, timeouts
 from ._ready import wait_ready
 from ._records import EventRecord
+from ._reset import reset
 
 if TYPE_CHECKING:
     from supervision import Event, UpdatePlan
@@ -117,6 +118,11 @@ class Controller:
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
             return self.closeup.logs(self.inspector.find(key), request)
+        if op == "reset":
+            key = request.get("id")
+            if not isinstance(key, str):
+                raise ValueError("the request needs an id")
+            return {"message": reset(self.inspector, key, self._call)}
         if op == "shutdown":
             self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}

@@ -30,6 +30,7 @@ STATE_COLORS = {
     "stopping": "33",
     "stopped": "90",
     "backoff": "35",
+    "failed": "31",
 }
 RED, BOLD, DIM = "31", "1", "2"
 ELLIPSIS = "…"

@@ -5,7 +5,8 @@ Ready: every worker "running" (its `ready` passed) with no liveness probe failin
 or a one-shot step done (transient or temporary, ended by itself with a normal
 code); every supervisor running, the root's start returned. Never ready: the tree
 ended (gave up, shut itself down, failed to start, was stopped), or a supervisor
-above an awaited child gave up and is not restarted (transient). Anything else
+above an awaited child gave up and is not restarted (transient), or an awaited
+child's restart_limit did (it is "failed"). Anything else
 may still come (a restart, a backoff, a slow start, an operator's `start`).
 """
 
@@ -309,8 +310,9 @@ class _Ending:
 
 
 def _never_ready(awaited: list[Node], root: Node, ending: _Ending) -> str | None:
-    """A supervisor at or above an awaited node that gave up and stays stopped, or an
-    awaited temporary child that ended abnormally and was removed."""
+    """A supervisor at or above an awaited node that gave up and stays stopped, an
+    awaited worker whose restart_limit gave up (failed: the same, for one child), or
+    an awaited temporary child that ended abnormally and was removed."""
     paths = {n.path for n in _all(awaited)}
     for _, node in root.walk():
         above = any(p == node.path or p.startswith(node.path + "/") for p in paths)
@@ -322,6 +324,13 @@ def _never_ready(awaited: list[Node], root: Node, ending: _Ending) -> str | None
             and GAVE_UP in (node.last_exit or "")
         ):
             return ending.supervisor_gave_up(node)
+    for node in _all(awaited):
+        if node.type == "worker" and node.state == "failed":
+            why = node.last_exit or "failed"
+            return (
+                f"child {node.path!r} failed: its restart_limit was exceeded (last: {why}); "
+                "`nannytree start` starts it again"
+            )
     for node in awaited:
         if node.restart == "temporary" and node.state == "stopped" and not done(node):
             why = node.last_exit or "stopped"

@@ -443,6 +443,7 @@ _STATE_OF = {
     EventKind.CHILD_STARTED: "running",
     EventKind.CHILD_EXITED: "restarting",
     EventKind.CHILD_TERMINATED: "stopped",
+    EventKind.CHILD_FAILED: "failed",
 }
 
 

@@ -32,6 +32,7 @@ STATE_STYLES = {
     "stopping": "yellow",
     "stopped": "bright_black",
     "backoff": "magenta",
+    "failed": "red",
 }
 
 
