@@ -38,8 +38,8 @@ def reset(inspector: TreeInspector, key: str, call: Callable[..., Any]) -> str:
     was_failed = t.info.state == "failed"
     count = call(t, "reset_restarts", t.child_id)
     limit = getattr(spec, "restart_limit", None)
-    within = f" ({limit.intensity} in {limit.period:g} s)" if limit is not None else ""
-    text = f"reset {t.path}: {_restarts(count)} forgotten from its restart_limit{within}"
+    within = f" (at most {limit.intensity} in {limit.period:g} s)" if limit is not None else ""
+    text = f"reset {t.path}: forgot {_restarts(count)} counted by its restart_limit{within}"
     if was_failed:
         text += f"; it is stopped, not failed: `nannytree start {key}` starts it"
     return text
@@ -47,9 +47,9 @@ def reset(inspector: TreeInspector, key: str, call: Callable[..., Any]) -> str:
 
 def _supervisor(path: str, count: int, spec: Any) -> str:
     intensity, period = getattr(spec, "intensity", None), getattr(spec, "period", None)
-    within = f" ({intensity} in {period:g} s)" if intensity is not None and period else ""
+    within = f" (at most {intensity} in {period:g} s)" if intensity is not None and period else ""
     return (
-        f"reset {path}: {_restarts(count)} forgotten from its intensity window{within}; "
+        f"reset {path}: forgot {_restarts(count)} counted by its intensity{within}; "
         "the next restarts count from zero"
     )
 

@@ -1,0 +1,154 @@
+"""restart_limit and `nannytree reset` on real processes: a crash-looping child is
+contained (its siblings keep their pids, the tree keeps running), `status` shows it
+failed and exits 3, `start` brings it back, `reset` makes the next crashes count
+from zero (docs/otp-semantics.md section 4.1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+from pathlib import Path
+
+from actors.testing import wait_gone
+from tests.support import wait_until
+from tests.test_cli import Proc, _env, cli, pids, status, workers
+
+# The root gives up at its second restart in 30 s: any charge for flappy would end it.
+TREE = """
+[supervisor]
+id = "shop"
+intensity = 1
+period = 30
+
+[[supervisor.children]]
+id = "db"
+command = ["sleep", "600"]
+shutdown = 2
+
+[[supervisor.children]]
+id = "flappy"
+command = ["sh", "-c", "if [ -e {flag} ]; then echo broken >&2; exit 1; fi; exec sleep 600"]
+restart_limit = {{ intensity = 3, period = 60 }}
+shutdown = 2
+
+[[supervisor.children]]
+id = "app"
+command = ["sleep", "600"]
+shutdown = 2
+"""
+
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    flag = tmp_path / "broken"
+    path = tmp_path / "shop.toml"
+    path.write_text(TREE.format(flag=flag))
+    return path, flag
+
+
+def _kill_and_wait_restart(run: Proc, sock: Path, env: dict[str, str]) -> int:
+    old = pids(status(sock, env))["shop/flappy"]
+    os.kill(old, signal.SIGKILL)
+    run.expect(rf"shop/flappy child_exited pid={old} reason=killed by SIGKILL")
+    return int(run.expect(r"shop/flappy child_started pid=(\d+)")[1])
+
+
+def test_a_crash_loop_is_contained_then_started_and_reset(tmp_path):
+    env = _env(tmp_path)
+    sock = tmp_path / "c.sock"
+    path, flag = _tree(tmp_path)
+    flag.touch()  # flappy cannot start: it exits 1 at once, again and again
+    seen: set[int] = set()
+    with Proc("run", str(path), "--socket", str(sock), "--plain", env=env) as run:
+        run.expect(r"^nannytree: tree 'shop' running")
+        run.expect(
+            r"shop/flappy child_failed reason=exit code 1.* restart_limit intensity=3 period=60"
+        )
+        # The crash loop can end before the tree's start has returned: wait for that.
+        wait_until(lambda: status(sock, env)["tree"]["state"] == "running", what="tree started")
+        answer = status(sock, env)
+        nodes = workers(answer)
+        assert nodes["shop/flappy"]["state"] == "failed"
+        assert nodes["shop/flappy"]["pid"] is None
+        assert (nodes["shop/db"]["state"], nodes["shop/app"]["state"]) == ("running", "running")
+        siblings = {p: n["pid"] for p, n in nodes.items() if p != "shop/flappy"}
+        seen |= set(siblings.values())
+
+        human = cli("status", "--socket", str(sock), env=env)
+        assert human.returncode == 3, human.stdout + human.stderr
+        assert re.search(r"flappy\s+failed\b", human.stdout), human.stdout
+        events = cli("events", "--json", "--socket", str(sock), env=env)
+        kinds = [json.loads(line)["what"] for line in events.stdout.splitlines()]
+        assert kinds.count("child_failed") == 1
+        assert "reached_max_restart_intensity" not in kinds
+
+        # Fixed: `start` brings it back, with a fresh window.
+        flag.unlink()
+        out = cli("start", "flappy", "--socket", str(sock), env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.startswith("started shop/flappy, pid ")
+        assert cli("status", "--socket", str(sock), env=env).returncode == 0
+
+        # Two crashes of three allowed, then reset: three more fit, the fourth fails it.
+        for _ in range(2):
+            seen.add(_kill_and_wait_restart(run, sock, env))
+        out = cli("reset", "flappy", "--socket", str(sock), env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == (
+            "reset shop/flappy: forgot 2 restarts counted by its restart_limit (at most 3 in 60 s)\n"
+        )
+        run.expect(r"shop/flappy restarts_reset restart_limit intensity=3 period=60 forgotten=2")
+        for _ in range(3):
+            seen.add(_kill_and_wait_restart(run, sock, env))
+        assert workers(status(sock, env))["shop/flappy"]["state"] == "running"
+        old = pids(status(sock, env))["shop/flappy"]
+        os.kill(old, signal.SIGKILL)
+        run.expect(r"shop/flappy child_failed reason=killed by SIGKILL")
+        out = cli("reset", "flappy", "--socket", str(sock), env=env)
+        # The exit it was failed for was counted too: four, one more than allowed.
+        assert out.stdout == (
+            "reset shop/flappy: forgot 4 restarts counted by its restart_limit (at most 3 in "
+            "60 s); it is stopped, not failed: `nannytree start flappy` starts it\n"
+        )
+        assert workers(status(sock, env))["shop/flappy"]["state"] == "stopped"
+
+        # The siblings never moved, and the root was never charged.
+        final = pids(status(sock, env))
+        assert {p: final[p] for p in siblings} == siblings
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0, output
+    assert "reached_max_restart_intensity" not in output
+    assert wait_gone(sorted(seen)) == []
+
+
+def test_reset_of_the_root_and_of_a_child_without_a_limit(tmp_path):
+    env = _env(tmp_path)
+    sock = tmp_path / "c.sock"
+    path, _ = _tree(tmp_path)
+    with Proc("run", str(path), "--socket", str(sock), "--plain", env=env) as run:
+        run.expect(r"^nannytree: tree 'shop' running")
+        run.expect(r"shop/app child_started pid=\d+")
+        db = pids(status(sock, env))["shop/db"]
+        os.kill(db, signal.SIGKILL)  # one restart: the root's window (1 in 30 s) is full
+        run.expect(r"shop/db child_started pid=\d+")
+
+        refused = cli("reset", "db", "--socket", str(sock), env=env)
+        assert refused.returncode == 1
+        assert "no restart_limit of its own" in refused.stderr
+        assert "reset the supervisor 'shop' instead" in refused.stderr
+
+        out = cli("reset", "shop", "--socket", str(sock), env=env)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout == (
+            "reset shop: forgot 1 restart counted by its intensity (at most 1 in 30 s); "
+            "the next restarts count from zero\n"
+        )
+        run.expect(r"shop restarts_reset intensity=1 period=30 forgotten=1")
+        # Without the reset this second crash would end the tree.
+        db = pids(status(sock, env))["shop/db"]
+        os.kill(db, signal.SIGKILL)
+        run.expect(r"shop/db child_started pid=\d+")
+        assert status(sock, env)["tree"]["state"] == "running"
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0, output
