@@ -96,7 +96,8 @@ def test_a_crash_loop_is_contained_then_started_and_reset(tmp_path):
         out = cli("reset", "flappy", "--socket", str(sock), env=env)
         assert out.returncode == 0, out.stderr
         assert out.stdout == (
-            "reset shop/flappy: forgot 2 restarts counted by its restart_limit (at most 3 in 60 s)\n"
+            "reset shop/flappy: forgot 2 restarts counted by its restart_limit "
+            "(at most 3 in 60 s)\n"
         )
         run.expect(r"shop/flappy restarts_reset restart_limit intensity=3 period=60 forgotten=2")
         for _ in range(3):
