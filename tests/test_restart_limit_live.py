@@ -12,6 +12,16 @@ import signal
 from pathlib import Path
 
 from actors.testing import wait_gone
+from supervision import (
+    ChildSpec,
+    EventKind,
+    ExitKind,
+    ExitReason,
+    Strategy,
+    SupervisorSpec,
+)
+from supervision.simulate import Scripted, call, event_sequence, simulate
+from tests import children
 from tests.support import wait_until
 from tests.test_cli import Proc, _env, cli, pids, status, workers
 
@@ -153,3 +163,39 @@ def test_reset_of_the_root_and_of_a_child_without_a_limit(tmp_path):
         assert status(sock, env)["tree"]["state"] == "running"
         rc, output = run.finish(signal.SIGINT)
     assert rc == 0, output
+
+
+# -- live and simulated agree ------------------------------------------------------------
+
+
+def test_a_contained_crash_loop_live_and_simulated_alike(nanny_tree):
+    """Under one_for_all, f (crashing at once, every run) is restarted alone, then
+    failed; reset and restart_child start it again; the same events in both."""
+    spec = SupervisorSpec(
+        id="root",
+        strategy=Strategy.ONE_FOR_ALL,
+        intensity=1,
+        period=60.0,
+        children=[
+            ChildSpec(id="a", target=children.sleep_forever),
+            ChildSpec(id="z", target=children.sleep_forever),
+            ChildSpec(id="f", target=children.exit_with, args=(1,), restart_limit=(2, 60.0)),
+        ],
+    )
+    at_once = Scripted([(0.0, ExitReason(ExitKind.EXIT_CODE, code=1))], relative=True, repeat=True)
+    calls = [call(5.0, "reset_restarts", "f"), call(6.0, "restart_child", "f")]
+    simulated = simulate(spec, {"f": at_once}, duration=20.0, calls=calls)
+    expected = event_sequence(simulated.events)
+    assert expected.count(("root", "child_failed", "f")) == 2
+    assert ("root", "reached_max_restart_intensity", "f") not in expected
+    assert simulated.calls[0].value == 3
+
+    tree = nanny_tree(spec)
+    failed = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_FAILED, 20)
+    assert tree.nanny.reset_restarts("f").get(timeout=10) == 3
+    tree.nanny.restart_child("f").get(timeout=10)
+    tree.log.wait_for(lambda e: e.context is EventKind.CHILD_FAILED and e is not failed, 20)
+    tree.log.wait_for(lambda e: True, 10, start=len(expected) - 1)
+    assert event_sequence(tree.log.snapshot()) == expected
+    states = {c.id: c.state for c in tree.nanny.which_children().get(timeout=10)}
+    assert states == {"a": "running", "z": "running", "f": "failed"}
