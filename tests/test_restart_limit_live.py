@@ -8,9 +8,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
+import socket
 from pathlib import Path
 
+import pytest
+
+from actors import Tree
 from actors.testing import wait_gone
 from supervision import (
     ChildSpec,
@@ -19,6 +24,7 @@ from supervision import (
     ExitReason,
     Strategy,
     SupervisorSpec,
+    TcpProbe,
 )
 from supervision.simulate import Scripted, call, event_sequence, simulate
 from tests import children
@@ -199,3 +205,103 @@ def test_a_contained_crash_loop_live_and_simulated_alike(nanny_tree):
     assert event_sequence(tree.log.snapshot()) == expected
     states = {c.id: c.state for c in tree.nanny.which_children().get(timeout=10)}
     assert states == {"a": "running", "z": "running", "f": "failed"}
+
+
+# -- the finding, with nginx and redis ---------------------------------------------------
+
+NGINX_CONF = """
+{user}
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log;
+worker_processes 1;
+events {{ worker_connections 64; }}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    server {{ listen 127.0.0.1:{port}; root {dir}; }}
+}}
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _shop(tmp_path: Path, contained: bool) -> tuple[SupervisorSpec, int]:
+    web, db = _free_port(), _free_port()
+    conf = tmp_path / "nginx.conf"
+    # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 folders.
+    user = "user root;" if os.geteuid() == 0 else ""
+    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=web, user=user))
+    nginx = ChildSpec(
+        id="nginx",
+        command=["nginx", "-c", str(conf), "-p", str(tmp_path)],
+        ready=TcpProbe(web),
+        stop_signal="QUIT",
+        restart_limit=(3, 30.0) if contained else None,
+    )
+    redis = ChildSpec(
+        id="redis",
+        command=["redis-server", "--port", str(db), "--save", "", "--dir", str(tmp_path)],
+        ready=TcpProbe(db),
+    )
+    app = ChildSpec(id="app", command=["sleep", "600"])
+    return SupervisorSpec("shop", intensity=3, period=30.0, children=[redis, nginx, app]), db
+
+
+@pytest.mark.skipif(
+    shutil.which("nginx") is None or shutil.which("redis-server") is None,
+    reason="needs nginx and redis-server (apt install nginx-light redis-server)",
+)
+@pytest.mark.parametrize("contained", [True, False], ids=["restart_limit", "without"])
+def test_a_flapping_nginx_is_contained_and_redis_keeps_serving(tmp_path, contained):
+    """The issue's finding: kill -9 of nginx's master once more than the intensity
+    allows. Without the key the whole tree stops (OTP's rule); with it, nginx alone
+    is left failed and redis, the app and the tree run on, their pids unchanged."""
+    spec, db = _shop(tmp_path, contained)
+    tree = Tree.start(spec)
+    try:
+        before = {c.id: c.pid for c in tree.nanny.which_children().get(timeout=10)}
+        for incarnation in range(4):
+            master = tree.nanny.which_child("nginx").get(timeout=10).pid
+            mark = len(tree.log.snapshot())
+            os.kill(master, signal.SIGKILL)
+            if incarnation < 3:  # restarted, and serving again (its ready is its port)
+                tree.log.wait_for(
+                    lambda e: e.context is EventKind.CHILD_STARTED and e.offender == "nginx",
+                    30,
+                    start=mark,
+                )
+        if not contained:
+            gave_up = tree.log.wait_for(lambda e: e.context is EventKind.MAX_INTENSITY_REACHED, 30)
+            assert (gave_up.supervisor, gave_up.offender) == ("shop", "nginx")
+            tree.log.wait_for(lambda e: e.context is EventKind.SUPERVISOR_STOPPED, 30)
+            # redis and the app went down with it: the finding.
+            assert wait_gone([before["redis"], before["app"]]) == []
+            return
+        failed = tree.log.wait_for(lambda e: e.context is EventKind.CHILD_FAILED, 30)
+        assert failed.offender == "nginx" and failed.reason is not None
+        assert failed.reason.kind is ExitKind.KILLED
+        after = {c.id: (c.state, c.pid) for c in tree.nanny.which_children().get(timeout=10)}
+        assert after == {
+            "redis": ("running", before["redis"]),
+            "nginx": ("failed", None),
+            "app": ("running", before["app"]),
+        }
+        with socket.create_connection(("127.0.0.1", db), timeout=10) as conn:
+            conn.sendall(b"PING\r\n")
+            assert conn.recv(64) == b"+PONG\r\n"
+        kinds = [e.context for e in tree.log.snapshot()]
+        assert EventKind.MAX_INTENSITY_REACHED not in kinds
+        # Fixed: start it again.
+        info = tree.nanny.restart_child("nginx").get(timeout=30)
+        assert info.state == "running"
+    finally:
+        tree.stop()
