@@ -37,7 +37,9 @@ class ChildReport:
     restarts, `exits` the exits by itself, `failures` the abnormal ones among
     them, `start_failures` the failed start attempts and `terminations` the
     times its supervisor stopped it; `unhealthy` counts its exits with reason
-    unhealthy (stopped by its liveness probe; also in `exits` and `failures`).
+    unhealthy (stopped by its liveness probe; also in `exits` and `failures`);
+    `failed` the times its restart_limit left it failed (docs/otp-semantics.md
+    section 4.1).
     """
 
     path: str
@@ -52,6 +54,7 @@ class ChildReport:
     start_failures: int
     terminations: int
     unhealthy: int = 0
+    failed: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,6 +157,7 @@ class _Account:
     start_failures: int = 0
     terminations: int = 0
     unhealthy: int = 0
+    failed: int = 0
 
 
 @dataclass
@@ -227,6 +231,7 @@ class Accounts:
                 start_failures=acc.start_failures,
                 terminations=acc.terminations,
                 unhealthy=acc.unhealthy,
+                failed=acc.failed,
             )
         uptime = self.tree_uptime + (duration - self.tree_since if self.tree_up else 0.0)
         workers = [c for c in children.values() if c.type == "worker"]
@@ -275,6 +280,8 @@ class Accounts:
             acc.start_failures += 1
         elif kind is EventKind.CHILD_TERMINATED:
             acc.terminations += 1
+        elif kind is EventKind.CHILD_FAILED:
+            acc.failed += 1
         elif kind is EventKind.CHILD_PAUSED:
             self.set_state(path, "down", event.time)  # stopped: it serves nothing
         elif kind is EventKind.CHILD_RESUMED:
