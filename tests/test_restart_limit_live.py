@@ -98,6 +98,13 @@ def test_a_crash_loop_is_contained_then_started_and_reset(tmp_path):
         kinds = [json.loads(line)["what"] for line in events.stdout.splitlines()]
         assert kinds.count("child_failed") == 1
         assert "reached_max_restart_intensity" not in kinds
+        detail = cli("status", "flappy", "--socket", str(sock), env=env)
+        assert detail.returncode == 3
+        assert "limit: max 3 restarts in 60s, then failed (restart_limit)" in detail.stdout
+        assert "| broken" in detail.stdout  # its last exits carry its stderr
+        never = cli("wait", "flappy", "--ready", "--timeout", "10", "--socket", str(sock), env=env)
+        assert never.returncode == 1, never.stdout + never.stderr
+        assert "child 'shop/flappy' failed: its restart_limit was exceeded" in never.stderr
 
         # Fixed: `start` brings it back, with a fresh window.
         flag.unlink()

@@ -154,6 +154,7 @@ class CloseUp:
             "pid": t.info.pid,
             "restarts": t.info.restarts,
             "restart": t.info.restart.value,
+            "restart_limit": _limit(spec),
             "uptime": uptime,
             "runs": _runs(spec),
             "output": ", ".join(sorted(str(o) for o in outputs)),
@@ -235,3 +236,11 @@ def _runs(spec: Any) -> str:
     return str(
         ref or f"{getattr(target, '__module__', '')}:{getattr(target, '__qualname__', target)}"
     )
+
+
+def _limit(spec: Any) -> dict[str, Any] | None:
+    """A worker's restart_limit, for its detail (docs/otp-semantics.md section 4.1)."""
+    limit = getattr(spec, "restart_limit", None)
+    if limit is None:
+        return None
+    return {"intensity": limit.intensity, "period": limit.period}

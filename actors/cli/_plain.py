@@ -229,6 +229,13 @@ def status_lines(paint: Painter, status: dict[str, Any], root: Node) -> list[str
     return lines
 
 
+def _limit_text(limit: dict[str, Any] | None) -> str | None:
+    """A restart_limit as `status ID` shows it; None without one."""
+    if not limit:
+        return None
+    return f"{restarts_text(limit['intensity'], limit['period'])}, then failed (restart_limit)"
+
+
 def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
     """`nannytree status ID` of one worker, as `systemctl status UNIT`: what it runs,
     its process, its sd_notify status, and its last exits with their stderr tails."""
@@ -240,6 +247,7 @@ def detail_lines(paint: Painter, detail: dict[str, Any]) -> list[str]:
     rows = [
         ("runs", detail.get("runs")),
         ("restart", detail.get("restart")),
+        ("limit", _limit_text(detail.get("restart_limit"))),
         ("node", detail.get("node_name") or detail.get("node")),
         ("pid", detail.get("pid")),
         ("uptime", fmt_duration(detail.get("uptime"))),
