@@ -53,6 +53,8 @@ class ChildInfo:
     state "unreachable" or "pending" entered it (the same clock; None otherwise);
     `health` is what a running child's liveness probe says (None without one). A
     child is ready when its state is "running": "starting" lasts until its `ready`.
+    A child whose restart_limit was exceeded is "failed": stopped until
+    restart_child (or reset_restarts, which leaves it "stopped").
     """
 
     id: str
