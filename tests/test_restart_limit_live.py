@@ -106,6 +106,12 @@ def test_a_crash_loop_is_contained_then_started_and_reset(tmp_path):
         assert never.returncode == 1, never.stdout + never.stderr
         assert "child 'shop/flappy' failed: its restart_limit was exceeded" in never.stderr
 
+        out = cli("stop", "flappy", "--socket", str(sock), env=env)
+        assert out.stdout == (
+            "shop/flappy was not running (failed: its restart_limit was exceeded)\n"
+        )
+        assert workers(status(sock, env))["shop/flappy"]["state"] == "failed"
+
         # Fixed: `start` brings it back, with a fresh window.
         flag.unlink()
         out = cli("start", "flappy", "--socket", str(sock), env=env)

@@ -170,6 +170,8 @@ class Controller:
             return self._stop_with_dependents(t)
         if t.info.state == "stopped":
             return f"{t.path} was not running"
+        if t.info.state == "failed":  # kept: `reset` or `start` is the operator's answer
+            return f"{t.path} was not running (failed: its restart_limit was exceeded)"
         self._call(t, "terminate_child", t.child_id)
         return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
 
