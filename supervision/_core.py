@@ -561,7 +561,8 @@ class Supervisor:
         if child.alive:
             self._plan.append(_Terminate(child.id, "api"))
             return self._advance()
-        self._stop_retrying(child)  # ends a restart loop, backoff or wait: its retry is a no-op
+        if child.state != "failed":  # failed stays failed: reset or restart it (section 4.1)
+            self._stop_retrying(child)  # ends a restart loop, backoff or wait: retry is a no-op
         if self._simple or child.spec.restart is Restart.TEMPORARY:
             self._remove(child)
         self._out.append(Reply(None))

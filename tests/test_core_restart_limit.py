@@ -214,6 +214,13 @@ def test_reset_of_a_child_empties_its_window():
     assert states(ex)["web"] == "failed"
 
 
+def test_terminate_child_of_a_failed_child_leaves_it_failed():
+    ex = running(tree())
+    crash_loop(ex, "web", 3)
+    assert ex.ok("terminate_child", "web") is None
+    assert states(ex)["web"] == "failed"
+
+
 def test_reset_of_a_failed_child_leaves_it_stopped_until_started():
     ex = running(tree())
     crash_loop(ex, "web", 3)
