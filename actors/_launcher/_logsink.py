@@ -50,7 +50,7 @@ def stamp(now: float | None = None) -> bytes:
 class LogFile:
     """The writing end of one child's log file (its fd belongs to the sink above)."""
 
-    __slots__ = ("_held", "_line_start", "fd", "path", "policy", "size")
+    __slots__ = ("_held", "_line_start", "_pending", "fd", "path", "policy", "size")
 
     def __init__(self, path: str, fd: int, policy: LogPolicy) -> None:
         self.path = path
@@ -59,9 +59,18 @@ class LogFile:
         self.size = _size(fd)
         self._held = bytearray()
         self._line_start = True  # the file's last byte ends a line (or it is empty)
+        self._pending = False  # reopen once the line begun in this file ends
 
     def put(self, data: bytes) -> None:
         if not self.policy.active:
+            if self._pending:  # a line begun before the move ends in its file
+                end = data.find(b"\n")
+                if end < 0:
+                    self._write(data)
+                    return
+                self._write(memoryview(data)[: end + 1])
+                self._swap()
+                data = data[end + 1 :]
             self._write(data)
             return
         self._held += data
@@ -80,18 +89,31 @@ class LogFile:
         if self._held:
             part, self._held = bytes(self._held) + b"\n", bytearray()
             self._write_lines(part)
+        if self._pending:
+            self._swap()
 
-    def reopen(self) -> int | None:
-        """Open the path anew (it was moved away): the new fd, for the sink to swap in
-        (None: it cannot be opened; the old one is kept)."""
+    def reopen(self) -> None:
+        """Open the path anew (an external rotation moved it), between two lines: a
+        line begun in the old file is finished there first."""
+        if self._line_start or self.policy.active:  # whole lines only: at one's end now
+            self._swap()
+        else:
+            self._pending = True
+
+    def _swap(self) -> bool:
+        """The path opened anew in place of the fd we hold (False: it cannot be; the
+        old fd is kept)."""
+        self._pending = False
         try:
             fd = os.open(self.path, OPEN_FLAGS, 0o644)
         except OSError:
-            return None
-        self.fd = fd
+            return False
+        old, self.fd = self.fd, fd
+        with contextlib.suppress(OSError):
+            os.close(old)
         self.size = _size(fd)
         self._line_start = True
-        return fd
+        return True
 
     def _write_lines(self, data: bytes) -> None:
         policy = self.policy
@@ -152,11 +174,7 @@ class LogFile:
         except OSError:
             self.size = 0  # cannot rotate here: keep writing, try again a file later
             return
-        old = self.fd
-        if self.reopen() is not None:
-            with contextlib.suppress(OSError):
-                os.close(old)
-        else:
+        if not self._swap():
             self.size = 0
 
 

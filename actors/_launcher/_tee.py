@@ -264,21 +264,12 @@ class Tee:
             sink.log.policy = policy
         return sink
 
-    def reopen(self) -> int:
-        """Open every child's file anew by its path (an external rotation moved it);
-        how many were reopened."""
-        done = 0
+    def reopen(self) -> None:
+        """Open every child's file anew by its path (an external rotation moved it)."""
         for sink in list(self._files.values()):
-            log = sink.log
-            if log is None or sink.fd < 0:
-                continue
-            old = sink.fd
-            if log.reopen() is not None:
-                with contextlib.suppress(OSError):
-                    os.close(old)
-                sink.fd = log.fd
-                done += 1
-        return done
+            if sink.log is not None and sink.fd >= 0:
+                sink.log.reopen()
+                sink.fd = sink.log.fd
 
     def watch(self, sink: Sink, want: bool) -> bool:
         """Have the selector say when `sink` is writable (or stop); False: it cannot."""
