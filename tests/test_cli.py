@@ -885,7 +885,7 @@ def test_run_shows_the_live_view_on_a_terminal_and_stops_on_ctrl_c(tmp_path, env
         children = pids(status(sock, env))
         text = screen_text()
         assert "nannytree three  one_for_all, max 5 restarts in 10s" in text
-        assert f"children's output: {tmp_path / 'l.log'}" in text
+        assert f"children's output: {tmp_path / 'logs' / 'l'}" in text
         assert re.search(r"├─ web\s+running\s+\d+", text)
         p.send_signal(signal.SIGINT)
         read_until(r"nannytree: tree 'three' stopped \(SIGINT\)")
