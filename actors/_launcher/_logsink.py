@@ -149,7 +149,7 @@ class LogFile:
         view = memoryview(data)
         if not view:
             return
-        self._line_start = view[-1:] == b"\n"
+        self._line_start = view[-1] == 0x0A  # a line feed
         while view:
             try:
                 n = os.write(self.fd, view)
