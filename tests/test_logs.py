@@ -325,7 +325,14 @@ class Run:
         self.env.pop("NANNYTREE_LOG_DIR", None)
         argv = [*CLI, "run", str(tree), "--plain", "--socket", str(self.sock)]
         argv += ["--log-dir", str(self.logs), *flags]
-        self.p = subprocess.Popen(argv, env=self.env, stdout=subprocess.DEVNULL)
+        # No terminal: a service's run, where SIGHUP reopens the logs.
+        self.p = subprocess.Popen(
+            argv,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [*CLI, *args, "--socket", str(self.sock)]

@@ -140,6 +140,10 @@ def reopen_logs(tree: Tree) -> str:
     return "the children's log files are being reopened"
 
 
+def _on_a_terminal() -> bool:
+    return any(os.isatty(fd) for fd in (0, 1, 2))
+
+
 def _in_background(work: Callable[[], object]) -> None:
     """From a signal handler: the work must not wait on a lock the main thread holds."""
     threading.Thread(target=work, name="nannytree-reopen", daemon=True).start()
@@ -372,9 +376,10 @@ class Runner:
                     early.finish()
             inspector.ref = tree.ref
             controller.reopen_logs = lambda: reopen_logs(tree)
-            previous[signal.SIGHUP] = signal.signal(
-                signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
-            )
+            if not _on_a_terminal():  # there, SIGHUP is the terminal's hangup
+                previous[signal.SIGHUP] = signal.signal(
+                    signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
+                )
             return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():
