@@ -62,6 +62,7 @@ class Sink:
         "fd",
         "log",
         "owned",
+        "path",
     )
 
     def __init__(self, tee: Tee, fd: int, *, owned: bool) -> None:
@@ -79,6 +80,7 @@ class Sink:
         self._dropped = 0
         self._broken = False
         self.log: LogFile | None = None  # a regular file of a child's: it keeps it
+        self.path: str | None = None  # a child's file: its path, the sink's key
 
     @property
     def full(self) -> bool:
@@ -256,6 +258,7 @@ class Tee:
         if sink is None or sink.fd < 0:
             fd = opener()
             sink = Sink(self, fd, owned=True)
+            sink.path = path
             self.owned += 1
             if sink._plain and stat.S_ISREG(os.fstat(fd).st_mode):
                 sink.log = LogFile(path, fd, policy)
@@ -293,9 +296,8 @@ class Tee:
                 os.close(sink.fd)
             sink.fd = -1
             self.owned -= 1
-            for path, other in list(self._files.items()):
-                if other is sink:
-                    del self._files[path]
+            if sink.path is not None and self._files.get(sink.path) is sink:
+                del self._files[sink.path]
 
     def flush(self, timeout: float) -> None:
         """(At the launcher's exit.) Write what waits, for `timeout` s at most in all."""

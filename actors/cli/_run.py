@@ -320,7 +320,7 @@ class Runner:
         if choice == "auto":
             # Never our terminal: children would tear the live view apart, and
             # their escape sequences would reach the operator's terminal raw.
-            base = self.opts.log_dir or default_log_dir()
+            base = Path(os.path.abspath(self.opts.log_dir or default_log_dir()))
             stem = log_name(control.path.name.removesuffix(".sock"))
             folder = tree_log_folder(base, stem)  # ours, never a symlink planted for us
             root = folder / log_name(self.spec.id)
