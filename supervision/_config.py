@@ -96,6 +96,8 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
 _AS_CHILD = ("restart", "shutdown", "significant", "backoff")  # what a parent uses
+# How a child's log file is kept (docs/logs.md); on a supervisor, the default below it.
+LOG_KEYS = ("log_max_bytes", "log_backups", "log_timestamps")
 WORKER_KEYS = (
     *("id", "type", *_AS_CHILD),
     *("command", "target", "args", "kwargs", "env", "inherit_env", "cwd", "ready"),
@@ -103,6 +105,7 @@ WORKER_KEYS = (
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
     *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
     "restart_limit",
+    *LOG_KEYS,
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -118,6 +121,7 @@ SUPERVISOR_KEYS = (
     *("id", "type", *_AS_CHILD),
     *("strategy", "intensity", "period", "auto_shutdown", "max_children", "children"),
     "placement",
+    *LOG_KEYS,
 )
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
@@ -270,6 +274,7 @@ class _Loader:
         self.values = values
         self.base = None if filename == NO_FILE else PurePath(filename).parent
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
+        self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
 
     def error(self, path: str, value: Any, expected: str) -> ConfigError:
         return ConfigError(self.filename, path, value, expected)
@@ -380,7 +385,12 @@ class _Loader:
                 raw,
                 "expected [[...children]] tables, one per child",
             )
-        children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
+        outer = self.log_defaults
+        self.log_defaults = {**outer, **self.log_fields(table, path)}
+        try:
+            children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
+        finally:
+            self.log_defaults = outer
         try:
             return SupervisorSpec(children=children, **kw)
         except SpecError as e:
@@ -500,10 +510,28 @@ class _Loader:
             kw["restart_limit"] = self.restart_limit(
                 table["restart_limit"], f"{path}.restart_limit"
             )
+        kw.update(self.log_defaults)
+        kw.update(self.log_fields(table, path))
         try:
             return ChildSpec(**kw)
         except SpecError as e:
             raise self.spec_error(e, path) from None
+
+    def log_fields(self, table: dict[str, Any], path: str) -> dict[str, Any]:
+        """log_max_bytes ("10M"), log_backups and log_timestamps (docs/logs.md)."""
+        kw: dict[str, Any] = {}
+        if "log_max_bytes" in table:
+            size = self.size(table["log_max_bytes"], f"{path}.log_max_bytes")
+            if size != 0 and size < 1024:
+                raise self.error(
+                    f"{path}.log_max_bytes", table["log_max_bytes"], 'expected 0 (never) or >= "1K"'
+                )
+            kw["log_max_bytes"] = size
+        if "log_backups" in table:
+            kw["log_backups"] = self.integer(table, path, "log_backups")
+        if "log_timestamps" in table:
+            kw["log_timestamps"] = self.boolean(table, path, "log_timestamps")
+        return kw
 
     def daemon_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None:
         """stop_signal, kill_mode, watchdog, pid_file and reload: for real daemons."""

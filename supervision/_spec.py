@@ -368,6 +368,11 @@ class ChildSpec:
       stopped in state "failed" (event child_failed); its siblings keep running and
       its supervisor's intensity is never charged for its restarts. See
       docs/otp-semantics.md section 4.1.
+    - `log_max_bytes`, `log_backups`, `log_timestamps`: how the launcher keeps the
+      child's `stdout`/`stderr` file (docs/logs.md): rotated before it passes
+      log_max_bytes (0: never) into log_backups older files (file.1 ... file.N),
+      each line stamped with its UTC time. None (default): `nannytree run`'s
+      defaults, or off.
     """
 
     id: str
@@ -398,6 +403,9 @@ class ChildSpec:
     pid_file: str | os.PathLike[str] | None = None
     reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
     restart_limit: RestartLimit | tuple[int, float] | None = None
+    log_max_bytes: int | None = None
+    log_backups: int | None = None
+    log_timestamps: bool | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -829,6 +837,20 @@ def _child_restart_limit(spec: ChildSpec, cid: str) -> None:
     _put(spec, "restart_limit", limit)
 
 
+def _child_logs(spec: ChildSpec, cid: str) -> None:
+    size = spec.log_max_bytes
+    if size is not None and (type(size) is not int or (size != 0 and size < 1024)):
+        raise SpecError(
+            cid, "log_max_bytes", size, "expected bytes >= 1024, 0 (never rotate), or None"
+        )
+    backups = spec.log_backups
+    if backups is not None and (type(backups) is not int or not 0 <= backups <= 1000):
+        raise SpecError(cid, "log_backups", backups, "expected a count of older files, 0 to 1000")
+    stamps = spec.log_timestamps
+    if stamps is not None and type(stamps) is not bool:
+        raise SpecError(cid, "log_timestamps", stamps, "expected true or false")
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -857,6 +879,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_pid_file,
     _child_reload,
     _child_restart_limit,
+    _child_logs,
 )
 
 

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -12,6 +13,19 @@ from supervision import SupervisorSpec
 from tests.support import forget_log, living_descendants, remember_log
 
 LEAK_DEADLINE = 5.0
+
+
+@pytest.fixture(autouse=True, scope="session")
+def children_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """`nannytree run` keeps its children's logs under /var/log/nannytree as root:
+    a test's runs (in process or not: they inherit this) use a temporary folder."""
+    saved = os.environ.get("NANNYTREE_LOG_DIR")
+    os.environ["NANNYTREE_LOG_DIR"] = str(tmp_path_factory.mktemp("children-logs"))
+    yield
+    if saved is None:
+        os.environ.pop("NANNYTREE_LOG_DIR", None)
+    else:
+        os.environ["NANNYTREE_LOG_DIR"] = saved
 
 
 @pytest.fixture(autouse=True)

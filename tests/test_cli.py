@@ -71,7 +71,9 @@ shutdown = 2
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    logs = str(tmp_path / "logs")
     env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path), **extra}
+    env["NANNYTREE_LOG_DIR"] = extra.get("NANNYTREE_LOG_DIR", logs)
     env.pop("NO_COLOR", None)
     return env
 
@@ -883,7 +885,7 @@ def test_run_shows_the_live_view_on_a_terminal_and_stops_on_ctrl_c(tmp_path, env
         children = pids(status(sock, env))
         text = screen_text()
         assert "nannytree three  one_for_all, max 5 restarts in 10s" in text
-        assert f"children's output: {tmp_path / 'l.log'}" in text
+        assert f"children's output: {tmp_path / 'logs' / 'l'}" in text
         assert re.search(r"├─ web\s+running\s+\d+", text)
         p.send_signal(signal.SIGINT)
         read_until(r"nannytree: tree 'three' stopped \(SIGINT\)")
@@ -979,14 +981,14 @@ def test_logs_shows_what_a_child_wrote(tmp_path, env):
     )
     sock = str(tmp_path / "t.sock")
     with Proc("run", str(tree), "--socket", sock, env=env) as run:
-        run.expect(r"children's output: .*t\.logs/talk/<child>\.log")
+        run.expect(r"children's output: .*logs/t/talk/<child>\.log")
         run.expect(r"talk/quiet child_started")
         seen = set(pids(status(Path(sock), env)).values())
         assert cli("logs", "talker", "--socket", sock, env=env).stdout == "oops\n"
         assert cli("logs", "talker", "--stdout", "--socket", sock, env=env).stdout == "hello\n"
         # A child without capture writes to its own file (supervisord style), and
         # `logs` reads it there: stdout and stderr in the order written.
-        assert (tmp_path / "t.logs" / "talk" / "quiet.log").is_file()
+        assert (tmp_path / "logs" / "t" / "talk" / "quiet.log").is_file()
         _until(lambda: cli("logs", "quiet", "--socket", sock, env=env).stdout.count("\n") == 3)
         assert cli("logs", "quiet", "--socket", sock, env=env).stdout == "one\ntwo\nthree\n"
         assert cli("logs", "quiet", "-n", "2", "--socket", sock, env=env).stdout == "two\nthree\n"

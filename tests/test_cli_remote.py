@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -454,7 +455,8 @@ def test_run_takes_the_engine_from_the_file_with_the_flags_over_it(tmp_path: Pat
     ingest = seen["status"]["tree"]["children"][1]
     assert ingest["node_name"] == "host-b" and ingest["state"] == "running"
     assert "rt/ingest/reader child_started" in out
-    assert not (tmp_path / "rt.logs" / "rt" / "ingest").exists()  # no local path for it
+    logs = Path(os.environ["NANNYTREE_LOG_DIR"])
+    assert not (logs / "rt" / "rt" / "ingest").exists()  # no local path for it
 
 
 def test_engine_flags_without_an_engine_are_refused(tmp_path: Path) -> None:

@@ -39,6 +39,7 @@ from ._protocol import (
     Grant,
     Prepare,
     Prepared,
+    Reopen,
     Respawned,
     Spawn,
     Spawned,
@@ -254,6 +255,8 @@ class LauncherLoop:
             self.granted[record.budget] = record.granted
         elif isinstance(record, Follow):
             self.daemons.follow(record.pid, record.main_pid)
+        elif isinstance(record, Reopen):
+            self.tee.reopen()
 
     def _spawn(self, request: Spawn) -> None:
         if request.chain and self.starter.chain_failed(request.chain):

@@ -151,6 +151,9 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     float,
     (str, _NONE),
     list,
+    int,
+    int,
+    bool,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -180,6 +183,11 @@ class Template(Record):
     # own, or the file) but through a pipe the launcher reads: it writes each byte on
     # and reports it as `Output`, as for "capture" (docs/launcher.md, "Tee'd output").
     tee: list[int] = field(default_factory=list)
+    # A child's file kept by the launcher (docs/logs.md): rotated past this many bytes
+    # (0: never) into this many older files, each line stamped with its UTC time.
+    log_max_bytes: int = 0
+    log_backups: int = 0
+    log_timestamps: bool = False
 
 
 @_record("define", int, Template)
@@ -254,6 +262,12 @@ class Follow(Record):
     main_pid: int
 
 
+@_record("reopen")
+@dataclass(frozen=True)
+class Reopen(Record):
+    """Open every child's file anew by its path: an external rotation moved it."""
+
+
 HOST_RECORDS = frozenset(
     {
         "define",
@@ -266,6 +280,7 @@ HOST_RECORDS = frozenset(
         "disarm",
         "grant",
         "follow",
+        "reopen",
     }
 )
 

@@ -21,6 +21,7 @@ from . import _bootstrap, _wire
 from ._control import CONTROL_FD_ENV
 from ._daemons import TOKEN_ENV, child_token
 from ._launched import Launched, SpawnError
+from ._logsink import LogPolicy
 from ._procfs import boot_ticks
 from ._protocol import Template
 from ._tee import Sink, Tee
@@ -93,7 +94,9 @@ class _Outputs:
         self.err_fd: int | None = None
 
     def open(self, tee: Tee, template: Template, teeing: bool) -> None:
-        wanted = template.tee if teeing else ()
+        policy = LogPolicy(template.log_max_bytes, template.log_backups, template.log_timestamps)
+        # A rotated or stamped file is written by its sink alone, fds to spare or not.
+        wanted = template.tee if teeing or policy.active else ()
         if template.stdout is None and template.stderr is None and _a_terminal():
             # A terminal is left as it is: a program that sees a pipe there changes
             # (no colours, stdout buffered in blocks), and the user reads it anyway.
@@ -101,14 +104,16 @@ class _Outputs:
         if wanted and _one_destination(template.stdout, template.stderr):
             # Both streams go to one file: through two pipes their order would be
             # lost, so the child gets one pipe on both, read (and kept) as stderr.
-            self.err_fd = self._open(tee, template.stderr, 2, True)
+            self.err_fd = self._open(tee, template.stderr, 2, True, policy)
             if self.err_fd is not None:
                 self.out_fd = self.err_fd
                 return
-        self.out_fd = self._open(tee, template.stdout, 1, 1 in wanted)
-        self.err_fd = self._open(tee, template.stderr, 2, 2 in wanted)
+        self.out_fd = self._open(tee, template.stdout, 1, 1 in wanted, policy)
+        self.err_fd = self._open(tee, template.stderr, 2, 2 in wanted, policy)
 
-    def _open(self, tee: Tee, path: str | None, stream: int, teed: bool) -> int | None:
+    def _open(
+        self, tee: Tee, path: str | None, stream: int, teed: bool, policy: LogPolicy
+    ) -> int | None:
         if path == "capture":
             return self._pipe(stream)
         if not teed:
@@ -123,12 +128,12 @@ class _Outputs:
                 return None
             sink = inherited
         else:
-            fd = _open_file(path, _WHICH[stream])
+            which = _WHICH[stream]
             try:
                 write_end = self._pipe(stream)
             except OSError:
-                return self._give(fd)
-            sink = tee.file(fd)
+                return self._give(_open_file(path, which))
+            sink = tee.file(path, lambda: _open_file(path, which), policy)
         sink.attach()
         self.sinks[stream] = sink
         return write_end

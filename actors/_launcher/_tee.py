@@ -18,6 +18,10 @@ children block on their writes, as they would on a slow terminal) until it is
 below SINK_RESUME. A child's exit is reported only once its pipe is drained, so
 an exit may add a pipe's worth past the limit; past SINK_MAX such bytes are dropped,
 and the destination is told how many.
+
+A child's file has one sink however many children and incarnations write to it
+(keyed by its path, open while a pipe feeds it): its `_logsink.LogFile` rotates it,
+stamps its lines and reopens it after an external move (docs/logs.md).
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import selectors
 import stat
 import time
 from collections.abc import Callable, Collection
+
+from ._logsink import LogFile, LogPolicy
 
 SINK_LIMIT = 256 * 1024  # bytes waiting for a destination before its pipes are not read
 SINK_RESUME = 64 * 1024  # ... until it is below this
@@ -54,7 +60,9 @@ class Sink:
         "_waiting",
         "_watched",
         "fd",
+        "log",
         "owned",
+        "path",
     )
 
     def __init__(self, tee: Tee, fd: int, *, owned: bool) -> None:
@@ -71,6 +79,8 @@ class Sink:
         self._poll: select.poll | None = None
         self._dropped = 0
         self._broken = False
+        self.log: LogFile | None = None  # a regular file of a child's: it keeps it
+        self.path: str | None = None  # a child's file: its path, the sink's key
 
     @property
     def full(self) -> bool:
@@ -82,6 +92,9 @@ class Sink:
     def release(self) -> None:
         """A pipe that fed it is closed; a child's own file is closed once written."""
         self._feeds -= 1
+        if self.log is not None:
+            self.log.end_line()
+            self.fd = self.log.fd
         self._settle()
 
     def when_room(self, resume: Callable[[], None]) -> None:
@@ -90,6 +103,10 @@ class Sink:
 
     def put(self, data: bytes) -> None:
         if self._broken:
+            return
+        if self.log is not None:
+            self.log.put(data)
+            self.fd = self.log.fd  # a rotation opened a new file
             return
         if self._plain:
             self._write_plain(data)
@@ -222,6 +239,7 @@ class Tee:
             with contextlib.suppress(OSError):
                 self._stdio[stream] = Sink(self, fd, owned=False)
         self._watched: set[Sink] = set()
+        self._files: dict[str, Sink] = {}  # a child's file -> its one sink
         self.owned = 0  # open fds of children's files: the loop counts them against its limit
 
     @property
@@ -233,11 +251,28 @@ class Tee:
         """The sink over our own stdout or stderr (None: we have none)."""
         return self._stdio.get(stream)
 
-    def file(self, fd: int) -> Sink:
-        """A sink over a file opened for one child (it owns `fd` from now on)."""
-        sink = Sink(self, fd, owned=True)
-        self.owned += 1
+    def file(self, path: str, opener: Callable[[], int], policy: LogPolicy) -> Sink:
+        """The sink over a child's file: the one already open for `path`, or one over
+        the fd `opener` gives (it owns that fd from then on). The latest policy holds."""
+        sink = self._files.get(path)
+        if sink is None or sink.fd < 0:
+            fd = opener()
+            sink = Sink(self, fd, owned=True)
+            sink.path = path
+            self.owned += 1
+            if sink._plain and stat.S_ISREG(os.fstat(fd).st_mode):
+                sink.log = LogFile(path, fd, policy)
+            self._files[path] = sink
+        elif sink.log is not None:
+            sink.log.policy = policy
         return sink
+
+    def reopen(self) -> None:
+        """Open every child's file anew by its path (an external rotation moved it)."""
+        for sink in list(self._files.values()):
+            if sink.log is not None and sink.fd >= 0:
+                sink.log.reopen()
+                sink.fd = sink.log.fd
 
     def watch(self, sink: Sink, want: bool) -> bool:
         """Have the selector say when `sink` is writable (or stop); False: it cannot."""
@@ -261,6 +296,8 @@ class Tee:
                 os.close(sink.fd)
             sink.fd = -1
             self.owned -= 1
+            if sink.path is not None and self._files.get(sink.path) is sink:
+                del self._files[sink.path]
 
     def flush(self, timeout: float) -> None:
         """(At the launcher's exit.) Write what waits, for `timeout` s at most in all."""

@@ -435,6 +435,12 @@ class LauncherClient:
         with contextlib.suppress(LaunchError):
             self._send(Follow(child.pid, main_pid))
 
+    def reopen_logs(self) -> None:
+        """Have the launcher open every child's file anew by its path (after an
+        external rotation moved it; docs/logs.md)."""
+        with contextlib.suppress(LaunchError):
+            self._send(_protocol.Reopen())
+
     def disarm(self, child: ChildHandle) -> None:
         """Leave `child`'s exit to the host (sent before it is stopped or paused)."""
         with contextlib.suppress(LaunchError):

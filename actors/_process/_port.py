@@ -61,6 +61,9 @@ class SpawnRequest:
     follow_grace: float = 0.0  # Template.follow_grace
     pid_env: str | None = None  # Template.pid_env
     tee: Sequence[int] = (2,)  # Template.tee: what a "capture" is not, also forwarded
+    log_max_bytes: int = 0  # Template.log_max_bytes (docs/logs.md)
+    log_backups: int = 0
+    log_timestamps: bool = False
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -96,6 +99,9 @@ class SpawnRequest:
             follow_grace=float(self.follow_grace),
             pid_env=self.pid_env,
             tee=[s for s in (1, 2) if s in self.tee and s not in captured],
+            log_max_bytes=int(self.log_max_bytes),
+            log_backups=int(self.log_backups),
+            log_timestamps=bool(self.log_timestamps),
         )
 
 

@@ -67,12 +67,25 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.start_timeout if spec.pid_file is not None else None,
         spec.fresh_interpreter,
         _tee(spec),
+        tuple(_log_fields(spec).items()),
     )
+
+
+def _log_fields(spec: ChildSpec) -> dict[str, Any]:
+    """How the launcher keeps the child's files (docs/logs.md); unset is off."""
+    return {
+        "log_max_bytes": spec.log_max_bytes or 0,
+        "log_backups": spec.log_backups or 0,
+        "log_timestamps": bool(spec.log_timestamps),
+    }
 
 
 def _tee(spec: ChildSpec) -> tuple[int, ...]:
     """The streams the launcher tees: stderr always (its tail explains an exit), and
-    stdout too when a readiness reads it (docs/health.md)."""
+    stdout too when a readiness reads it (docs/health.md), or when the launcher keeps
+    its file (rotated or stamped: docs/logs.md)."""
+    if spec.log_max_bytes or spec.log_timestamps:
+        return (1, 2)
     if isinstance(spec.ready, LogLine):
         return tuple(sorted({2, *spec.ready.streams}))
     return (2,)
@@ -104,6 +117,7 @@ def build_request(
         "stderr": os.fspath(spec.stderr) if spec.stderr is not None else None,
         "name": spec.id,
         "tee": _tee(spec),
+        **_log_fields(spec),
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)

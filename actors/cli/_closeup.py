@@ -5,6 +5,7 @@ supervisor is busy (a remote start), from the tree's events."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from collections.abc import Callable
@@ -51,7 +52,11 @@ class CloseUp:
                 "so --previous is for captured output; read the file"
             )
         if isinstance(where, str):
-            return {"message": tail_file(where).rstrip("\n"), "path": where}
+            text = tail_file(where).rstrip("\n")
+            if not text and not os.path.lexists(where):
+                # Moved away or deleted: say so, rather than show nothing (docs/logs.md).
+                return {"message": "", "path": where, "gone": True}
+            return {"message": text, "path": where}
         raise ValueError(
             f"{t.path} writes its {stream} to the terminal of `nannytree run "
             f'--child-output inherit`; set {stream} = "capture" or a file in its table'

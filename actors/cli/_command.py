@@ -117,7 +117,34 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         child_output=args.child_output,
         engine=args.engine,
         engine_options=options,
+        **_log_options(args),
     )
+
+
+def _log_options(args: argparse.Namespace) -> dict[str, Any]:
+    """--log-dir, --log-max-bytes, --log-backups, --log-timestamps (docs/logs.md)."""
+    given = {
+        "log_dir": args.log_dir,
+        "log_max_bytes": args.log_max_bytes,
+        "log_backups": args.log_backups,
+        "log_timestamps": args.log_timestamps or None,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def _size(text: str) -> int:
+    from ._logdir import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _count(text: str) -> int:
+    if not text.isdigit() or int(text) > 1000:
+        raise argparse.ArgumentTypeError(f"expected a count from 0 to 1000, not {text!r}")
+    return int(text)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -313,6 +340,15 @@ def _last_lines(text: str, n: int | None) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     sock = _socket(args)
+    if args.reopen:
+        answer = _request(args, {"op": "reopen_logs"})
+        if answer is None:
+            return 1
+        print(printable(answer["message"], lines=True))
+        return 0
+    if args.id is None:
+        _error("give a child's ID (or --reopen)")
+        return 2
     request = {
         "op": "logs",
         "id": args.id,
@@ -325,6 +361,13 @@ def cmd_logs(args: argparse.Namespace) -> int:
     text = _last_lines(answer["message"], args.lines)
     if text:
         print(printable(text, lines=True), flush=True)
+    if answer.get("gone"):
+        _error(
+            f"{answer['path']} is gone (moved away or deleted); `nannytree logs --reopen` "
+            "has the tree start a new one"
+        )
+        if not args.follow:
+            return 1
     if not args.follow:
         return 0
     try:
@@ -519,7 +562,33 @@ def _parser() -> argparse.ArgumentParser:
         default="auto",
         metavar="auto|inherit|PATH",
         help="where children without their own stdout/stderr write (auto: a log file "
-        "beside the socket under the live view, else this terminal)",
+        "each under --log-dir)",
+    )
+    hosting.add_argument(
+        "--log-dir",
+        type=Path,
+        metavar="DIR",
+        help="the children's log files, DIR/<tree>/<supervisor>/<child>.log (default: "
+        "$NANNYTREE_LOG_DIR, else /var/log/nannytree for root, "
+        "else $XDG_STATE_HOME/nannytree)",
+    )
+    hosting.add_argument(
+        "--log-max-bytes",
+        type=_size,
+        metavar="SIZE",
+        help="rotate a child's log file before it passes SIZE (default 10M; 0: never), "
+        "unless its table sets log_max_bytes",
+    )
+    hosting.add_argument(
+        "--log-backups",
+        type=_count,
+        metavar="N",
+        help="older log files kept, file.1 ... file.N (default 5)",
+    )
+    hosting.add_argument(
+        "--log-timestamps",
+        action="store_true",
+        help="start each line of a log file with its UTC time",
     )
 
     hosting.add_argument(
@@ -594,10 +663,16 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "logs", parents=[client], help='what a child wrote lately (stdout/stderr = "capture")'
     )
-    p.add_argument("id")
+    p.add_argument("id", nargs="?")
     p.add_argument("--stdout", action="store_true", help="its stdout instead of its stderr")
     p.add_argument("-n", "--lines", type=int, metavar="N", help="only the last N lines")
     p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes")
+    p.add_argument(
+        "--reopen",
+        action="store_true",
+        help="have the tree reopen every log file by its path (after logrotate moved "
+        "them; as SIGHUP to `nannytree run`)",
+    )
     p.add_argument(
         "-p", "--previous", action="store_true", help="what the run before this one wrote"
     )

@@ -47,6 +47,7 @@ class Controller:
         self.fanout = Fanout(log)
         self.closeup = CloseUp(inspector, log, self._call)
         self.reload_source: Callable[[], Any] | None = None
+        self.reopen_logs: Callable[[], str] | None = None  # set once the tree runs
 
     def close(self) -> None:
         self.fanout.close()
@@ -123,6 +124,10 @@ class Controller:
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
             return {"message": reset(self.inspector, key, self._call)}
+        if op == "reopen_logs":  # `nannytree logs --reopen` (docs/logs.md)
+            if self.reopen_logs is None:
+                raise ValueError("the tree is still starting; try again")
+            return {"message": self.reopen_logs()}
         if op == "shutdown":
             self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}

@@ -25,9 +25,16 @@ from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
 from ._check import far_side_warnings
-from ._control import ControlError, ControlSocket, own_dir, socket_for, timeouts
+from ._control import ControlError, ControlSocket, socket_for, timeouts
 from ._controller import Controller
 from ._engine import NodeNames, make_ray_engine, merged
+from ._logdir import (
+    DEFAULT_BACKUPS,
+    DEFAULT_MAX_BYTES,
+    default_log_dir,
+    tree_log_folder,
+    with_log_defaults,
+)
 from ._output import log_name, with_log_files, with_output
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
@@ -55,6 +62,12 @@ class RunOptions:
     engine_file: EngineConfig | None = None  # the tree file's [engine] table
     # Builds the engine from the settings (default: a RayEngine; tests pass a fake).
     make_engine: Callable[[EngineConfig, Path], Any] | None = None
+    # The children's log files (docs/logs.md): their folder (None: default_log_dir()),
+    # and how a file that sets nothing of its own is kept.
+    log_dir: Path | None = None
+    log_max_bytes: int = DEFAULT_MAX_BYTES
+    log_backups: int = DEFAULT_BACKUPS
+    log_timestamps: bool = False
 
 
 def ray_engine() -> type[RayEngine]:
@@ -114,6 +127,26 @@ class _StopRequest:
             sys.stderr.flush()
             os._exit(1)
         self.request(name)
+
+
+def reopen_logs(tree: Tree) -> str:
+    """Have the tree's launcher open every child's log file anew by its path (an
+    external rotation moved them: docs/logs.md)."""
+    spawner = tree.context.spawner
+    reopen = getattr(spawner, "reopen_logs", None)
+    if reopen is None or not getattr(spawner, "alive", False):
+        return "no launcher runs: nothing to reopen"
+    reopen()
+    return "the children's log files are being reopened"
+
+
+def _on_a_terminal() -> bool:
+    return any(os.isatty(fd) for fd in (0, 1, 2))
+
+
+def _in_background(work: Callable[[], object]) -> None:
+    """From a signal handler: the work must not wait on a lock the main thread holds."""
+    threading.Thread(target=work, name="nannytree-reopen", daemon=True).start()
 
 
 def _make_console(out: TextIO) -> Console:
@@ -272,16 +305,25 @@ class Runner:
         return engine
 
     def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
-        """Where children without their own output write, and the tree that says so."""
+        """Where children without their own output write, and the tree that says so
+        (every child's file kept as the run's --log-* flags say, unless it says)."""
+        output, spec = self._child_files(control)
+        opts = self.opts
+        return output, with_log_defaults(
+            spec, opts.log_max_bytes, opts.log_backups, opts.log_timestamps
+        )
+
+    def _child_files(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
         choice = self.opts.child_output
         if choice == "inherit":  # raw, to this terminal: the user asked for it
             return None, self.spec
         if choice == "auto":
             # Never our terminal: children would tear the live view apart, and
             # their escape sequences would reach the operator's terminal raw.
-            folder = control.path.with_name(control.path.name.removesuffix(".sock") + ".logs")
+            base = Path(os.path.abspath(self.opts.log_dir or default_log_dir()))
+            stem = log_name(control.path.name.removesuffix(".sock"))
+            folder = tree_log_folder(base, stem)  # ours, never a symlink planted for us
             root = folder / log_name(self.spec.id)
-            own_dir(folder, create=True)  # ours, never a symlink planted for us
             return f"{root}/<child>.log", with_log_files(self.spec, root)
         path = os.path.abspath(choice)
         return path, with_output(self.spec, path)
@@ -292,7 +334,9 @@ class Runner:
         try:
             output, spec = self._child_output(control)
         except (OSError, ControlError) as e:
-            self.notice(f"cannot make the children's log folder: {e}; pass --child-output")
+            self.notice(
+                f"cannot make the children's log folder: {e}; pass --log-dir DIR or --child-output"
+            )
             return 1
         try:
             engine = self._engine(control, spec)
@@ -331,6 +375,11 @@ class Runner:
                 if early is not None:
                     early.finish()
             inspector.ref = tree.ref
+            controller.reopen_logs = lambda: reopen_logs(tree)
+            if not _on_a_terminal():  # there, SIGHUP is the terminal's hangup
+                previous[signal.SIGHUP] = signal.signal(
+                    signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
+                )
             return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():

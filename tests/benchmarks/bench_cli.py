@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30)
     samples = parser.parse_args().samples
     with tempfile.TemporaryDirectory() as tmp:
-        env = {**os.environ, "XDG_RUNTIME_DIR": tmp, "COLUMNS": "120"}
+        env = {**os.environ, "XDG_RUNTIME_DIR": tmp, "NANNYTREE_LOG_DIR": tmp, "COLUMNS": "120"}
         tree = Path(tmp) / "bench.toml"
         tree.write_text(TREE)
         run = subprocess.Popen(

@@ -1,0 +1,81 @@
+"""Where `nannytree run` keeps its children's log files, and how (docs/logs.md).
+
+Not in the runtime directory (a tmpfs for a login session, emptied at logout):
+`--log-dir`, else $NANNYTREE_LOG_DIR, else /var/log/nannytree for root and
+$XDG_STATE_HOME/nannytree (~/.local/state/nannytree) for a user. Under it, one
+private folder per tree (`<dir>/<tree>/<supervisor>/<child>.log`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from supervision import CAPTURE, ChildSpec, SupervisorSpec
+
+from ._control import own_dir
+
+LOG_DIR_ENV = "NANNYTREE_LOG_DIR"
+DEFAULT_MAX_BYTES = 10 << 20  # per file, as `--log-max-bytes` says unless told
+DEFAULT_BACKUPS = 5  # older files kept: at most 60 MiB a child by default
+_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def default_log_dir() -> Path:
+    """$NANNYTREE_LOG_DIR, else /var/log/nannytree (root), else the XDG state home's."""
+    given = os.environ.get(LOG_DIR_ENV)
+    if given:
+        return Path(given)
+    if os.geteuid() == 0:
+        return Path("/var/log/nannytree")
+    state = os.environ.get("XDG_STATE_HOME")
+    base = Path(state) if state and os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "nannytree"
+
+
+def tree_log_folder(base: Path, stem: str) -> Path:
+    """`base/stem`, private to us (made, with `base`, if absent); OSError or
+    ControlError (a folder of someone else's) if it cannot be."""
+    base.mkdir(mode=0o755, parents=True, exist_ok=True)
+    folder = own_dir(base / stem, create=True)
+    assert folder is not None
+    return folder
+
+
+def parse_size(text: str) -> int:
+    """Bytes from "10M", "512K", "1G" or a plain number; ValueError otherwise."""
+    match = _SIZE.match(text)
+    if match is None:
+        raise ValueError(f'expected bytes, or a size such as "10M" (powers of 1024), not {text!r}')
+    size = int(match[1]) * _UNITS[match[2].upper()]
+    if size != 0 and size < 1024:
+        raise ValueError(f"expected 0 (never rotate) or at least 1K, not {text!r}")
+    return size
+
+
+def with_log_defaults(
+    spec: SupervisorSpec, max_bytes: int, backups: int, stamps: bool
+) -> SupervisorSpec:
+    """The tree with every child that writes to a file and sets no log_* field of
+    its own kept as the run's flags say (a placed subtree's files are on its node)."""
+    children: list[ChildSpec | SupervisorSpec] = []
+    for child in spec.children:
+        if isinstance(child, SupervisorSpec):
+            keep = child.placement is None
+            children.append(with_log_defaults(child, max_bytes, backups, stamps) if keep else child)
+            continue
+        if not any(s not in (None, CAPTURE) for s in (child.stdout, child.stderr)):
+            children.append(child)
+            continue
+        children.append(
+            replace(
+                child,
+                log_max_bytes=max_bytes if child.log_max_bytes is None else child.log_max_bytes,
+                log_backups=backups if child.log_backups is None else child.log_backups,
+                log_timestamps=stamps if child.log_timestamps is None else child.log_timestamps,
+            )
+        )
+    return replace(spec, children=children)
