@@ -1,0 +1,59 @@
+"""Children for tests/test_group_wait.py: a port held by a grandchild whose exit after
+a SIGKILL takes milliseconds. Kept lean (a restart imports it again in each child, and
+a slow import would hide the race it is there to show)."""
+
+from __future__ import annotations
+
+import errno
+import mmap
+import os
+import socket
+import time
+
+BIND_PATIENCE = 5.0  # s a child retries its bind before it gives up
+
+
+def bind_counting(port: int) -> tuple[socket.socket, int]:
+    """A listening socket on 127.0.0.1:`port` (SO_REUSEADDR, as servers set it; never
+    SO_REUSEPORT), and how many tries its bind took (1: the port was free)."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    tries, deadline = 1, time.monotonic() + BIND_PATIENCE
+    while True:
+        try:
+            sock.bind(("127.0.0.1", port))
+            break
+        except OSError as e:
+            if e.errno != errno.EADDRINUSE or time.monotonic() > deadline:
+                raise
+            tries += 1
+            time.sleep(0.001)
+    sock.listen()
+    return sock, tries
+
+
+def grandchild_holds_port(port: int, megabytes: int, log: str) -> None:
+    """Bind `port`, hand the socket to a grandchild (same process group) that holds
+    `megabytes` of touched memory, and sleep. A SIGKILLed process releases its memory
+    before it closes its files, so the grandchild keeps the port for milliseconds after
+    a SIGKILL of the group (about 27 ms per GiB here). Appends "PID GRANDCHILD TRIES"
+    to `log` once the grandchild holds both."""
+    sock, tries = bind_counting(port)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
+        memory = mmap.mmap(-1, megabytes << 20, flags=flags)
+        os.write(w, b"x")
+        while memory:
+            time.sleep(3600)
+        os._exit(0)
+    os.close(w)
+    sock.close()  # the grandchild's now, alone
+    os.read(r, 1)
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    os.write(fd, f"{os.getpid()} {pid} {tries}\n".encode())
+    os.close(fd)
+    while True:
+        time.sleep(3600)
