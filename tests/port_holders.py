@@ -57,3 +57,31 @@ def grandchild_holds_port(port: int, megabytes: int, log: str) -> None:
     os.close(fd)
     while True:
         time.sleep(3600)
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def linger_in_group_of(pid_file: str, ready_file: str) -> None:
+    """Put a process of ours into the process group `pid_file` names (once it names
+    one) and never reap it: SIGKILLed with that group, it stays our zombie, a member
+    of the group for as long as we live. Touches `ready_file` once it is in."""
+    deadline = time.monotonic() + BIND_PATIENCE
+    while not (text := _read(pid_file)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no pid in {pid_file}")
+        time.sleep(0.005)
+    pgid = int(text)
+    pid = os.fork()
+    if pid == 0:
+        while True:
+            time.sleep(3600)
+    os.setpgid(pid, pgid)
+    open(ready_file, "w").close()
+    while True:
+        time.sleep(3600)

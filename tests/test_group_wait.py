@@ -26,9 +26,10 @@ from typing import Any
 import pytest
 
 from actors import Tree
+from actors._launcher._group_wait import GROUP_WAIT
 from supervision import ChildSpec, EventKind, Strategy, SupervisorSpec
-from tests.port_holders import bind_counting, grandchild_holds_port
-from tests.support import wait_until
+from tests.port_holders import bind_counting, grandchild_holds_port, linger_in_group_of
+from tests.support import wait_event, wait_until
 
 ROUNDS = 30
 MEGABYTES = 1024  # the grandchild's memory: ~27 ms to free here, well past a restart
@@ -159,6 +160,32 @@ def test_an_exit_with_an_empty_group_is_reported_without_waiting(tmp_path: Path)
     del port, log
 
 
+def test_a_group_that_does_not_empty_is_reported_after_the_bound_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """A zombie of another child, in the exited child's group, keeps the group from
+    emptying: the exit is reported after GROUP_WAIT anyway, and an event says why."""
+    pid_file, ready = tmp_path / "pid", tmp_path / "ready"
+    spec = SupervisorSpec(
+        id="root",
+        children=[
+            ChildSpec(id="c", command=["sleep", "1000"], restart="temporary"),
+            ChildSpec(id="a", target=linger_in_group_of, args=(str(pid_file), str(ready))),
+        ],
+    )
+    with Tree.start(spec) as tree:
+        pid = tree.nanny.which_child("c").get().pid
+        pid_file.write_text(str(pid))
+        wait_until(ready.exists, what="a process of 'a' in the group of 'c'")
+        handle = _handle(tree, pid)
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: handle.exit is not None, what="the exit")
+        note = wait_event(tree.ref, EventKind.CHILD_NOTE, "c")
+    assert handle.exit.lingering == 1
+    assert GROUP_WAIT <= handle.exit.group_wait < GROUP_WAIT + 0.5
+    assert f"pid {pid} exited" in note.detail and "still held processes" in note.detail
+
+
 # -- nginx ---------------------------------------------------------------------------------
 
 NGINX_CONF = """
@@ -227,7 +254,9 @@ def test_nginx_killed_9_twenty_times_serves_again_without_its_bind_retry(tmp_pat
         wait_until(lambda: serves(port), what="nginx serving")
         took = [kill_master_and_time(tree, port) for _ in range(20)]
         exited = [
-            e for e in tree.events() if e.context is EventKind.CHILD_EXITED and e.offender == "nginx"
+            e
+            for e in tree.events()
+            if e.context is EventKind.CHILD_EXITED and e.offender == "nginx"
         ]
     retried = (tmp_path / "error.log").read_text().count("Address already in use")
     assert retried == 0, f"nginx found its port held {retried} times; restarts took {took}"

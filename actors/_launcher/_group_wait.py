@@ -133,37 +133,43 @@ class GroupWait:
             return
         waiting = [*self._by_group.get(pgid, ()), *self._by_pid.get(pid, ())]
         for held in waiting:
-            if self.held.get(held.child.pid) is held and held.settle():
+            if self._holds(held) and held.settle():
                 self._done(held, 0)
 
     def timeout(self) -> float | None:
         """How long the loop may wait before a held exit needs a look (None: none held)."""
         if not self.held:
             return None
-        due = min(self._poll, min(h.deadline for h in self.held.values()))
+        # Every hold lasts `limit`: the oldest (first in the dict) runs out first.
+        due = min(self._poll, next(iter(self.held.values())).deadline)
         return max(0.0, due - time.monotonic())
 
     def look(self) -> None:
-        """Release the exits whose groups emptied unseen, and those past their deadline."""
+        """Release the exits whose groups emptied unseen (every GROUP_POLL), and those
+        past their deadline."""
         if not self.held:
             return
         now = time.monotonic()
-        polled = now >= self._poll
-        if polled:
+        if now >= self._poll:
             self._poll = now + GROUP_POLL
+            for held in list(self.held.values()):
+                if self._holds(held) and held.settle():
+                    self._done(held, 0)
         for held in list(self.held.values()):
-            if self.held.get(held.child.pid) is not held:
-                continue  # released meanwhile (a release may report and reap)
-            if (polled or now >= held.deadline) and held.settle():
-                self._done(held, 0)
-            elif now >= held.deadline:
-                self._done(held, held.left)
+            if held.deadline > now:
+                break  # oldest first: the rest are later still
+            if self._holds(held):
+                self._done(held, 0 if held.settle() else held.left)
 
     def release_all(self) -> None:
         """Report every held exit now (the launcher is on its way out)."""
         for held in list(self.held.values()):
-            if self.held.get(held.child.pid) is held:
+            if self._holds(held):
                 self._done(held, 0 if held.settle() else held.left)
+
+    def _holds(self, held: Held) -> bool:
+        """Whether `held` is still held (a release may report, restart and reap)."""
+        return self.held.get(held.child.pid) is held
 
     def _done(self, held: Held, left: int) -> None:
         del self.held[held.child.pid]

@@ -439,7 +439,6 @@ class LauncherLoop:
         self._ended(child, code)
 
     def _ended(self, child: Launched, code: int) -> None:
-        pid = child.pid
         self.daemons.settled(child)
         detached: list[int] = []
         if code == 0 and child.token:
