@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import mmap
 import os
+import signal
 import socket
 import time
 
@@ -42,6 +43,9 @@ def grandchild_holds_port(port: int, megabytes: int, log: str) -> None:
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:
+        # A stop's signal is its parent's to act on (as nginx's master does for its
+        # workers): this one goes only with the SIGKILL of its group.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         os.close(r)
         flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | mmap.MAP_POPULATE
         memory = mmap.mmap(-1, megabytes << 20, flags=flags)

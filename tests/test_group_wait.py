@@ -32,7 +32,7 @@ from tests.port_holders import bind_counting, grandchild_holds_port, linger_in_g
 from tests.support import wait_event, wait_until
 
 ROUNDS = 30
-MEGABYTES = 1024  # the grandchild's memory: ~27 ms to free here, well past a restart
+MEGABYTES = 512  # the grandchild's memory: ~14 ms to free here, past a restart
 
 
 def _free_port() -> int:
