@@ -128,6 +128,40 @@ def test_a_restart_the_host_decides_binds_the_port_its_predecessors_grandchild_h
     _assert_first_try(log, exits)
 
 
+def test_many_exits_held_at_once_each_wait_for_their_own_group(tmp_path: Path) -> None:
+    """Forty children killed together: forty exits held at once, each released when
+    its own group empties (each reap looks only at its group's exits)."""
+    n, rounds = 40, 3
+    ports = [_free_port() for _ in range(n)]
+    logs = [tmp_path / f"binds{i}" for i in range(n)]
+    spec = SupervisorSpec(
+        id="root",
+        intensity=n * rounds + 5,
+        children=[
+            ChildSpec(id=f"w{i}", target=grandchild_holds_port, args=(port, 64, str(log)))
+            for i, (port, log) in enumerate(zip(ports, logs, strict=True))
+        ],
+    )
+    exits = []
+    with Tree.start(spec) as tree:
+        for r in range(1, rounds + 1):
+            for log in logs:
+                wait_until(lambda log=log, r=r: len(_lines(log)) >= r, what=f"{log.name} #{r}")
+            pids = [_lines(log)[-1][0] for log in logs]
+            handles = [_handle(tree, pid) for pid in pids]
+            for pid in pids:
+                os.kill(pid, signal.SIGKILL)
+            for h in handles:
+                wait_until(lambda h=h: h.exit is not None, what=f"the exit of {h.pid}")
+            exits += [h.exit for h in handles]
+        for log in logs:
+            wait_until(lambda log=log: len(_lines(log)) > rounds, what=f"{log.name} last")
+    tries = [t for log in logs for _, _, t in _lines(log)]
+    assert tries == [1] * len(tries), tries
+    assert all(e.lingering == 0 for e in exits)
+    print(_waits(exits))
+
+
 def test_a_stop_returns_once_the_port_is_free(tmp_path: Path) -> None:
     """terminate_child answers with the exit's report, which waits for the group: the
     port is free when it returns (here the test binds it itself)."""
