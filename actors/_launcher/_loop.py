@@ -5,7 +5,7 @@ Single-threaded (so forking is safe). The pieces it drives: `_spawn` starts
 children, `_channels` reads what they write, `_tee` passes tee'd output on to
 where it was going, `_reports` sends to the host,
 `_daemons` follows a daemon that forks itself, `_orphans` kills what a child
-left behind.
+left behind, `_group_wait` holds an exit until the child's group is empty.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from collections.abc import Callable
 from . import _protocol, _wire
 from ._channels import Channels
 from ._daemons import ForkingDaemons
+from ._group_wait import GroupWait, Held
 from ._launched import Launched, SpawnError
 from ._orphans import OrphanScan, kill_orphans, sweep
+from ._procfs import proc_stat
 from ._protocol import (
     RESPAWNING,
     Arm,
@@ -104,6 +106,7 @@ class LauncherLoop:
             failed=self._pid_file_failed,
         )
         self.scan = OrphanScan(self.pid, self._kill_orphans)
+        self.groups = GroupWait(self._release, self._reap_group)
         self.reports = Reports(self.sock)
         self.requests = _wire.Decoder(_protocol.HOST_FRAME)
         self._recv_buf = bytearray(1 << 18)
@@ -160,6 +163,9 @@ class LauncherLoop:
             timeout = self.scan.timeout()
             if self.daemons.waiting:
                 timeout = min(timeout, PID_FILE_POLL) if timeout is not None else PID_FILE_POLL
+            held = self.groups.timeout()
+            if held is not None:
+                timeout = min(timeout, held) if timeout is not None else held
             for key, mask in self.sel.select(timeout):
                 callback: Callable[[int], None] = key.data
                 callback(mask)
@@ -167,6 +173,7 @@ class LauncherLoop:
                     break
             if self.daemons.waiting:
                 self.daemons.look()
+            self.groups.look()
             if self.scan.under_way:
                 self.flush()  # the exits' reports first: the scan must never delay them
                 self.scan.step()
@@ -195,7 +202,10 @@ class LauncherLoop:
         if self.pidfds and not self.unwatched:
             # Our children report through their pidfds; a SIGCHLD is then an orphan's
             # or a standby's, reaped with the next (coalesced) scan: waitpid(-1) walks
-            # the kernel's list of all our children, which is O(N) per call.
+            # the kernel's list of all our children, which is O(N) per call. While an
+            # exit waits for its group to empty, at once: it may be of that group.
+            if self.groups.held:
+                self._reap()
             self.scan.schedule()
         else:
             self._reap()  # some child has no pidfd (past our fd limit): it may be this one
@@ -244,11 +254,12 @@ class LauncherLoop:
         elif isinstance(record, Discard):
             self.starter.discard(record.standby)
         elif isinstance(record, Arm):
-            child = self.children.get(record.pid)
+            child = self.children.get(record.pid) or self.groups.child(record.pid)
             if child is not None:
                 child.arm = record
         elif isinstance(record, Disarm):
-            child = self.children.get(record.pid)
+            # Its exit may be held for its group: a stop that comes meanwhile still counts.
+            child = self.children.get(record.pid) or self.groups.child(record.pid)
             if child is not None:
                 child.arm = None
         elif isinstance(record, Grant):
@@ -359,6 +370,9 @@ class LauncherLoop:
 
     def _reap(self) -> None:
         """Reap every child that ended: ours (reported), standbys and orphans (trap 16)."""
+        if self.groups.held:
+            self._reap_each(os.P_ALL, 0)  # each one's group is wanted
+            return
         # SIGCHLD coalesces: one wakeup may stand for many exits.
         reaped = False
         while True:
@@ -368,14 +382,43 @@ class LauncherLoop:
                 break
             if pid == 0:
                 break
-            child = self.children.pop(pid, None)
-            if child is None:
-                self._standby_gone(pid)
-                continue  # a standby, or an orphan re-parented to us: reaped, not reported
-            self._exited(child, status)
-            reaped = True
+            reaped |= self._reaped(pid, status)
         if reaped:
             self.scan.schedule()
+
+    def _reap_each(self, idtype: int, ident: int) -> None:
+        """Reap what ended (all, or of one group with P_PGID), each one's group read
+        from its zombie first: the exits held on that group are looked at again."""
+        while True:
+            try:
+                info = os.waitid(idtype, ident, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except ChildProcessError:
+                return
+            if info is None:
+                return
+            pid = info.si_pid
+            st = proc_stat(pid)
+            try:
+                got, status = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                got = 0
+            if not got:
+                return  # waitable a moment ago: nothing sane to loop on
+            if self._reaped(pid, status):
+                self.scan.schedule()
+            self.groups.reaped(pid, st.pgid if st is not None else 0)
+
+    def _reap_group(self, pgid: int) -> None:
+        self._reap_each(os.P_PGID, pgid)
+
+    def _reaped(self, pid: int, status: int) -> bool:
+        """`pid` was reaped: True when it was one of our children (reported)."""
+        child = self.children.pop(pid, None)
+        if child is None:
+            self._standby_gone(pid)
+            return False  # a standby, or an orphan re-parented to us: reaped, not reported
+        self._exited(child, status)
+        return True
 
     def _standby_gone(self, pid: int) -> None:
         ended = self.starter.standby_ended(pid)
@@ -399,7 +442,6 @@ class LauncherLoop:
         self._ended(child, code)
 
     def _ended(self, child: Launched, code: int) -> None:
-        pid = child.pid
         self.daemons.settled(child)
         detached: list[int] = []
         if code == 0 and child.token:
@@ -409,20 +451,58 @@ class LauncherLoop:
         # left it (re-parented to us, the subreaper) at the next orphan scan.
         with contextlib.suppress(OSError):
             os.killpg(child.pgid, signal.SIGKILL)
-        for other in detached:
-            with contextlib.suppress(OSError):
-                os.kill(other, signal.SIGKILL)
+        groups, pids = self._kill_detached(child, detached)
         self.channels.read_control(child)  # the error, if any, was written before the exit
         self.channels.close_control(child)
         self.channels.drain_output(child)
-        respawning = not detached and self._covered(child, code, uptime)
+        # Reported (and restarted) once what it leaves is gone: `_release`.
+        self.groups.hold(Held(child, code, uptime, detached, True, groups, pids))
+        self.scan.schedule()
+
+    @staticmethod
+    def _kill_detached(child: Launched, detached: list[int]) -> tuple[set[int], set[int]]:
+        """Kill what a command that daemonized itself left (the group of one that leads
+        its own); the groups and processes to wait for, the child's group included."""
+        groups, pids = {child.pgid}, set()
+        for other in detached:
+            try:
+                pgid = os.getpgid(other)
+            except OSError:
+                continue  # gone already
+            with contextlib.suppress(OSError):
+                if pgid == other:
+                    os.killpg(other, signal.SIGKILL)
+                    groups.add(other)
+                else:
+                    os.kill(other, signal.SIGKILL)
+                    pids.add(other)
+        return groups, pids
+
+    def _release(self, held: Held, waited: float, left: int) -> None:
+        """A held exit, its processes gone (or `left` of them still there at the bound):
+        reported, and an armed child restarted (docs/launcher.md)."""
+        child = held.child
+        respawning = (
+            held.respawn
+            and not held.detached
+            and not self.stopping
+            and self._covered(child, held.code, held.uptime)
+        )
         self.report(
-            Exited(pid, code, uptime, child.error, RESPAWNING if respawning else 0, detached)
+            Exited(
+                child.pid,
+                held.code,
+                held.uptime,
+                child.error,
+                RESPAWNING if respawning else 0,
+                held.detached,
+                waited,
+                left,
+            )
         )
         if respawning:
             self.flush()  # the host hears of the exit now, not after the spawn
-            self.report(Respawned(pid, self._respawn(child)))
-        self.scan.schedule()
+            self.report(Respawned(child.pid, self._respawn(child)))
 
     def _covered(self, child: Launched, code: int, uptime: float) -> bool:
         """Whether an armed child is restarted at once: its exit is covered and its
@@ -467,7 +547,8 @@ class LauncherLoop:
             os.killpg(child.pgid, signal.SIGKILL)
         self.channels.drain_output(child)
         uptime = time.monotonic() - child.started
-        self.report(Exited(child.pid, 0, uptime, Failure("PidFileError", why, ""), 0, []))
+        child.error = Failure("PidFileError", why, "")
+        self.groups.hold(Held(child, 0, uptime, [], False, {child.pgid}))
         # What it forked, spared while its pid file was awaited and re-parented to us,
         # goes with the scan.
         self.scan.schedule()
@@ -489,6 +570,7 @@ class LauncherLoop:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
         sweep(self.pid)
+        self.groups.release_all()  # reported, not restarted: we are stopping
         for child in self.children.values():
             self.channels.drain_output(child)  # their last words, for tee'd destinations
         self.tee.flush(FLUSH_AT_EXIT)

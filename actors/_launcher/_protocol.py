@@ -55,7 +55,11 @@ Launcher -> host (plain data too; frames up to REPORT_FRAME bytes):
   being started in its place by an `Arm` (its pid follows in `Respawned`), else
   0; `detached` the processes a command's first
   process left running when it exited 0 without a `pid_file` (it daemonized
-  itself; the launcher kills them, the host says what to set).
+  itself; the launcher kills them, the host says what to set); `group_wait` the
+  seconds the report was held until no process of the child's group (nor of
+  `detached`) was left, `lingering` how many such groups or processes were still
+  there when that wait ran out after 1 s (docs/launcher.md, "A restart waits for
+  the old group").
 - `Respawned(pid, new_pid)`: the child started in place of `pid` (announced by
   its `Exited`), sent before any report about it; `new_pid` 0: it could not be
   started (the host restarts the child the ordinary way). The exit is reported
@@ -359,7 +363,7 @@ class Failure(Record):
     traceback: str
 
 
-@_record("exited", int, int, float, (Failure, _NONE), int, list)
+@_record("exited", int, int, float, (Failure, _NONE), int, list, float, int)
 @dataclass(frozen=True)
 class Exited(Record):
     pid: int
@@ -370,6 +374,10 @@ class Exited(Record):
     # A command's first process exited 0 but left these processes of its tree
     # running: it daemonized itself, without a pid_file (they are killed).
     detached: list[int] = field(default_factory=list)
+    # Seconds the report was held until the child's process group was empty, and how
+    # many groups or processes of it were still there when that wait ran out (0: none).
+    group_wait: float = 0.0
+    lingering: int = 0
 
 
 RESPAWNING = -1

@@ -615,6 +615,8 @@ class LauncherClient:
                         record.error,
                         stderr=child.output(2),
                         detached=tuple(p for p in record.detached if type(p) is int),
+                        group_wait=record.group_wait,
+                        lingering=record.lingering,
                     )
                 )
         elif isinstance(record, Respawned):

@@ -124,6 +124,11 @@ class ProcessExit:
     stderr: bytes = b""  # what a captured or tee'd stderr said last (its last OUTPUT_LIMIT bytes)
     # Its first process exited 0 leaving these running: it daemonized itself.
     detached: tuple[int, ...] = ()
+    # Seconds its report waited for its process group to empty (docs/launcher.md, "A
+    # restart waits for the old group"), and how many groups or processes of it were
+    # still there when that wait ran out (0: none; its successor may then race them).
+    group_wait: float = field(default=0.0, compare=False)
+    lingering: int = 0
 
 
 class LaunchError(Exception):

@@ -862,6 +862,8 @@ class WorkerActor(PooledActor):
         if not adopt:
             self._kill_successor(successor, why)
             successor = None
+        if proc.exit is not None and proc.exit.lingering:
+            self._tell_parent(lingering_note(self.spec.id, self._incarnation, proc.exit))
         if self._proc is proc:
             self._proc, self._paused = None, False
             self._liveness.stop()
@@ -936,6 +938,19 @@ class WorkerActor(PooledActor):
         # a dead process): dropped, not raised into the handler as a crash.
         with contextlib.suppress(pykka.ActorDeadError):
             self._parent.tell(message)
+
+
+def lingering_note(child: str, incarnation: int, exit: ProcessExit) -> ChildNote:
+    """An exit reported before its process group was empty (docs/launcher.md, "A
+    restart waits for the old group")."""
+    return ChildNote(
+        child,
+        incarnation,
+        exit.pid,
+        f"pid {exit.pid} exited, and {exit.group_wait:.1f} s later its process group "
+        f"still held processes (SIGKILLed, not yet gone: {exit.lingering} group(s) or "
+        "process(es)); its successor may find what they hold (a port) still held",
+    )
 
 
 def _ran_out(proc: ChildHandle, timeout: float | None, capped: bool) -> StopOutcome:
