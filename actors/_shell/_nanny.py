@@ -196,6 +196,7 @@ class NannyActor(pykka.ThreadingActor):
         self._is_root = parent is None
         self._log = context.log
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
+        self._worker_specs: dict[str, ChildSpec] = {}  # the spec each worker was made with
         self._nested: dict[str, pykka.ActorRef[Any]] = {}  # a NannyActor or a RemoteChild
         self._nested_incarnations: dict[str, int] = {}
         self._exit_requested = False
@@ -333,6 +334,25 @@ class NannyActor(pykka.ThreadingActor):
 
     def delete_child(self, key: str) -> Any:
         return self._call_core(self._core.delete_child(key, time.monotonic()))
+
+    # Beyond OTP, for an update in place (docs/update.md).
+
+    def replace_child(self, key: str, spec: AnySpec) -> Any:
+        """Stop the child, give it `spec` at the same place, start it (answers as
+        restart_child; a failed start leaves it stopped with the new spec)."""
+        return self._call_core(self._core.replace_child(key, spec, time.monotonic()))
+
+    def store_childspec(self, key: str, spec: AnySpec) -> Any:
+        """Keep `spec` for a nested supervisor (or a stopped worker), touching nothing."""
+        return self._call_core(self._core.store_childspec(key, spec, time.monotonic()))
+
+    def insert_child(self, spec: AnySpec, after: str | None) -> Any:
+        """start_child, placed right after the child `after` (None: first)."""
+        return self._call_core(self._core.insert_child(spec, after, time.monotonic()))
+
+    def move_child(self, key: str, after: str | None) -> Any:
+        """Move a child in the start order, right after `after` (None: first)."""
+        return self._call_core(self._core.move_child(key, after, time.monotonic()))
 
     def pause_child(self, key: str) -> Any:
         """SIGSTOP the child's process group; it shows as "paused"."""
@@ -606,6 +626,7 @@ class NannyActor(pykka.ThreadingActor):
                 )
             elif isinstance(action, RemoveChild):
                 worker = self._workers.pop(action.child_id, None)
+                self._worker_specs.pop(action.child_id, None)
                 if worker is not None:
                     worker.stop()
             elif isinstance(action, Reply):
@@ -693,9 +714,13 @@ class NannyActor(pykka.ThreadingActor):
 
     def _worker_for(self, child_id: str, spec: ChildSpec) -> pykka.ActorRef[WorkerActor]:
         worker = self._workers.get(child_id)
+        if worker is not None and self._worker_specs.get(child_id) is not spec:
+            worker.stop()  # replace_child gave the child a new spec: a worker of it
+            worker = None
         if worker is None or not worker.is_alive():
             worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
             self._workers[child_id] = worker
+            self._worker_specs[child_id] = spec
         return worker
 
     def _send_ahead(self, head: Member | None = None) -> bool:
