@@ -140,6 +140,10 @@ class UpdatePlan:
     steps: tuple[UpdateStep, ...] = ()
     root: str = ""  # the tree's id: children() names children by their path below it
 
+    def path_of(self, step: UpdateStep) -> str:
+        """The step's child by its path below the root ("web", "apps/app")."""
+        return where(step, self.root)
+
     def children(self, change: Change) -> tuple[str, ...]:
         """The children a step touches for `change`, each once, in step order, by
         their path below the root ("web", "apps/app"). A StoreSpec is bookkeeping:
