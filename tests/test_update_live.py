@@ -180,6 +180,15 @@ def test_a_changed_env_in_a_nested_supervisor_restarts_only_that_child(tmp_path,
         assert again["shop/apps/app"] != after["shop/apps/app"]
         assert psutil.Process(again["shop/apps/app"]).environ()["A"] == "2"
         assert update(sock, env).stdout.strip() == "no change"
+        # The root's own settings are not the children's: they wait for the next run.
+        tree.write_text(
+            HEAD.replace("5", "6") + worker("ticker", 600) + apps("2") + worker("last", 603)
+        )
+        assert update(sock, env).stdout.strip().splitlines() == [
+            "no change",
+            "note: the root supervisor's own settings changed; they apply when the tree "
+            "starts again",
+        ]
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     gone = set(before.values()) | set(after.values()) | set(again.values())

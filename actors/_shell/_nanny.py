@@ -102,6 +102,7 @@ _READ_ONLY = frozenset(
         "which_tree",
         "count_children",
         "get_childspec",
+        "which_childspecs",
         "events",
         "event_log",
         "child_nanny",
@@ -317,6 +318,11 @@ class NannyActor(pykka.ThreadingActor):
 
     def get_childspec(self, key: str | int) -> AnySpec:
         return self._core.get_childspec(key)
+
+    def which_childspecs(self) -> list[tuple[ChildInfo, AnySpec]]:
+        """Each child's info and the spec it holds now, in start order, in one call
+        (what an update diffs the file against: docs/update.md)."""
+        return [(info, self._core.get_childspec(info.id)) for info in self._core.children()]
 
     def start_child(self, spec_or_args: Any = None) -> Any:
         """Add a child at the end and start it (simple_one_for_one: extra args)."""

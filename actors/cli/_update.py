@@ -71,8 +71,7 @@ def read_live(root: Ref, stored: SupervisorSpec, timeout: float = OP_TIMEOUT) ->
             return spec
         proxy = nanny.proxy()
         children: list[AnySpec] = []
-        for info in reversed(proxy.which_children().get(timeout=timeout)):
-            child = proxy.get_childspec(info.id).get(timeout=timeout)
+        for info, child in proxy.which_childspecs().get(timeout=timeout):
             if isinstance(child, SupervisorSpec):
                 inner = f"{path}/{info.id}"
                 below = _nested(proxy, info, child, timeout)
@@ -248,6 +247,11 @@ class Updater:
             outcome = self.carry_out(root, plan)
             after = read_live(root, stored).spec
         message = summary(plan, outcome)
+        if _settings(stored) != _settings(new):
+            message += (
+                "\nnote: the root supervisor's own settings changed; they apply when the "
+                "tree starts again"
+            )
         self._event(stored.id, EventKind.UPDATE_DONE, None, detail=message.replace("\n", "; "))
         if outcome.failed:
             raise UpdateFailed(message)
@@ -333,6 +337,11 @@ class Updater:
         self._log.append(
             Event(time.monotonic(), supervisor, kind, offender=child, pid=pid, detail=detail)
         )
+
+
+def _settings(spec: SupervisorSpec) -> dict[str, Any]:
+    """A supervisor's spec but its children."""
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "children"}
 
 
 def _verb(step: UpdateStep) -> str:
