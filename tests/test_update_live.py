@@ -110,7 +110,8 @@ def test_a_typo_is_refused_and_a_start_failure_converges_once_the_file_is_fixed(
         tree.write_text(good.replace('["sleep", "600"]\n', broken))
         out = update(sock, env)
         assert out.returncode == 1, out
-        assert "failed: replace ticker: " in out.stderr and "exit" in out.stderr
+        assert "failed: replace ticker: failed to start: exit code 3" in out.stderr, out
+        assert "fix the file and run `nannytree update` again" in out.stderr
         now = status(Path(sock), env)
         assert node(now, "shop/ticker")["state"] == "stopped"
         assert node(now, "shop/ticker")["last_exit"]
@@ -320,6 +321,31 @@ def test_every_step_is_an_event_naming_its_supervisor(tmp_path, env):
             "shop/a": after["shop/a"],
             "shop/apps/app": after["shop/apps/app"],
         }
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
+
+
+def test_an_added_child_that_fails_to_start_is_added_by_the_next_update(tmp_path, env):
+    tree, sock = tmp_path / "a.toml", str(tmp_path / "a.sock")
+    text = HEAD + worker("a", 600) + worker("c", 603)
+    with started(tree, text, sock, env, "shop/c") as run:
+        before = pids(status(Path(sock), env))
+        broken = (
+            '[[supervisor.children]]\nid = "b"\ncommand = ["sh", "-c", "exit 4"]\nready = 5.0\n'
+        )
+        tree.write_text(HEAD + worker("a", 600) + broken + worker("c", 603))
+        out = update(sock, env)
+        assert out.returncode == 1
+        assert "failed: add b: failed to start: exit code 4" in out.stderr, out
+        assert order(status(Path(sock), env)) == ["shop/a", "shop/c"]
+        tree.write_text(HEAD + worker("a", 600) + worker("b", 601) + worker("c", 603))
+        out = update(sock, env)
+        assert (out.returncode, out.stdout.strip()) == (0, "added: b"), out
+        now = status(Path(sock), env)
+        assert order(now) == ["shop/a", "shop/b", "shop/c"]
+        after = pids(now)
+        assert (after["shop/a"], after["shop/c"]) == (before["shop/a"], before["shop/c"])
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []

@@ -277,8 +277,9 @@ class Updater:
             try:
                 pid = self._take(root, step)
             except StartError as e:
-                outcome.failed.append((step, str(e.reason)))
-                self._failed(step, f"failed to start: {e.reason}", plan)
+                why = f"failed to start: {e.reason}"
+                outcome.failed.append((step, why))
+                self._failed(step, why, plan)
                 continue
             except errors as e:
                 why = str(e) or type(e).__name__
@@ -382,6 +383,11 @@ def summary(plan: UpdatePlan, outcome: Outcome) -> str:
     lines = ["; ".join(parts)] if parts else []
     for step, why in outcome.failed:
         lines.append(f"failed: {_verb(step)} {plan.path_of(step)}: {why}")
+    if any(why.startswith("failed to start") for _, why in outcome.failed):
+        lines.append(
+            "a replaced child that failed to start stays stopped with its new spec (an "
+            "added one is not added): fix the file and run `nannytree update` again"
+        )
     skipped = [f"{_verb(s)} {plan.path_of(s)}" for s in outcome.skipped]
     if skipped:
         lines.append(f"not applied: {', '.join(skipped)}; run `nannytree update` again")
