@@ -108,3 +108,28 @@ def test_move_child_changes_the_order_only():
     # rest_for_one follows the new order: a crash of c restarts everything after it.
     ex.exit("c")
     assert ex.started_ids(mark) == ["c", "a", "b"]
+
+
+def test_replacing_a_child_in_its_restart_loop_ends_the_loop_and_starts_it_once():
+    """A child whose restarts keep failing (retries pending in the mailbox) is
+    replaced: the pending retries find nothing to do, one process runs the new spec."""
+    ex = sup_of(worker("a"), worker("b"), intensity=10, period=60)
+    ex.fail_starts("b", times=1)
+    ex.exit("b")
+    assert ex.sup.which_child("b").state == "restarting"
+    assert ex.mailbox, "a retry is pending"
+    new = worker("b", min_uptime=1.0)
+    mark = len(ex.log)
+    assert ex.ok("replace_child", "b", new).state == "running"
+    ex.drain()  # the retry scheduled before the replacement
+    assert ex.started_ids(mark) == ["b"] and ex.live().count("b") == 1
+    assert ex.sup.which_child("b").state == "running" and ex.sup.get_childspec("b") is new
+
+
+def test_replacing_a_paused_child_stops_and_starts_it():
+    ex = sup_of(worker("a"))
+    ex.ok("pause_child", "a")
+    mark = len(ex.log)
+    ex.ok("replace_child", "a", worker("a", min_uptime=1.0))
+    assert ex.log[mark:] == [("terminate", "a"), ("start", "a")]
+    assert ex.sup.which_child("a").state == "running"
