@@ -1,5 +1,5 @@
-"""plan_update and plan_restart_all: what a reload and a restart-all do to a
-supervisor's children, decided from specs alone (no process, no clock)."""
+"""plan_update and plan_restart_all: what an update and a restart-all do to a
+tree (nested supervisors included), decided from specs alone (no process, no clock)."""
 
 from __future__ import annotations
 
