@@ -57,7 +57,8 @@ _NOT_THE_CHILDS_OWN_EXIT = frozenset(
     {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
 )
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
-TerminateContext = Literal["restart", "api", "api_dependent", "shutdown"]
+# "replace": replace_child's stop; the child stays (even a temporary one) for its new spec.
+TerminateContext = Literal["restart", "api", "api_dependent", "shutdown", "replace"]
 
 
 @dataclass(eq=False)  # identity: list membership and removal must not compare fields
@@ -160,7 +161,15 @@ class _Exit:
     error: NannyError | None
 
 
-_Step = _Start | _Terminate | _TerminateAll | _Done | _Exit
+@dataclass(frozen=True)
+class _Swap:
+    """replace_child, between the stop and the start: the child takes its new spec."""
+
+    child_id: str
+    spec: AnySpec
+
+
+_Step = _Start | _Terminate | _TerminateAll | _Done | _Exit | _Swap
 Mode = Literal["new", "running", "shutting_down", "stopped"]
 
 
@@ -589,6 +598,91 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
+    # -- beyond OTP: an update in place (docs/otp-semantics.md, section 13) ------
+
+    def replace_child(self, key: str, spec: AnySpec, now: float) -> list[Action]:
+        """Stop the child, give it `spec` at the same place in the start order, start it.
+
+        Answers as restart_child does; a failed start leaves the child stopped with
+        the new spec (and why, in its last exit), as restart_child would.
+        """
+        self._expect_running()
+        self._now = now
+        self._refuse_simple("replace_child", "stop the tree and run it again")
+        child = self._find(key)
+        self._check_new_spec(child, spec)
+        if child.state in ("restarting", "backoff", "pending"):
+            self._stop_retrying(child)
+        child.failures = 0
+        self._plan.extend(
+            (
+                _Terminate(child.id, "replace"),
+                _Swap(child.id, spec),
+                _Start(child.id, "api_restart"),
+            )
+        )
+        return self._advance()
+
+    def store_childspec(self, key: str, spec: AnySpec, now: float) -> list[Action]:
+        """Keep `spec` for a child without touching it: for a nested supervisor whose
+        children an update replaced one by one, so that its next restart starts what
+        runs now. A worker's spec only while it has no process (else the spec would
+        not be what runs)."""
+        self._expect_running()
+        self._now = now
+        self._refuse_simple("store_childspec", "stop the tree and run it again")
+        child = self._find(key)
+        self._check_new_spec(child, spec)
+        if child.spec.type != "supervisor" or spec.type != "supervisor":
+            self._refuse_live(child, "store a new spec for")
+        child.spec = spec
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def insert_child(self, spec: AnySpec, after: str | None, now: float) -> list[Action]:
+        """start_child at a place: right after the child `after` (None: first)."""
+        self._refuse_simple("insert_child", "use start_child()")
+        if after is not None:
+            self._find(after)
+        actions = self.start_child(spec, now)
+        self._put_after(spec.id, after)
+        return actions
+
+    def move_child(self, key: str, after: str | None, now: float) -> list[Action]:
+        """Move a child in the start order, right after `after` (None: first),
+        without touching it: the order its next start, stop or restart follows."""
+        self._expect_running()
+        self._now = now
+        self._refuse_simple("move_child", "its children have no order to keep")
+        child = self._find(key)
+        if after is not None:
+            self._find(after)
+        self._put_after(child.id, after)
+        self._out.append(Reply(None))
+        return self._flush()
+
+    def _check_new_spec(self, child: _Child, spec: AnySpec) -> None:
+        if not isinstance(spec, ChildSpec | SupervisorSpec) or spec.id != child.id:
+            raise SpecError(
+                child.id, "id", getattr(spec, "id", spec), f"the new spec must keep id {child.id!r}"
+            )
+        if spec.significant and self.spec.auto_shutdown is AutoShutdown.NEVER:
+            raise SpecError(
+                spec.id,
+                "significant",
+                True,
+                f"supervisor {self.name!r} never auto-shuts down; make the child not significant",
+            )
+
+    def _put_after(self, child_id: str, after: str | None) -> None:
+        if child_id == after or child_id not in self._children:
+            return
+        moved = self._children.pop(child_id)
+        order = list(self._children.items())
+        at = 0 if after is None else [k for k, _ in order].index(after) + 1
+        order.insert(at, (child_id, moved))
+        self._children = dict(order)
+
     def pause_child(self, key: str | int, now: float) -> list[Action]:
         """Stop a worker's process group (SIGSTOP); it shows as "paused" until resumed."""
         self._expect_running()
@@ -808,7 +902,9 @@ class Supervisor:
         self._report(
             EventKind.CHILD_TERMINATED, child, reason=reason, pid=pid, incarnation=incarnation
         )
-        if ctx != "shutdown" and (self._simple or child.spec.restart is Restart.TEMPORARY):
+        if ctx not in ("shutdown", "replace") and (
+            self._simple or child.spec.restart is Restart.TEMPORARY
+        ):
             self._remove(child)
 
     # -- executing the plan ------------------------------------------------------
@@ -833,6 +929,10 @@ class Supervisor:
                 self._out.append(TerminateChild(child.id, child.spec))
             elif isinstance(step, _Done):
                 self._out.append(Reply(None))
+            elif isinstance(step, _Swap):
+                child = self._lookup(step.child_id)
+                if child is not None:
+                    child.spec = step.spec
             elif isinstance(step, _TerminateAll):
                 live = [c for c in self._children.values() if c.alive]
                 if not live:

@@ -30,6 +30,15 @@ class EventKind(StrEnum):
     CHILD_HEALTHY = "child_healthy"  # its liveness probe passed, first or after failing
     CHILD_FAILED = "child_failed"  # its restart_limit was exceeded: left stopped, "failed"
     RESTARTS_RESET = "restarts_reset"  # reset_restarts: an intensity window was emptied
+    # `nannytree update` (docs/update.md): each step, by the supervisor it acted on.
+    UPDATE_REFUSED = "update_refused"  # the file or a run-time check failed: nothing stopped
+    UPDATE_CHILD_REMOVED = "update_child_removed"  # stopped and deleted: the file dropped it
+    UPDATE_CHILD_REPLACED = "update_child_replaced"  # its new spec runs, at its place
+    UPDATE_CHILD_ADDED = "update_child_added"  # started where the file puts it
+    UPDATE_CHILD_MOVED = "update_child_moved"  # its place in the start order, not restarted
+    UPDATE_SPEC_STORED = "update_spec_stored"  # a nested supervisor's spec, in its parent
+    UPDATE_STEP_FAILED = "update_step_failed"  # detail: which step, why
+    UPDATE_DONE = "update_done"  # detail: what was applied, what failed
 
 
 @dataclass(frozen=True)

@@ -1,25 +1,26 @@
 """What an update of a running tree does, decided from its specs: which children
-are stopped, deleted and started, and in which order.
+are stopped, deleted, replaced, added and moved, by which supervisor, in which order.
 
-`plan_update(old, new)` is `supervisorctl update` (and `nannytree reload`): the
-root's children of `new` that `old` lacks are started, those it no longer has are
-stopped and deleted, those whose spec differs are replaced, the others keep running
-untouched. `plan_restart_all(ids)` is `supervisorctl restart all`. Both return an
-`UpdatePlan`, steps in the order they must be carried out, each naming the
-supervisor API call that carries it out and why it is there.
+`plan_update(live, new)` is `supervisorctl update` (and `nannytree update`): `live`
+is what the running supervisors hold now (docs/update.md), `new` the edited file.
+It recurses into nested supervisors: a changed grandchild is replaced alone, its
+siblings and cousins keep running. Every step names the supervisor (by path, as
+events do: "shop/apps") whose API carries it out. `plan_restart_all(ids)` is
+`supervisorctl restart all`. Both return an `UpdatePlan`, steps in the order they
+must be carried out.
 
-What the supervisor API offers sets what a plan may ask: `start_child` adds a child
-at the end of the start order, and a supervisor's stored spec of a child can only be
-replaced by deleting the child and adding it again. So a changed child is started
-last, and a changed nested supervisor is replaced whole (its subtree restarts):
-updating only its changed children would leave its parent holding the old spec,
-which the parent's next restart of it would bring back.
+The file's order is kept (beyond OTP, whose start_child only appends: see
+docs/otp-semantics.md, section 13): a changed child is replaced at its place, an
+added one is placed where the file puts it, a kept one the file moved is moved
+(without a restart). A nested supervisor whose children changed keeps running;
+its parent's stored spec of it is brought in step afterwards (`StoreSpec`), so
+that the parent's next restart of it starts what runs now, not the old children.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import TypeAlias
 
@@ -33,6 +34,7 @@ class Change(StrEnum):
     CHANGED = "changed"  # in both, with another spec
     REMOVED = "removed"  # in the old spec only
     RESTARTED = "restarted"  # restart all: the same spec, started again
+    MOVED = "moved"  # the same spec, at another place in the start order
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class StopOld:
 
     child: str
     change: Change
+    supervisor: str = ""  # its path ("" in a plan_restart_all: the root)
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class DeleteOld:
 
     child: str
     change: Change
+    supervisor: str = ""
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class StartNew:
 
     spec: AnySpec
     change: Change
+    supervisor: str = ""
 
     @property
     def child(self) -> str:
@@ -69,20 +74,87 @@ class StartAgain:
 
     child: str
     change: Change
+    supervisor: str = ""
 
 
-UpdateStep: TypeAlias = StopOld | DeleteOld | StartNew | StartAgain
+@dataclass(frozen=True)
+class Replace:
+    """Stop the child, give it the new spec at the same place, start it:
+    `replace_child(child, spec)`. A failed start leaves it stopped with the new spec."""
+
+    supervisor: str
+    spec: AnySpec
+    change: Change = Change.CHANGED
+
+    @property
+    def child(self) -> str:
+        return self.spec.id
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Add the child right after `after` (None: first) and start it:
+    `insert_child(spec, after)`."""
+
+    supervisor: str
+    spec: AnySpec
+    after: str | None
+    change: Change = Change.ADDED
+
+    @property
+    def child(self) -> str:
+        return self.spec.id
+
+
+@dataclass(frozen=True)
+class Move:
+    """Move a running child right after `after` (None: first), touching nothing
+    else: `move_child(child, after)`."""
+
+    supervisor: str
+    child: str
+    after: str | None
+    change: Change = Change.MOVED
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """After the steps inside the nested supervisor `child`: keep in `supervisor`
+    its new settings with the children it holds now: `store_childspec(child, spec)`."""
+
+    supervisor: str
+    child: str
+    spec: SupervisorSpec
+    change: Change = Change.CHANGED
+
+
+UpdateStep: TypeAlias = (
+    StopOld | DeleteOld | StartNew | StartAgain | Replace | Insert | Move | StoreSpec
+)
 
 
 @dataclass(frozen=True)
 class UpdatePlan:
-    """The steps of one update of a supervisor's children, in the order to take them."""
+    """The steps of one update of a tree, in the order to take them."""
 
     steps: tuple[UpdateStep, ...] = ()
+    root: str = ""  # the tree's id: children() names children by their path below it
+
+    def path_of(self, step: UpdateStep) -> str:
+        """The step's child by its path below the root ("web", "apps/app")."""
+        return where(step, self.root)
 
     def children(self, change: Change) -> tuple[str, ...]:
-        """The children a step touches for `change`, each once, in step order."""
-        return tuple(dict.fromkeys(s.child for s in self.steps if s.change is change))
+        """The children a step touches for `change`, each once, in step order, by
+        their path below the root ("web", "apps/app"). A StoreSpec is bookkeeping:
+        not counted."""
+        return tuple(
+            dict.fromkeys(
+                where(s, self.root)
+                for s in self.steps
+                if s.change is change and not isinstance(s, StoreSpec)
+            )
+        )
 
     @property
     def added(self) -> tuple[str, ...]:
@@ -96,42 +168,117 @@ class UpdatePlan:
     def removed(self) -> tuple[str, ...]:
         return self.children(Change.REMOVED)
 
+    @property
+    def moved(self) -> tuple[str, ...]:
+        return self.children(Change.MOVED)
+
     def __bool__(self) -> bool:
         return bool(self.steps)
 
 
-def plan_update(old: SupervisorSpec, new: SupervisorSpec) -> UpdatePlan:
-    """The steps that take a supervisor running `old`'s children to `new`'s.
+def where(step: UpdateStep, root: str = "") -> str:
+    """The step's child by its path below `root` (its full path if root is "")."""
+    supervisor = step.supervisor
+    if root and (supervisor == root or supervisor.startswith(root + "/")):
+        supervisor = supervisor[len(root) + 1 :]
+    return f"{supervisor}/{step.child}" if supervisor else step.child
 
-    Removed children are stopped and deleted first (in `old`'s order), then changed
-    ones (in `new`'s order), each stopped and deleted before the next; then the
-    changed ones are started again, then the added ones, in `new`'s order. Children
-    whose spec is equal are not touched. The supervisor's own settings (strategy,
-    intensity, ...) are not part of the plan: they apply when it starts again.
+
+def plan_update(
+    old: SupervisorSpec, new: SupervisorSpec, *, whole: Collection[str] = ()
+) -> UpdatePlan:
+    """The steps that take a tree running `old` (what its supervisors hold now) to `new`.
+
+    In each supervisor, removed children are stopped and deleted first (last
+    started first); then, in `new`'s order, each child is moved to its place if
+    the file moved it, replaced if its spec changed, added at its place if new.
+    A nested supervisor whose own settings are equal is not replaced: the plan
+    goes into it (its steps name it), then stores its new spec in its parent. One
+    whose settings (strategy, intensity, restart, placement, ...) changed is
+    replaced whole, as is one named in `whole` (by path: the caller cannot reach
+    into it, e.g. it does not run or runs on another node) and one with a placement.
+    Children whose spec is equal are not touched. The root's own settings are not
+    part of the plan: they apply when the tree starts again.
 
     Raises ValueError when `new` is another tree, or when the template of a running
-    simple_one_for_one supervisor would change: its children were made from it and
-    have ids of their own, so no step could name them.
+    simple_one_for_one root would change: its children were made from it and have
+    ids of their own, so no step could name them.
     """
     if new.id != old.id:
         raise ValueError(f"an update keeps the tree: {new.id!r} is not {old.id!r}")
+    steps: list[UpdateStep] = []
+    _plan_into(old, new, old.id, frozenset(whole), steps)
+    return UpdatePlan(tuple(steps), old.id)
+
+
+def _plan_into(
+    old: SupervisorSpec,
+    new: SupervisorSpec,
+    path: str,
+    whole: frozenset[str],
+    steps: list[UpdateStep],
+) -> None:
     before = {c.id: c for c in old.children}
     after = {c.id: c for c in new.children}
-    if old.strategy is Strategy.SIMPLE_ONE_FOR_ONE and before != after:
-        raise ValueError(
-            f"the children of simple_one_for_one supervisor {old.id!r} are made from its "
-            "template, which cannot change while they run; stop the tree and run it again"
-        )
+    if old.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+        if not _same_children(old, new):
+            raise ValueError(
+                f"the children of simple_one_for_one supervisor {path!r} are made from its "
+                "template, which cannot change while they run; stop the tree and run it again"
+            )
+        return
     removed = [c for c in before if c not in after]
-    changed = [c for c in after if c in before and after[c] != before[c]]
-    added = [c for c in after if c not in before]
-    steps: list[UpdateStep] = []
-    gone = [(c, Change.REMOVED) for c in removed] + [(c, Change.CHANGED) for c in changed]
-    for child, why in gone:
-        steps += [StopOld(child, why), DeleteOld(child, why)]
-    steps += [StartNew(after[c], Change.CHANGED) for c in changed]
-    steps += [StartNew(after[c], Change.ADDED) for c in added]
-    return UpdatePlan(tuple(steps))
+    for child in reversed(removed):
+        steps += [StopOld(child, Change.REMOVED, path), DeleteOld(child, Change.REMOVED, path)]
+    order = [c for c in before if c in after]  # the start order as the steps leave it
+    prev: str | None = None
+    for spec in new.children:
+        cid = spec.id
+        if cid in before:
+            at = order.index(cid)
+            if (order[at - 1] if at else None) != prev:
+                steps.append(Move(path, cid, prev))
+                order.remove(cid)
+                order.insert(0 if prev is None else order.index(prev) + 1, cid)
+            was = before[cid]
+            if not _same(was, spec):
+                inner = f"{path}/{cid}"
+                if (
+                    isinstance(was, SupervisorSpec)
+                    and isinstance(spec, SupervisorSpec)
+                    and inner not in whole
+                    and was.placement is None
+                    and spec.placement is None
+                    and _settings(was) == _settings(spec)
+                    and was.strategy is not Strategy.SIMPLE_ONE_FOR_ONE
+                ):
+                    _plan_into(was, spec, inner, whole, steps)
+                    steps.append(StoreSpec(path, cid, spec))
+                else:
+                    steps.append(Replace(path, spec))
+        else:
+            steps.append(Insert(path, spec, prev))
+            order.insert(0 if prev is None else order.index(prev) + 1, cid)
+        prev = cid
+
+
+def _settings(spec: SupervisorSpec) -> dict[str, object]:
+    """A supervisor's spec but its children."""
+    return {f.name: getattr(spec, f.name) for f in fields(spec) if f.name != "children"}
+
+
+def _same_children(a: SupervisorSpec, b: SupervisorSpec) -> bool:
+    return len(a.children) == len(b.children) and all(
+        _same(x, y) for x, y in zip(a.children, b.children, strict=True)
+    )
+
+
+def _same(a: AnySpec, b: AnySpec) -> bool:
+    """Equal specs; a supervisor's children compared one by one (a list and a
+    tuple of the same children are the same)."""
+    if isinstance(a, SupervisorSpec) and isinstance(b, SupervisorSpec):
+        return _settings(a) == _settings(b) and _same_children(a, b)
+    return a == b
 
 
 def plan_restart_all(children: Sequence[str]) -> UpdatePlan:

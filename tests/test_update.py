@@ -1,8 +1,9 @@
-"""plan_update and plan_restart_all: what a reload and a restart-all do to a
-supervisor's children, decided from specs alone (no process, no clock)."""
+"""plan_update and plan_restart_all: what an update and a restart-all do to a
+tree (nested supervisors included), decided from specs alone (no process, no clock)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -14,9 +15,12 @@ from supervision import (
     Change,
     ChildSpec,
     DeleteOld,
+    Insert,
+    Move,
+    Replace,
     StartAgain,
-    StartNew,
     StopOld,
+    StoreSpec,
     Strategy,
     SupervisorSpec,
     UpdatePlan,
@@ -37,110 +41,210 @@ def tree(*children: AnySpec, strategy: Strategy = Strategy.ONE_FOR_ONE) -> Super
 class Running:
     spec: AnySpec
     up: bool = True
+    children: list[Running] | None = None  # a nested supervisor's, as it holds them
+
+
+def running(specs: Sequence[AnySpec]) -> list[Running]:
+    return [
+        Running(s, children=running(s.children) if isinstance(s, SupervisorSpec) else None)
+        for s in specs
+    ]
 
 
 def apply(plan: UpdatePlan, children: list[AnySpec]) -> tuple[list[Running], set[str]]:
-    """The plan carried out on a model of a supervisor's child list, with the rules
-    of its API (terminate a running child, delete a stopped one, start_child appends,
-    restart_child starts a stopped one); the children after, and those it touched."""
-    model = [Running(spec) for spec in children]
+    """The plan carried out on a model of a tree, with the rules of the supervisor
+    API (terminate a running child, delete a stopped one, insert at a place, replace
+    and move in place, store a nested supervisor's spec); the root's children after,
+    and the paths of the children a step touched (a StoreSpec touches nothing)."""
+    model = running(children)
     touched: set[str] = set()
 
-    def find(child: str) -> Running:
-        found = [r for r in model if r.spec.id == child]
-        assert len(found) == 1, f"no child {child!r} to act on"
-        return found[0]
+    def level(path: str) -> list[Running]:
+        found = model
+        for part in path.split("/")[1:]:
+            node = find(found, part)
+            assert node.up and node.children is not None, f"{path} is not a running supervisor"
+            found = node.children
+        return found
+
+    def find(found: list[Running], child: str) -> Running:
+        match = [r for r in found if r.spec.id == child]
+        assert len(match) == 1, f"no child {child!r} to act on"
+        return match[0]
+
+    def place(found: list[Running], node: Running, after: str | None) -> None:
+        found.insert(0 if after is None else found.index(find(found, after)) + 1, node)
 
     for step in plan.steps:
-        touched.add(step.child)
+        found = level(step.supervisor or "root")
+        if not isinstance(step, StoreSpec):
+            touched.add(f"{step.supervisor}/{step.child}" if step.supervisor else step.child)
         if isinstance(step, StopOld):
-            assert find(step.child).up, f"{step.child} stopped twice"
-            find(step.child).up = False
+            assert find(found, step.child).up, f"{step.child} stopped twice"
+            find(found, step.child).up = False
         elif isinstance(step, DeleteOld):
-            assert not find(step.child).up, f"{step.child} deleted while running"
-            model.remove(find(step.child))
-        elif isinstance(step, StartNew):
-            assert all(r.spec.id != step.child for r in model), f"{step.child} already present"
-            model.append(Running(step.spec))
+            assert not find(found, step.child).up, f"{step.child} deleted while running"
+            found.remove(find(found, step.child))
+        elif isinstance(step, Insert):
+            assert all(r.spec.id != step.child for r in found), f"{step.child} already present"
+            place(found, running([step.spec])[0], step.after)
+        elif isinstance(step, Replace):
+            node = find(found, step.child)
+            found[found.index(node)] = running([step.spec])[0]
+        elif isinstance(step, Move):
+            node = find(found, step.child)
+            found.remove(node)
+            place(found, node, step.after)
+        elif isinstance(step, StoreSpec):
+            node = find(found, step.child)
+            assert node.children is not None
+            held = [r.spec for r in node.children]
+            assert held == list(step.spec.children), "stored a spec its children do not run"
+            node.spec = step.spec
+        elif isinstance(step, StartAgain):
+            assert not find(found, step.child).up, f"{step.child} started while running"
+            find(found, step.child).up = True
         else:
-            assert isinstance(step, StartAgain)
-            assert not find(step.child).up, f"{step.child} started while running"
-            find(step.child).up = True
+            raise AssertionError(f"a plan made a {step}")
     return model, touched
 
 
+def specs_of(model: list[Running]) -> list[AnySpec]:
+    return [r.spec for r in model]
+
+
 # A child list: unique ids, each with a version (two specs of one id differ by it),
-# now and then a nested supervisor.
+# now and then a nested supervisor (of the same kind), with its own children.
 IDS = st.sampled_from("abcdefgh")
 
 
 @st.composite
-def children(draw: st.DrawFn) -> list[AnySpec]:
-    pairs = draw(st.lists(st.tuples(IDS, st.integers(0, 2)), unique_by=lambda p: p[0], max_size=8))
+def children(draw: st.DrawFn, depth: int = 2) -> list[AnySpec]:
+    pairs = draw(st.lists(st.tuples(IDS, st.integers(0, 2)), unique_by=lambda p: p[0], max_size=6))
     specs: list[AnySpec] = []
     for child_id, version in pairs:
-        if draw(st.booleans()) and child_id in "gh":
-            specs.append(SupervisorSpec(id=child_id, children=[worker("w", version)]))
+        if depth and child_id in "gh":
+            inner = draw(children(depth - 1))
+            specs.append(SupervisorSpec(id=child_id, intensity=1 + version % 2, children=inner))
         else:
             specs.append(worker(child_id, version))
     return specs
 
 
+def up_everywhere(model: list[Running]) -> bool:
+    return all(r.up and (r.children is None or up_everywhere(r.children)) for r in model)
+
+
+def untouched_paths(old: Sequence[AnySpec], new: Sequence[AnySpec], path: str) -> set[str]:
+    """Paths of the children whose spec is equal in both (nothing in them changed)."""
+    before = {c.id: c for c in old}
+    kept: set[str] = set()
+    for c in new:
+        was = before.get(c.id)
+        if was == c:
+            kept.add(f"{path}/{c.id}")
+            if isinstance(c, SupervisorSpec):
+                kept |= all_paths(c.children, f"{path}/{c.id}")
+        elif (
+            isinstance(was, SupervisorSpec)
+            and isinstance(c, SupervisorSpec)
+            and was.intensity == c.intensity  # only its children differ: gone into
+        ):
+            kept |= untouched_paths(was.children, c.children, f"{path}/{c.id}")
+    return kept
+
+
+def all_paths(specs: Sequence[AnySpec], path: str) -> set[str]:
+    found = set()
+    for c in specs:
+        found.add(f"{path}/{c.id}")
+        if isinstance(c, SupervisorSpec):
+            found |= all_paths(c.children, f"{path}/{c.id}")
+    return found
+
+
 @given(children(), children())
-def test_the_plan_takes_the_old_children_to_the_new_ones_and_touches_no_other(old, new):
+def test_the_plan_takes_the_live_tree_to_the_file_and_touches_no_other_child(old, new):
     plan = plan_update(tree(*old), tree(*new))
     model, touched = apply(plan, old)
-    assert all(r.up for r in model)
-    assert {r.spec.id: r.spec for r in model} == {c.id: c for c in new}
-    before = {c.id: c for c in old}
-    kept = [c.id for c in new if before.get(c.id) == c]
-    assert not touched & set(kept), "a child the file did not change was touched"
-    # The kept ones stay in their order; the changed, then the added, follow in new's.
-    changed = [c.id for c in new if c.id in before and c.id not in kept]
-    added = [c.id for c in new if c.id not in before]
-    in_old_order = [c.id for c in old if c.id in kept]
-    assert [r.spec.id for r in model] == in_old_order + changed + added
-    assert (plan.added, plan.changed) == (tuple(added), tuple(changed))
-    assert set(plan.removed) == {c.id for c in old} - {c.id for c in new}
+    assert up_everywhere(model)
+    # File order, at every level: a changed child keeps its place, an added one is
+    # where the file puts it.
+    assert specs_of(model) == new
+    moved = {f"root/{m}" for m in plan.moved}
+    assert not (touched - moved) & untouched_paths(old, new, "root"), (
+        "a child the file did not change was touched"
+    )
 
 
 @given(children(), children())
-def test_every_stop_comes_before_every_start(old, new):
+def test_removals_come_first_and_each_step_names_a_supervisor(old, new):
     steps = plan_update(tree(*old), tree(*new)).steps
-    kinds = [isinstance(s, StartNew) for s in steps]
-    assert kinds == sorted(kinds)
+    kinds = [not isinstance(s, StopOld | DeleteOld) for s in steps]
+    assert all(s.supervisor.startswith("root") for s in steps)
+    # Removals of one supervisor come before its other steps.
+    for sup in {s.supervisor for s in steps}:
+        mine = [k for k, s in zip(kinds, steps, strict=True) if s.supervisor == sup]
+        assert mine == sorted(mine)
 
 
 @given(children())
 def test_an_unchanged_file_changes_nothing(specs):
     assert not plan_update(tree(*specs), tree(*specs))
+    as_tuples = [
+        SupervisorSpec(id=s.id, intensity=s.intensity, children=tuple(s.children))
+        if isinstance(s, SupervisorSpec)
+        else s
+        for s in specs
+    ]
+    assert not plan_update(tree(*specs), tree(*as_tuples)), "a tuple of children is no change"
 
 
-def test_the_reload_of_the_cli_example_step_by_step():
+def test_the_update_of_the_cli_example_step_by_step():
     old = tree(worker("keep"), worker("edit"), worker("drop"))
-    new = tree(worker("keep"), worker("edit", 1), worker("new"))
-    assert plan_update(old, new).steps == (
-        StopOld("drop", Change.REMOVED),
-        DeleteOld("drop", Change.REMOVED),
-        StopOld("edit", Change.CHANGED),
-        DeleteOld("edit", Change.CHANGED),
-        StartNew(worker("edit", 1), Change.CHANGED),
-        StartNew(worker("new"), Change.ADDED),
-    )
-
-
-def test_a_changed_nested_supervisor_is_replaced_whole():
-    """Its parent keeps the spec it starts it from, and only a delete and an add
-    replace that: updating the nested children alone would be undone by the
-    parent's next restart of it."""
-    old = tree(worker("a"), SupervisorSpec(id="pool", children=[worker("w"), worker("x")]))
-    pool = SupervisorSpec(id="pool", children=[worker("w", 1), worker("x")])
-    plan = plan_update(old, tree(worker("a"), pool))
+    new = tree(worker("new"), worker("keep"), worker("edit", 1))
+    plan = plan_update(old, new)
     assert plan.steps == (
-        StopOld("pool", Change.CHANGED),
-        DeleteOld("pool", Change.CHANGED),
-        StartNew(pool, Change.CHANGED),
+        StopOld("drop", Change.REMOVED, "root"),
+        DeleteOld("drop", Change.REMOVED, "root"),
+        Insert("root", worker("new"), None),
+        Replace("root", worker("edit", 1)),
     )
+    assert (plan.added, plan.changed, plan.removed) == (("new",), ("edit",), ("drop",))
+
+
+def test_a_changed_grandchild_is_replaced_alone_and_its_parent_keeps_the_new_spec():
+    """Its siblings and cousins are not touched; the parent's stored spec of the
+    nested supervisor is brought in step, so its next restart starts what runs."""
+    apps = SupervisorSpec(id="apps", children=[worker("redis"), worker("app")])
+    old = tree(worker("a"), apps, SupervisorSpec(id="more", children=[worker("c")]))
+    apps2 = SupervisorSpec(id="apps", children=[worker("redis"), worker("app", 1)])
+    new = tree(worker("a"), apps2, SupervisorSpec(id="more", children=[worker("c")]))
+    plan = plan_update(old, new)
+    assert plan.steps == (
+        Replace("root/apps", worker("app", 1)),
+        StoreSpec("root", "apps", apps2),
+    )
+    assert plan.changed == ("apps/app",)
+
+
+def test_a_nested_supervisor_whose_own_settings_changed_is_replaced_whole():
+    old = tree(SupervisorSpec(id="pool", children=[worker("w")]))
+    pool = SupervisorSpec(id="pool", strategy=Strategy.ONE_FOR_ALL, children=[worker("w", 1)])
+    assert plan_update(old, tree(pool)).steps == (Replace("root", pool),)
+
+
+def test_a_nested_supervisor_the_caller_cannot_reach_into_is_replaced_whole():
+    old = tree(SupervisorSpec(id="pool", children=[worker("w")]))
+    pool = SupervisorSpec(id="pool", children=[worker("w", 1)])
+    assert plan_update(old, tree(pool), whole={"root/pool"}).steps == (Replace("root", pool),)
+
+
+def test_a_kept_child_the_file_moved_is_moved_not_restarted():
+    old = tree(worker("a"), worker("b"), worker("c"))
+    plan = plan_update(old, tree(worker("c"), worker("a"), worker("b")))
+    assert plan.steps == (Move("root", "c", None),)
+    assert plan.moved == ("c",)
 
 
 def test_another_tree_is_refused():
@@ -153,6 +257,14 @@ def test_a_running_simple_one_for_one_keeps_its_template():
     assert not plan_update(simple, simple)
     with pytest.raises(ValueError, match="simple_one_for_one supervisor 'root'"):
         plan_update(simple, tree(worker("job", 1), strategy=Strategy.SIMPLE_ONE_FOR_ONE))
+
+
+def test_a_nested_simple_one_for_one_whose_template_changed_is_replaced_whole():
+    jobs = SupervisorSpec(id="jobs", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[worker("j")])
+    jobs2 = SupervisorSpec(
+        id="jobs", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[worker("j", 1)]
+    )
+    assert plan_update(tree(jobs), tree(jobs2)).steps == (Replace("root", jobs2),)
 
 
 @given(st.lists(IDS, unique=True))

@@ -102,6 +102,7 @@ _READ_ONLY = frozenset(
         "which_tree",
         "count_children",
         "get_childspec",
+        "which_childspecs",
         "events",
         "event_log",
         "child_nanny",
@@ -196,6 +197,7 @@ class NannyActor(pykka.ThreadingActor):
         self._is_root = parent is None
         self._log = context.log
         self._workers: dict[str, pykka.ActorRef[WorkerActor]] = {}
+        self._worker_specs: dict[str, ChildSpec] = {}  # the spec each worker was made with
         self._nested: dict[str, pykka.ActorRef[Any]] = {}  # a NannyActor or a RemoteChild
         self._nested_incarnations: dict[str, int] = {}
         self._exit_requested = False
@@ -317,6 +319,11 @@ class NannyActor(pykka.ThreadingActor):
     def get_childspec(self, key: str | int) -> AnySpec:
         return self._core.get_childspec(key)
 
+    def which_childspecs(self) -> list[tuple[ChildInfo, AnySpec]]:
+        """Each child's info and the spec it holds now, in start order, in one call
+        (what an update diffs the file against: docs/update.md)."""
+        return [(info, self._core.get_childspec(info.id)) for info in self._core.children()]
+
     def start_child(self, spec_or_args: Any = None) -> Any:
         """Add a child at the end and start it (simple_one_for_one: extra args)."""
         return self._call_core(self._core.start_child(spec_or_args, time.monotonic()))
@@ -339,6 +346,25 @@ class NannyActor(pykka.ThreadingActor):
         window of child `key` (a "failed" one becomes "stopped"); returns how many
         restarts were in it. Raises NoRestartLimit for a child without one."""
         return self._call_core(self._core.reset_restarts(key, time.monotonic()))
+
+    # Beyond OTP, for an update in place (docs/update.md).
+
+    def replace_child(self, key: str, spec: AnySpec) -> Any:
+        """Stop the child, give it `spec` at the same place, start it (answers as
+        restart_child; a failed start leaves it stopped with the new spec)."""
+        return self._call_core(self._core.replace_child(key, spec, time.monotonic()))
+
+    def store_childspec(self, key: str, spec: AnySpec) -> Any:
+        """Keep `spec` for a nested supervisor (or a stopped worker), touching nothing."""
+        return self._call_core(self._core.store_childspec(key, spec, time.monotonic()))
+
+    def insert_child(self, spec: AnySpec, after: str | None) -> Any:
+        """start_child, placed right after the child `after` (None: first)."""
+        return self._call_core(self._core.insert_child(spec, after, time.monotonic()))
+
+    def move_child(self, key: str, after: str | None) -> Any:
+        """Move a child in the start order, right after `after` (None: first)."""
+        return self._call_core(self._core.move_child(key, after, time.monotonic()))
 
     def pause_child(self, key: str) -> Any:
         """SIGSTOP the child's process group; it shows as "paused"."""
@@ -612,6 +638,7 @@ class NannyActor(pykka.ThreadingActor):
                 )
             elif isinstance(action, RemoveChild):
                 worker = self._workers.pop(action.child_id, None)
+                self._worker_specs.pop(action.child_id, None)
                 if worker is not None:
                     worker.stop()
             elif isinstance(action, Reply):
@@ -699,9 +726,13 @@ class NannyActor(pykka.ThreadingActor):
 
     def _worker_for(self, child_id: str, spec: ChildSpec) -> pykka.ActorRef[WorkerActor]:
         worker = self._workers.get(child_id)
+        if worker is not None and self._worker_specs.get(child_id) is not spec:
+            worker.stop()  # replace_child gave the child a new spec: a worker of it
+            worker = None
         if worker is None or not worker.is_alive():
             worker = WorkerActor.start(spec, self._context, self.actor_ref, self._core.name)
             self._workers[child_id] = worker
+            self._worker_specs[child_id] = spec
         return worker
 
     def _send_ahead(self, head: Member | None = None) -> bool:

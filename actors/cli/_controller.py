@@ -3,6 +3,7 @@ and the event stream of `nannytree events --follow`, shared by its followers."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import signal
@@ -10,7 +11,7 @@ import socket
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 from ._closeup import CloseUp, worker_only
 from ._control import OP_TIMEOUT, Send, timeouts
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 
     from .. import EventLog
     from ._status import Target, TreeInspector
+    from ._update import Updater
 
 MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
 log = logging.getLogger("nannytree")
@@ -48,6 +50,7 @@ class Controller:
         self.closeup = CloseUp(inspector, log, self._call)
         self.reload_source: Callable[[], Any] | None = None
         self.reopen_logs: Callable[[], str] | None = None  # set once the tree runs
+        self._updater: Updater | None = None
 
     def close(self) -> None:
         self.fanout.close()
@@ -232,39 +235,45 @@ class Controller:
         )
 
     def _reload(self) -> str:
-        """As `supervisorctl update`: the root's children as the edited file says
-        (supervision.plan_update decides what stops, goes and starts, and in which
-        order). Children the file did not change keep running, untouched."""
-        from supervision import ConfigError, plan_update
+        """As `supervisorctl update`: the tree as the edited file says, diffed against
+        the live tree (docs/update.md: actors/cli/_update.py carries out what
+        supervision.plan_update decides). Children the file did not change keep
+        running, untouched."""
+        from supervision import ConfigError
+
+        from ._update import Updater
 
         if self.reload_source is None:
             raise ValueError("this tree was not run from a file; nothing to reload")
-        ref = self.inspector.ref
-        if ref is None:
-            raise TimeoutError("the tree is starting")
+        if self._updater is None:
+            self._updater = Updater(lambda: self.inspector.ref, self.log)
+        old = self.inspector.spec
         try:
             new = self.reload_source()
         except ConfigError as e:
-            raise ValueError(f"the file is not valid, nothing changed: {e}") from None
-        old = self.inspector.spec
+            raise self._updater.refuse(
+                old.id, f"the file is not valid, nothing changed: {e}"
+            ) from None
         if new.id != old.id:
-            raise ValueError(f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed")
-        try:
-            plan = plan_update(old, new)
-        except ValueError as e:
-            raise ValueError(f"{e}; nothing changed") from None
-        self._carry_out(ref.proxy(), plan)
-        self.inspector.replace_spec(new)
-        parts = [
-            f"{what}: {', '.join(ids)}"
-            for what, ids in (
-                ("added", plan.added),
-                ("changed", plan.changed),
-                ("removed", plan.removed),
+            raise self._updater.refuse(
+                old.id, f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed"
             )
-            if ids
-        ]
-        return "; ".join(parts) if parts else "no change"
+        try:
+            message, live = self._updater.update(old, new)
+        except Exception:
+            self._keep_live(old)
+            raise
+        self.inspector.replace_spec(live)
+        return message
+
+    def _keep_live(self, old: Any) -> None:
+        """After a failed update: the inspector shows the tree as it now runs."""
+        from ._update import read_live
+
+        ref = self.inspector.ref
+        if ref is not None:
+            with contextlib.suppress(Exception):
+                self.inspector.replace_spec(read_live(ref, old, timeout=5.0).spec)
 
     @staticmethod
     def _carry_out(nanny: Any, plan: UpdatePlan) -> None:
@@ -280,8 +289,8 @@ class Controller:
                 answer = nanny.start_child(step.spec)
             elif isinstance(step, StartAgain):
                 answer = nanny.restart_child(step.child)
-            else:
-                assert_never(step)
+            else:  # an update's steps: actors/cli/_update.py carries them out
+                raise TypeError(f"restart all takes no {step!r}")
             answer.get(timeout=OP_TIMEOUT)
 
     def _add(self, request: dict[str, Any]) -> str:

@@ -1,0 +1,394 @@
+"""`nannytree update`, carried out: the live tree read from its supervisors, the
+run-time checks of what would start, then the plan (supervision.plan_update) step
+by step through each supervisor's API, each step an event. See docs/update.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pykka
+
+from supervision import (
+    AnySpec,
+    ChildSpec,
+    DeleteOld,
+    Event,
+    EventKind,
+    ExecProbe,
+    Insert,
+    Move,
+    NannyError,
+    ReadyFile,
+    Reload,
+    Replace,
+    StartAgain,
+    StartError,
+    StartNew,
+    StopOld,
+    StoreSpec,
+    Strategy,
+    SupervisorSpec,
+    UpdatePlan,
+    UpdateStep,
+)
+
+from .. import EventLog
+from ._check import _child_problems
+from ._control import OP_TIMEOUT, timeouts
+
+Ref = pykka.ActorRef[Any]
+
+
+class UpdateRefused(ValueError):
+    """The file or a run-time check failed: nothing was stopped."""
+
+
+class UpdateFailed(ValueError):
+    """Some steps were carried out and one failed: the message says which, and why."""
+
+
+# -- the live tree -------------------------------------------------------------------
+
+
+def read_live(root: Ref, stored: SupervisorSpec, timeout: float = OP_TIMEOUT) -> LiveTree:
+    """The tree as its supervisors hold it now: each supervisor's child specs, in
+    start order, read from it, recursively. A nested supervisor that does not run
+    or runs on another node is taken as its parent stores it, and named in `whole`
+    (an update replaces it whole rather than reaching into it). A simple_one_for_one
+    supervisor is its stored spec: its children are made from its template."""
+    whole: set[str] = set()
+
+    def read(nanny: Ref, spec: SupervisorSpec, path: str) -> SupervisorSpec:
+        if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+            return spec
+        proxy = nanny.proxy()
+        children: list[AnySpec] = []
+        for info, child in proxy.which_childspecs().get(timeout=timeout):
+            if isinstance(child, SupervisorSpec):
+                inner = f"{path}/{info.id}"
+                below = _nested(proxy, info, child, timeout)
+                if below is None:
+                    whole.add(inner)
+                else:
+                    child = read(below, child, inner)
+            children.append(child)
+        return dataclasses.replace(spec, children=children)
+
+    return LiveTree(read(root, stored, stored.id), frozenset(whole))
+
+
+@dataclasses.dataclass(frozen=True)
+class LiveTree:
+    spec: SupervisorSpec
+    whole: frozenset[str]  # paths of nested supervisors an update cannot reach into
+
+
+def _nested(proxy: Any, info: Any, spec: SupervisorSpec, timeout: float) -> Ref | None:
+    if info.state != "running" or spec.placement is not None:
+        return None
+    try:
+        ref: Ref = proxy.child_nanny(info.id).get(timeout=timeout)
+    except NannyError:
+        return None
+    return ref if hasattr(ref.actor_class, "child_nanny") else None  # a remote stand-in
+
+
+def nanny_at(root: Ref, path: str, timeout: float = OP_TIMEOUT) -> Ref:
+    """The nanny of the supervisor at `path` ("shop/apps")."""
+    ref = root
+    for part in path.split("/")[1:]:
+        ref = ref.proxy().child_nanny(part).get(timeout=timeout)
+    return ref
+
+
+# -- run-time checks ------------------------------------------------------------------
+
+
+def starting_workers(plan: UpdatePlan) -> Iterator[ChildSpec]:
+    """The workers the plan would start (those of a replaced or added supervisor too)."""
+    for step in plan.steps:
+        if isinstance(step, Replace | Insert):
+            yield from _workers(step.spec)
+
+
+def _workers(spec: AnySpec) -> Iterator[ChildSpec]:
+    if isinstance(spec, ChildSpec):
+        yield spec
+    else:
+        for child in spec.children:
+            yield from _workers(child)
+
+
+def problems(plan: UpdatePlan, here: Path) -> list[str]:
+    """Every run-time problem of the children the plan would start, one line each:
+    those of `nannytree check` (program, cwd, target), and the folders of the files
+    they would write, and the programs of their probes and reload check."""
+    found: list[str] = []
+    for child in starting_workers(plan):
+        found += _child_problems(child, here)
+        found += _more_problems(child)
+    return list(dict.fromkeys(found))
+
+
+def _more_problems(child: ChildSpec) -> list[str]:
+    found = []
+    files = {"pid_file": child.pid_file, "stdout": child.stdout, "stderr": child.stderr}
+    if isinstance(child.ready, ReadyFile):
+        files["ready file"] = child.ready.path
+    for name, path in files.items():
+        if path is None or path == "capture":
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            found.append(
+                f"child {child.id!r}: {name} {str(path)!r}: folder {folder!r} does not exist; "
+                "create it or fix the path"
+            )
+    for what, argv in _probe_commands(child):
+        program = argv[0]
+        if _runnable(program, child):
+            continue
+        found.append(
+            f"child {child.id!r}: {what} program {program!r} is not an executable file"
+            + ("" if "/" in program else " on PATH")
+            + "; install it or give its full path"
+        )
+    return found
+
+
+def _probe_commands(child: ChildSpec) -> Iterator[tuple[str, list[str]]]:
+    if isinstance(child.ready, ExecProbe):
+        yield "ready probe", list(child.ready.argv)
+    probe = getattr(child.liveness, "probe", None)
+    if isinstance(probe, ExecProbe):
+        yield "liveness probe", list(probe.argv)
+    reload = child.reload
+    check = reload.check if isinstance(reload, Reload) else None
+    if isinstance(reload, tuple):
+        check = reload[0]
+    if check:
+        yield "reload check", list(check)
+
+
+def _runnable(program: str, child: ChildSpec) -> bool:
+    if "/" in program:
+        full = os.path.join(str(child.cwd or os.getcwd()), program)
+        return os.path.isfile(full) and os.access(full, os.X_OK)
+    path_env = (child.env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return shutil.which(program, path=path_env) is not None
+
+
+# -- carrying a plan out -----------------------------------------------------------------
+
+
+_KINDS: dict[type[Any], EventKind] = {
+    StopOld: EventKind.UPDATE_CHILD_REMOVED,
+    Replace: EventKind.UPDATE_CHILD_REPLACED,
+    Insert: EventKind.UPDATE_CHILD_ADDED,
+    Move: EventKind.UPDATE_CHILD_MOVED,
+    StoreSpec: EventKind.UPDATE_SPEC_STORED,
+}
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What an update did: steps applied, the one that failed to start or to be
+    taken (each with why), and those not taken after a failure that stopped it."""
+
+    applied: list[UpdateStep] = dataclasses.field(default_factory=list)
+    failed: list[tuple[UpdateStep, str]] = dataclasses.field(default_factory=list)
+    skipped: list[UpdateStep] = dataclasses.field(default_factory=list)
+
+
+class Updater:
+    """Carries out `nannytree update` on one running tree, one update at a time."""
+
+    def __init__(
+        self, root: Callable[[], Ref | None], log: EventLog, here: Path | None = None
+    ) -> None:
+        self._root = root
+        self._log = log
+        self._here = here or Path.cwd()
+        self._lock = threading.Lock()
+
+    def update(self, stored: SupervisorSpec, new: SupervisorSpec) -> tuple[str, SupervisorSpec]:
+        """Apply `new` to the running tree; its answer, and the live tree after.
+
+        Raises UpdateRefused (nothing stopped) or UpdateFailed (what was applied,
+        what failed: the tree is left as the message says, and the next update
+        converges from it)."""
+        from supervision import plan_update
+
+        root = self._root()
+        if root is None:
+            raise TimeoutError("the tree is starting")
+        with self._lock:
+            live = read_live(root, stored)
+            try:
+                plan = plan_update(live.spec, new, whole=live.whole)
+            except ValueError as e:
+                raise self.refuse(stored.id, f"{e}; nothing changed") from None
+            found = problems(plan, self._here)
+            if found:
+                listed = "\n".join(f"  {p}" for p in found)
+                raise self.refuse(
+                    stored.id,
+                    f"update refused, nothing stopped: {len(found)} problem"
+                    f"{'s' if len(found) > 1 else ''} in what it would start:\n{listed}",
+                )
+            outcome = self.carry_out(root, plan)
+            after = read_live(root, stored).spec
+        message = summary(plan, outcome)
+        if _settings(stored) != _settings(new):
+            message += (
+                "\nnote: the root supervisor's own settings changed; they apply when the "
+                "tree starts again"
+            )
+        self._event(stored.id, EventKind.UPDATE_DONE, None, detail=message.replace("\n", "; "))
+        if outcome.failed:
+            raise UpdateFailed(message)
+        return message, after
+
+    def refuse(self, tree: str, why: str) -> UpdateRefused:
+        detail = why.replace(":\n  ", ": ").replace("\n  ", "; ")
+        self._event(tree, EventKind.UPDATE_REFUSED, None, detail=detail)
+        return UpdateRefused(why)
+
+    def carry_out(self, root: Ref, plan: UpdatePlan) -> Outcome:
+        """Each step through its supervisor's API, in order, each awaited and recorded.
+        A start that fails is recorded and the rest goes on (the child stays stopped
+        with its new spec); any other failure stops the update there, but the
+        nested supervisors' specs are still brought in step with what runs."""
+        outcome = Outcome()
+        broken = False
+        errors: tuple[type[BaseException], ...] = (NannyError, pykka.ActorDeadError, *timeouts())
+        for step in plan.steps:
+            if broken and not isinstance(step, StoreSpec):
+                outcome.skipped.append(step)
+                continue
+            try:
+                pid = self._take(root, step)
+            except StartError as e:
+                why = f"failed to start: {e.reason}"
+                outcome.failed.append((step, why))
+                self._failed(step, why, plan)
+                continue
+            except errors as e:
+                why = str(e) or type(e).__name__
+                outcome.failed.append((step, why))
+                self._failed(step, why, plan)
+                broken = True
+                continue
+            outcome.applied.append(step)
+            kind = _KINDS.get(type(step))
+            if kind is not None:
+                self._event(step.supervisor, kind, step.child, pid=pid, detail=_detail(step))
+        return outcome
+
+    def _take(self, root: Ref, step: UpdateStep) -> int | None:
+        nanny = nanny_at(root, step.supervisor)  # "" (restart all): the root
+        proxy = nanny.proxy()
+        answer: Any
+        if isinstance(step, StopOld):
+            answer = proxy.terminate_child(step.child)
+        elif isinstance(step, DeleteOld):
+            answer = proxy.delete_child(step.child)
+        elif isinstance(step, Replace):
+            answer = proxy.replace_child(step.child, step.spec)
+        elif isinstance(step, Insert):
+            answer = proxy.insert_child(step.spec, step.after)
+        elif isinstance(step, Move):
+            answer = proxy.move_child(step.child, step.after)
+        elif isinstance(step, StoreSpec):
+            below = nanny_at(root, f"{step.supervisor}/{step.child}")
+            held = read_live(below, step.spec).spec
+            answer = proxy.store_childspec(step.child, held)
+        elif isinstance(step, StartNew):
+            answer = proxy.start_child(step.spec)
+        elif isinstance(step, StartAgain):
+            answer = proxy.restart_child(step.child)
+        else:
+            raise TypeError(f"unknown update step {step!r}")
+        value = answer.get(timeout=OP_TIMEOUT)
+        return getattr(value, "pid", None)
+
+    def _failed(self, step: UpdateStep, why: str, plan: UpdatePlan) -> None:
+        what = f"{_verb(step)} {plan.path_of(step)}"
+        self._event(
+            step.supervisor, EventKind.UPDATE_STEP_FAILED, step.child, detail=f"{what}: {why}"
+        )
+
+    def _event(
+        self,
+        supervisor: str,
+        kind: EventKind,
+        child: str | None,
+        *,
+        pid: int | None = None,
+        detail: str = "",
+    ) -> None:
+        self._log.append(
+            Event(time.monotonic(), supervisor, kind, offender=child, pid=pid, detail=detail)
+        )
+
+
+def _settings(spec: SupervisorSpec) -> dict[str, Any]:
+    """A supervisor's spec but its children."""
+    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "children"}
+
+
+def _verb(step: UpdateStep) -> str:
+    return {
+        StopOld: "stop",
+        DeleteOld: "delete",
+        Replace: "replace",
+        Insert: "add",
+        Move: "move",
+        StoreSpec: "store the spec of",
+        StartNew: "start",
+        StartAgain: "start",
+    }[type(step)]
+
+
+def _detail(step: UpdateStep) -> str:
+    if isinstance(step, Insert | Move):
+        return "first" if step.after is None else f"after {step.after}"
+    return ""
+
+
+def summary(plan: UpdatePlan, outcome: Outcome) -> str:
+    """The answer of `nannytree update`: what was applied; what failed, and why; what
+    was not taken."""
+    if not plan:
+        return "no change"
+    applied = UpdatePlan(tuple(outcome.applied), plan.root)
+    failed_children = {plan.path_of(s) for s, _ in outcome.failed}
+    parts = []
+    for what, ids in (
+        ("added", applied.added),
+        ("changed", applied.changed),
+        ("removed", [c for c in applied.removed if c not in failed_children]),
+        ("moved", applied.moved),
+    ):
+        if ids:
+            parts.append(f"{what}: {', '.join(ids)}")
+    lines = ["; ".join(parts)] if parts else []
+    for step, why in outcome.failed:
+        lines.append(f"failed: {_verb(step)} {plan.path_of(step)}: {why}")
+    if any(why.startswith("failed to start") for _, why in outcome.failed):
+        lines.append(
+            "a replaced child that failed to start stays stopped with its new spec (an "
+            "added one is not added): fix the file and run `nannytree update` again"
+        )
+    skipped = [f"{_verb(s)} {plan.path_of(s)}" for s in outcome.skipped]
+    if skipped:
+        lines.append(f"not applied: {', '.join(skipped)}; run `nannytree update` again")
+    return "\n".join(lines) if lines else "no change"
