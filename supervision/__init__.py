@@ -52,6 +52,7 @@ from ._intensity import Relaunches, RestartWindow, add_restart
 from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
+from ._sockets import ListenSocket
 from ._spec import (
     BRUTAL_KILL,
     CAPTURE,
@@ -116,6 +117,7 @@ __all__ = [
     "Fencing",
     "Health",
     "HttpProbe",
+    "ListenSocket",
     "Liveness",
     "LogLine",
     "NannyError",

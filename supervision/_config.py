@@ -101,6 +101,7 @@ WORKER_KEYS = (
     *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
     *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
+    *("sockets", "user", "group"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -519,6 +520,9 @@ class _Loader:
             kw["reload"] = self.reload(table["reload"], f"{path}.reload")
         if "liveness" in table:
             kw["liveness"] = self.liveness(table["liveness"], f"{path}.liveness")
+        for key in ("sockets", "user", "group"):  # checked by ChildSpec (docs/sockets.md)
+            if key in table:
+                kw[key] = table[key]
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

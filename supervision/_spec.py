@@ -22,6 +22,8 @@ Every default, in one sentence each:
 - `liveness` defaults to None: no liveness probe.
 - `pid_file` defaults to None: the first process is the main process.
 - `reload` defaults to None: the child has no reload action.
+- `sockets` defaults to (): the child inherits no listening socket.
+- `user` and `group` default to None: the child runs as nannytree does.
 - `placement` defaults to None: a subtree runs in its parent's process.
 """
 
@@ -39,6 +41,7 @@ from typing import Any, Literal, TypeAlias
 from ._errors import SpecError
 from ._placement import Placement
 from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from ._sockets import ListenSocket, as_sockets, check_account, check_socket_probes
 
 
 class Restart(StrEnum):
@@ -359,6 +362,13 @@ class ChildSpec:
     - `reload`: None (default), a signal ("HUP"), (check argv, signal) such as
       (["nginx", "-t"], "HUP"), or Reload(signal=..., check=...): what
       reload_child(id) does.
+    - `sockets`: ListenSocket(listen, name=...) values (or tables of the same keys)
+      that nannytree binds once and passes to every incarnation, systemd's way: fds
+      from 3, LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES (default (): none). A restart
+      then refuses no connection. See docs/sockets.md.
+    - `user`, `group`: a name or a numeric id (default None: nannytree's own); the
+      child runs as that user, with its groups, HOME, USER and LOGNAME, as systemd's
+      User=. Only when nannytree runs as root.
     """
 
     id: str
@@ -388,6 +398,9 @@ class ChildSpec:
     liveness: Liveness | None = None
     pid_file: str | os.PathLike[str] | None = None
     reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
+    sockets: Sequence[ListenSocket | Mapping[str, Any]] = ()
+    user: str | int | None = None
+    group: str | int | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -806,6 +819,28 @@ def _child_reload(spec: ChildSpec, cid: str) -> None:
     _put(spec, "reload", reload)
 
 
+def _child_sockets(spec: ChildSpec, cid: str) -> None:
+    sockets = as_sockets(spec.sockets, cid)
+    if sockets and spec.fresh_interpreter:
+        raise SpecError(
+            cid,
+            "sockets",
+            [s.listen for s in sockets],
+            "a fresh interpreter does not take sockets; drop fresh_interpreter",
+        )
+    check_socket_probes(sockets, spec.ready, spec.liveness, cid)
+    _put(spec, "sockets", sockets)
+
+
+def _child_account(spec: ChildSpec, cid: str) -> None:
+    _put(spec, "user", check_account(spec.user, cid, "user"))
+    _put(spec, "group", check_account(spec.group, cid, "group"))
+    if spec.fresh_interpreter and (spec.user is not None or spec.group is not None):
+        raise SpecError(
+            cid, "user", spec.user, "a fresh interpreter runs as nannytree; drop fresh_interpreter"
+        )
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -833,6 +868,8 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_watchdog,
     _child_pid_file,
     _child_reload,
+    _child_sockets,
+    _child_account,
 )
 
 

@@ -238,6 +238,7 @@ class LauncherLoop:
             self.starter.templates[record.template] = record.settings
         elif isinstance(record, Forget):
             self.starter.templates.pop(record.template, None)
+            self.starter.listeners.release(record.template)
         elif isinstance(record, Prepare):
             self._prepare(record)
         elif isinstance(record, Discard):
@@ -490,5 +491,6 @@ class LauncherLoop:
             self.channels.drain_output(child)  # their last words, for tee'd destinations
         self.tee.flush(FLUSH_AT_EXIT)
         self.children.clear()
+        self.starter.listeners.close_all()
         if not self.host_gone:
             self.reports.send_all(timeout=1.0)  # a host that stopped reading must not keep us

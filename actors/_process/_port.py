@@ -61,6 +61,8 @@ class SpawnRequest:
     follow_grace: float = 0.0  # Template.follow_grace
     pid_env: str | None = None  # Template.pid_env
     tee: Sequence[int] = (2,)  # Template.tee: what a "capture" is not, also forwarded
+    sockets: Sequence[tuple[str, str, int]] = ()  # Template.sockets: (name, listen, backlog)
+    account: tuple[int, int, tuple[int, ...]] | None = None  # (uid, gid, groups): Template's
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -96,6 +98,10 @@ class SpawnRequest:
             follow_grace=float(self.follow_grace),
             pid_env=self.pid_env,
             tee=[s for s in (1, 2) if s in self.tee and s not in captured],
+            sockets=[list(s) for s in self.sockets],
+            uid=-1 if self.account is None else self.account[0],
+            gid=-1 if self.account is None else self.account[1],
+            groups=[] if self.account is None else list(self.account[2]),
         )
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import cloudpickle
 
-from supervision import ChildSpec, ExitReason, LogLine
+from supervision import ChildSpec, ExitReason, ListenSocket, LogLine
 
 from .._process._port import SpawnRequest
+from . import _account
 from ._sd_notify import NotifyEndpoint
 
 # An sd_notify child's first process that exited 0 leaving a process behind: how long
@@ -67,6 +68,9 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.start_timeout if spec.pid_file is not None else None,
         spec.fresh_interpreter,
         _tee(spec),
+        spec.sockets,
+        spec.user,
+        spec.group,
     )
 
 
@@ -84,6 +88,12 @@ def build_request(
     """The request, in the host's state now (its environment, cwd, sys.path, argv)."""
     env = dict(os.environ) if spec.inherit_env else {}
     env.update(spec.env or {})
+    try:
+        account = _account.resolve(spec)
+    except _account.AccountError as e:
+        raise StartProblem(ExitReason.start_failure(str(e))) from None
+    if account is not None:
+        _account.child_env(env, account[1], spec)
     if notify is not None:
         env.update(notify.env())
     if spec.pid_file is not None:
@@ -104,6 +114,12 @@ def build_request(
         "stderr": os.fspath(spec.stderr) if spec.stderr is not None else None,
         "name": spec.id,
         "tee": _tee(spec),
+        "sockets": tuple(
+            (s.name or spec.id, s.listen, s.backlog)
+            for s in spec.sockets
+            if isinstance(s, ListenSocket)  # all of them, once the spec is checked
+        ),
+        "account": None if account is None else account[0],
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from .._shell import _account
+
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 
 
@@ -86,6 +88,7 @@ def _child_problems(child: Any, here: Path) -> list[str]:
         problem = _target_problem(ref, here)
         if problem:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
+    found += _account.problems(child)  # user and group known here, as root (or ours)
     return found
 
 
