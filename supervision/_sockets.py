@@ -13,9 +13,7 @@ user database is read when the child starts (docs/sockets.md, "Users").
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -38,13 +36,13 @@ class ListenSocket:
       child's id.
     - `listen`: "127.0.0.1:8080", "[::1]:8080", "0.0.0.0:80", "/run/app.sock" or
       "@app" (abstract unix socket).
-    - `backlog`: the listen queue (default socket.SOMAXCONN); connections wait in it
+    - `backlog`: the listen queue (default 4096, Linux's SOMAXCONN); connections wait in it
       while the child restarts.
     """
 
     listen: str
     name: str | None = None
-    backlog: int = socket.SOMAXCONN
+    backlog: int = 4096  # Linux's SOMAXCONN; the kernel caps it at net.core.somaxconn
 
     def __post_init__(self) -> None:
         if self.name is not None and (not isinstance(self.name, str) or not _NAME.match(self.name)):
@@ -80,7 +78,9 @@ def parse_listen(value: Any) -> tuple[str, Any]:
     if not isinstance(value, str) or not value or "\0" in value:
         raise SpecError(None, "sockets.listen", value, fix)
     if value.startswith("/"):
-        if len(os.fsencode(value)) > 107:  # sun_path is 108 bytes with its NUL
+        if (
+            len(value.encode("utf-8", "surrogateescape")) > 107
+        ):  # sun_path is 108 bytes with its NUL
             raise SpecError(
                 None, "sockets.listen", value, "a unix socket path of 107 bytes at most"
             )

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from types import FrameType, TracebackType
     from typing import Any, NoReturn
 
-    from ._spawn import ChildSetup
+    from ._listeners import ChildSetup
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36

@@ -188,3 +188,25 @@ def become(uid: int, gid: int, groups: list[int]) -> None:
         os.setgid(gid)
     if uid >= 0:
         os.setuid(uid)
+
+
+class ChildSetup:
+    """What a child takes on between its fork and its exec (or its target): its
+    template's listening sockets from fd 3, and its user."""
+
+    __slots__ = ("fds", "gid", "groups", "names", "uid")
+
+    def __init__(
+        self, fds: list[int], names: list[str], uid: int, gid: int, groups: list[int]
+    ) -> None:
+        self.fds = fds
+        self.names = names
+        self.uid, self.gid, self.groups = uid, gid, groups
+
+    def apply(self, keep: list[int]) -> list[int]:
+        """In the child: the credentials, then the sockets; `keep`'s new fd numbers."""
+        become(self.uid, self.gid, self.groups)
+        return place(self.fds, keep) if self.fds else keep
+
+    def env(self, pid: int) -> dict[str, str]:
+        return listen_env(self.names, pid) if self.fds else {}

@@ -21,6 +21,7 @@ from . import _bootstrap, _listeners, _wire
 from ._control import CONTROL_FD_ENV
 from ._daemons import TOKEN_ENV, child_token
 from ._launched import Launched, SpawnError
+from ._listeners import ChildSetup
 from ._procfs import boot_ticks
 from ._protocol import Template
 from ._tee import Sink, Tee
@@ -257,26 +258,6 @@ def _fork_exec(
     return pid
 
 
-class ChildSetup:
-    """What a child takes on between its fork and its exec (or its target): the
-    template's listening sockets from fd 3 and its user (docs/sockets.md)."""
-
-    __slots__ = ("fds", "gid", "groups", "names", "uid")
-
-    def __init__(self, fds: list[int], names: list[str], t: Template) -> None:
-        self.fds = fds
-        self.names = names
-        self.uid, self.gid, self.groups = t.uid, t.gid, list(t.groups)
-
-    def apply(self, keep: list[int]) -> list[int]:
-        """In the child: the credentials, then the sockets; `keep`'s new fd numbers."""
-        _listeners.become(self.uid, self.gid, self.groups)
-        return _listeners.place(self.fds, keep) if self.fds else keep
-
-    def env(self, pid: int) -> dict[str, str]:
-        return _listeners.listen_env(self.names, pid) if self.fds else {}
-
-
 def _child_settings(t: Template) -> dict[str, Any]:
     """What a Python child needs of its template, as plain data."""
     return {"payload": t.payload, "env": t.env, "sys_path": t.sys_path, "argv": t.argv}
@@ -357,7 +338,7 @@ class Starter:
         if not t.sockets and t.uid < 0 and t.gid < 0:
             return None
         fds = self.listeners.fds(template_id, t.sockets)
-        return ChildSetup(fds, [str(s[0]) for s in t.sockets], t)
+        return ChildSetup(fds, [str(s[0]) for s in t.sockets], t.uid, t.gid, list(t.groups))
 
     def _chdir(self, cwd: str) -> None:
         if cwd == self._cwd:
