@@ -18,6 +18,7 @@ import socket
 import stat
 
 from ._launched import SpawnError
+from ._procfs import port_holder
 
 FIRST_FD = 3  # SD_LISTEN_FDS_START
 
@@ -127,34 +128,10 @@ def _remove_stale(path: str) -> None:
 
 
 def _holder(listen: str) -> str:
-    """ "; held by pid N (comm)" for a TCP port some process listens on, if /proc says."""
+    """ "; held by pid N ('comm')" for a TCP port a process listens on, if /proc says."""
     port = listen.rpartition(":")[2]
-    if not port.isdigit():
-        return ""
-    links = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        with contextlib.suppress(OSError), open(table, "rb") as f:
-            for line in f.read().split(b"\n")[1:]:
-                cols = line.split()
-                if (
-                    len(cols) >= 10
-                    and cols[3] == b"0A"
-                    and int(cols[1].rsplit(b":", 1)[1], 16) == int(port)
-                ):
-                    links.add(f"socket:[{int(cols[9])}]")
-    if not links:
-        return ""
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            for fd in os.listdir(f"/proc/{entry}/fd"):
-                with contextlib.suppress(OSError):
-                    if os.readlink(f"/proc/{entry}/fd/{fd}") in links:
-                        with open(f"/proc/{entry}/comm", "rb") as f:
-                            comm = f.read().strip().decode("utf-8", "replace")[:32]
-                        return f"; held by pid {entry} ({comm!r})"
-    return ""
+    found = port_holder(int(port)) if port.isdigit() else None
+    return "" if found is None else f"; held by pid {found[0]} ({found[1]!r})"
 
 
 def place(fds: list[int], keep: list[int]) -> list[int]:

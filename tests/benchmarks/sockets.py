@@ -177,8 +177,7 @@ def main() -> int:
         script = Path(tmp) / "server.py"
         script.write_text(SERVER)
         results = [
-            run(mode, opts.restarts, opts.clients, sig, script)
-            for mode in ("sockets", "own port")
+            run(mode, opts.restarts, opts.clients, sig, script) for mode in ("sockets", "own port")
         ]
     print(
         f"{opts.restarts} restarts (SIG{signal.Signals(sig).name.removeprefix('SIG')}) of an "
