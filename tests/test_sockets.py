@@ -126,7 +126,10 @@ def test_a_python_target_gets_them_too(tmp_path: Path) -> None:
     def serve(out: str) -> None:
         s = socket.socket(fileno=3)
         names = os.environ["LISTEN_FDNAMES"]
-        Path(out).write_text(json.dumps([os.environ["LISTEN_PID"], names, s.getsockname()]))
+        Path(out + ".tmp").write_text(
+            json.dumps([os.environ["LISTEN_PID"], names, s.getsockname()])
+        )
+        os.rename(out + ".tmp", out)  # whole, once it exists
         while True:
             s.accept()[0].close()
 
@@ -323,7 +326,8 @@ def test_a_python_target_runs_as_the_user(open_dir: Path) -> None:
     out = open_dir / "ids"
 
     def ids(out: str) -> None:
-        Path(out).write_text(f"{os.getuid()} {os.getgid()}")
+        Path(out + ".tmp").write_text(f"{os.getuid()} {os.getgid()}")
+        os.rename(out + ".tmp", out)
         time.sleep(60)
 
     import pwd
@@ -356,3 +360,49 @@ def test_another_user_without_root_is_refused(monkeypatch: pytest.MonkeyPatch) -
         match="child 'web': field 'user' is 'root', but nannytree runs as uid 1000, not root",
     ):
         _account.resolve(spec)
+
+
+def test_a_new_template_keeps_the_socket_of_the_old(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host's environment changed: the restart defines a new template, which must
+    take the old one's socket over (the very same socket), not bind it again."""
+    port = free_port()
+    spec, out = report_child(tmp_path, "web", sockets=[{"listen": f"127.0.0.1:{port}"}])
+    with Tree(SupervisorSpec(id="root", intensity=5, children=[spec])) as tree:
+        first = read_report(out)
+        before = first["fds"]["3"]
+        monkeypatch.setenv("NANNYTREE_TEST_CHANGED", "1")  # inherited: a new template
+        os.kill(first["pid"], signal.SIGKILL)
+        wait_until(lambda: children_by_id(tree.ref)["web"].pid not in (None, first["pid"]))
+        second = read_report(out, children_by_id(tree.ref)["web"].pid)
+        assert second["fds"]["3"] == before  # socket:[inode]: the same socket
+
+
+def test_a_warm_standby_gets_its_sockets(tmp_path: Path) -> None:
+    port = free_port()
+    out = tmp_path / "warm.json"
+
+    def serve(out: str) -> None:
+        s = socket.socket(fileno=3)
+        Path(out + ".tmp").write_text(json.dumps([os.environ["LISTEN_PID"], os.getpid()]))
+        os.rename(out + ".tmp", out)  # whole, once it exists
+        while True:
+            s.accept()[0].close()
+
+    spec = ChildSpec(
+        id="warm",
+        target=serve,
+        args=(str(out),),
+        warm_start=True,
+        sockets=[ListenSocket(f"127.0.0.1:{port}")],
+    )
+    with Tree(SupervisorSpec(id="root", intensity=5, children=[spec])) as tree:
+        for _ in range(3):  # the first start, then restarts from the standby
+            wait_until(out.exists)
+            listen_pid, pid = json.loads(out.read_text())
+            assert listen_pid == str(pid) == str(children_by_id(tree.ref)["warm"].pid)
+            out.unlink()
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+            os.kill(pid, signal.SIGKILL)
+            wait_until(lambda old=pid: children_by_id(tree.ref)["warm"].pid not in (None, old))

@@ -152,3 +152,14 @@ def test_a_bad_socket_in_a_tree_file_names_its_path() -> None:
     with pytest.raises(ConfigError) as caught:
         load_tree(TREE.replace("127.0.0.1:8080", "localhost:8080"))
     assert "supervisor.children[0].sockets.listen" in str(caught.value)
+
+
+def test_the_example_tree_file_loads() -> None:
+    from pathlib import Path
+
+    from actors._treefile import load_tree_file
+
+    spec = load_tree_file(Path(__file__).parent.parent / "examples" / "socket_activation.toml")
+    (web,) = spec.children
+    assert isinstance(web, ChildSpec)
+    assert [(s.name, s.listen) for s in web.sockets] == [("http", "127.0.0.1:8080")]

@@ -52,6 +52,14 @@ class Listeners:
             out.append(held.sock.fileno())
         return out
 
+    def share(self, template: int, sockets: list[list[object]]) -> None:
+        """A template is defined: it shares each of its sockets already open (a child's
+        new template, defined before its old one is forgotten, keeps the very socket)."""
+        for _, listen, _ in sockets:
+            held = self._held.get(str(listen))
+            if held is not None:
+                held.users.add(template)
+
     def release(self, template: int) -> None:
         """The template is forgotten: close each socket no other template uses."""
         for listen, held in list(self._held.items()):

@@ -236,6 +236,7 @@ class LauncherLoop:
             self.starter.fail_chain(record.chain)
         elif isinstance(record, Define):
             self.starter.templates[record.template] = record.settings
+            self.starter.listeners.share(record.template, record.settings.sockets)
         elif isinstance(record, Forget):
             self.starter.templates.pop(record.template, None)
             self.starter.listeners.release(record.template)
