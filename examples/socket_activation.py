@@ -25,9 +25,10 @@ import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import TYPE_CHECKING
 
-from actors import Tree
-from supervision import ChildSpec, HttpProbe, ListenSocket, SupervisorSpec
+if TYPE_CHECKING:  # the server (--serve) needs nothing of nannytree: any python3 runs it
+    from actors import Tree
 
 RESTARTS = 20
 
@@ -88,6 +89,9 @@ def client(port: int, stop: threading.Event, counts: dict[str, int]) -> None:
 
 
 def main() -> int:
+    from actors import Tree
+    from supervision import ChildSpec, HttpProbe, ListenSocket, SupervisorSpec
+
     port = free_port()
     spec = SupervisorSpec(
         id="root",
