@@ -29,6 +29,8 @@ Real daemons (see README "Running real daemons"):
     watchdog = 10                     # seconds; WATCHDOG=1 at least that often
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
+    sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
+    user = "www-data"                 # and group: as root, run the child as that user
 
 The engine that runs the subtrees with a `placement` (README "Across hosts"):
 
