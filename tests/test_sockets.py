@@ -406,3 +406,20 @@ def test_a_warm_standby_gets_its_sockets(tmp_path: Path) -> None:
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
             os.kill(pid, signal.SIGKILL)
             wait_until(lambda old=pid: children_by_id(tree.ref)["warm"].pid not in (None, old))
+
+
+def test_our_own_user_without_root_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pwd
+
+    from actors._shell import _account
+    from actors._shell._request import build_request
+
+    me = pwd.getpwuid(os.geteuid())
+    monkeypatch.setattr(_account.os, "geteuid", lambda: me.pw_uid)
+    spec = ChildSpec(id="web", command=["true"], user=me.pw_name)
+    resolved = _account.resolve(spec)
+    assert resolved is not None and resolved[0][0] == me.pw_uid
+    request = build_request(spec, None, None)
+    assert request.env is not None and request.env["USER"] == me.pw_name
+    if os.geteuid() == 0:
+        assert request.account is not None  # root: the launcher sets the ids

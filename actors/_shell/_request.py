@@ -119,7 +119,9 @@ def build_request(
             for s in spec.sockets
             if isinstance(s, ListenSocket)  # all of them, once the spec is checked
         ),
-        "account": None if account is None else account[0],
+        # Not root: resolve() allowed only our own ids, which need no change (and
+        # setgroups would be refused).
+        "account": None if account is None or os.geteuid() != 0 else account[0],
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)
