@@ -234,7 +234,11 @@ def _fork_exec(
                 os.dup2(err_fd, 2)
             own = {pid_env: str(os.getpid())} if pid_env is not None else {}
             if setup is not None:
-                (err_w,) = setup.apply([err_w])
+                try:
+                    (err_w,) = setup.apply([err_w])
+                except OSError as exc:
+                    os.write(err_w, b"S%d" % (exc.errno or 0))  # not the exec: the setup
+                    os._exit(127)
                 own.update(setup.env(os.getpid()))
             _bootstrap.unblock_all_signals()
             os.execve(path, argv, {**env, **own})
@@ -253,6 +257,14 @@ def _fork_exec(
     if said:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+        if said.startswith(b"S") and setup is not None:
+            code = int(said[1:]) if said[1:].isdigit() else errno.EIO
+            raise SpawnError(
+                code,
+                f"cannot take on uid {setup.uid}, gid {setup.gid} and groups {setup.groups}"
+                f" or place its sockets: {os.strerror(code)} (a container may forbid "
+                "setgroups; run nannytree as real root, or drop user/group)",
+            )
         code = int(said) if said.isdigit() else errno.EIO
         raise OSError(code, os.strerror(code))
     return pid
