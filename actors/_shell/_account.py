@@ -69,15 +69,6 @@ def child_env(env: Mapping[str, str], account_env: Mapping[str, str], spec: Chil
             env[key] = value  # type: ignore[index]
 
 
-def problems(spec: ChildSpec) -> list[str]:
-    """What `check` says about a child's user and group (empty: none)."""
-    try:
-        resolve(spec)
-    except AccountError as e:
-        return [str(e)]
-    return []
-
-
 def _user(value: str | int, cid: str) -> pwd.struct_passwd | None:
     try:
         return pwd.getpwuid(value) if isinstance(value, int) else pwd.getpwnam(value)
