@@ -53,6 +53,7 @@ from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
 from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
 from ._restart_limit import NoRestartLimit, RestartLimit
+from ._sockets import ListenSocket
 from ._spec import (
     BRUTAL_KILL,
     CAPTURE,
@@ -122,6 +123,7 @@ __all__ = [
     "Health",
     "HttpProbe",
     "Insert",
+    "ListenSocket",
     "Liveness",
     "LogLine",
     "Move",

@@ -29,6 +29,8 @@ Real daemons (see README "Running real daemons"):
     watchdog = 10                     # seconds; WATCHDOG=1 at least that often
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
+    sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
+    user = "www-data"                 # and group: as root, run the child as that user
 
 The engine that runs the subtrees with a `placement` (README "Across hosts"):
 
@@ -106,6 +108,7 @@ WORKER_KEYS = (
     *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
     "restart_limit",
     *LOG_KEYS,
+    *("sockets", "user", "group"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -554,6 +557,9 @@ class _Loader:
             kw["reload"] = self.reload(table["reload"], f"{path}.reload")
         if "liveness" in table:
             kw["liveness"] = self.liveness(table["liveness"], f"{path}.liveness")
+        for key in ("sockets", "user", "group"):  # checked by ChildSpec (docs/sockets.md)
+            if key in table:
+                kw[key] = table[key]
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

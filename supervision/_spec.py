@@ -22,6 +22,8 @@ Every default, in one sentence each:
 - `liveness` defaults to None: no liveness probe.
 - `pid_file` defaults to None: the first process is the main process.
 - `reload` defaults to None: the child has no reload action.
+- `sockets` defaults to (): the child inherits no listening socket.
+- `user` and `group` default to None: the child runs as nannytree does.
 - `placement` defaults to None: a subtree runs in its parent's process.
 - `restart_limit` defaults to None: a child's restarts count only against its
   supervisor's intensity.
@@ -42,6 +44,7 @@ from ._errors import SpecError
 from ._placement import Placement
 from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._restart_limit import RestartLimit, as_restart_limit
+from ._sockets import ListenSocket, as_sockets, check_account, check_socket_probes
 
 
 class Restart(StrEnum):
@@ -373,6 +376,13 @@ class ChildSpec:
       log_max_bytes (0: never) into log_backups older files (file.1 ... file.N),
       each line stamped with its UTC time. None (default): `nannytree run`'s
       defaults, or off.
+    - `sockets`: ListenSocket(listen, name=...) values (or tables of the same keys)
+      that nannytree binds once and passes to every incarnation, systemd's way: fds
+      from 3, LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES (default (): none). A restart
+      then refuses no connection. See docs/sockets.md.
+    - `user`, `group`: a name or a numeric id (default None: nannytree's own); the
+      child runs as that user, with its groups, HOME, USER and LOGNAME, as systemd's
+      User=. Only when nannytree runs as root.
     """
 
     id: str
@@ -406,6 +416,9 @@ class ChildSpec:
     log_max_bytes: int | None = None
     log_backups: int | None = None
     log_timestamps: bool | None = None
+    sockets: Sequence[ListenSocket | Mapping[str, Any]] = ()
+    user: str | int | None = None
+    group: str | int | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -851,6 +864,28 @@ def _child_logs(spec: ChildSpec, cid: str) -> None:
         raise SpecError(cid, "log_timestamps", stamps, "expected true or false")
 
 
+def _child_sockets(spec: ChildSpec, cid: str) -> None:
+    sockets = as_sockets(spec.sockets, cid)
+    if sockets and spec.fresh_interpreter:
+        raise SpecError(
+            cid,
+            "sockets",
+            [s.listen for s in sockets],
+            "a fresh interpreter does not take sockets; drop fresh_interpreter",
+        )
+    check_socket_probes(sockets, spec.ready, spec.liveness, cid)
+    _put(spec, "sockets", sockets)
+
+
+def _child_account(spec: ChildSpec, cid: str) -> None:
+    _put(spec, "user", check_account(spec.user, cid, "user"))
+    _put(spec, "group", check_account(spec.group, cid, "group"))
+    if spec.fresh_interpreter and (spec.user is not None or spec.group is not None):
+        raise SpecError(
+            cid, "user", spec.user, "a fresh interpreter runs as nannytree; drop fresh_interpreter"
+        )
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -880,6 +915,8 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_reload,
     _child_restart_limit,
     _child_logs,
+    _child_sockets,
+    _child_account,
 )
 
 

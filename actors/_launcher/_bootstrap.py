@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from types import FrameType, TracebackType
     from typing import Any, NoReturn
 
+    from ._listeners import ChildSetup
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
@@ -355,16 +357,29 @@ def run_forked(
     stdout_fd: int | None,
     stderr_fd: int | None,
     go_fd: int | None = None,
+    setup: ChildSetup | None = None,
 ) -> NoReturn:
     """Entry of a child forked by the launcher, signals still blocked."""
     try:
+        from . import _listeners  # the launcher's own import: free in a fork
+
+        if setup is not None:  # first: a change of credentials clears PDEATHSIG
+            _listeners.become(setup.uid, setup.gid, setup.groups)
         _tie_to_launcher(launcher_pid)
         _reset_signals()
         if stdout_fd is not None:
             os.dup2(stdout_fd, 1)
         if stderr_fd is not None:
             os.dup2(stderr_fd, 2)
-        _close_fds_except(control_fd, *([] if go_fd is None else [go_fd]))
+        sockets: list[int] = []
+        if setup is not None and setup.fds:
+            keep = [control_fd, *([] if go_fd is None else [go_fd])]
+            control_fd, *rest = _listeners.place(setup.fds, keep)
+            go_fd = rest[0] if rest else None
+            sockets = list(range(_listeners.FIRST_FD, _listeners.FIRST_FD + len(setup.fds)))
+            env = {**settings["env"], **setup.env(os.getpid())}
+            settings = {**settings, "env": env}
+        _close_fds_except(control_fd, *([] if go_fd is None else [go_fd]), *sockets)
         atexit._clear()
         _drop_inherited_logging()
         _apply_settings(settings, control_fd)

@@ -247,8 +247,10 @@ class LauncherLoop:
             self.starter.fail_chain(record.chain)
         elif isinstance(record, Define):
             self.starter.templates[record.template] = record.settings
+            self.starter.listeners.share(record.template, record.settings.sockets)
         elif isinstance(record, Forget):
             self.starter.templates.pop(record.template, None)
+            self.starter.listeners.release(record.template)
         elif isinstance(record, Prepare):
             self._prepare(record)
         elif isinstance(record, Discard):
@@ -575,5 +577,6 @@ class LauncherLoop:
             self.channels.drain_output(child)  # their last words, for tee'd destinations
         self.tee.flush(FLUSH_AT_EXIT)
         self.children.clear()
+        self.starter.listeners.close_all()
         if not self.host_gone:
             self.reports.send_all(timeout=1.0)  # a host that stopped reading must not keep us

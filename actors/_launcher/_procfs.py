@@ -123,3 +123,37 @@ def children_by_scan(pid: int) -> list[ProcStat]:
 def group_members(pgid: int) -> list[int]:
     """Live processes of a process group (a scan of /proc)."""
     return [st.pid for st in stats() if st.pgid == pgid and st.alive]
+
+
+def port_holder(port: int) -> tuple[int, str] | None:
+    """(pid, name) of a process holding a socket that listens on TCP `port` (v4 or v6),
+    or None; read only when a bind failed, so a walk of every process is fine."""
+    links = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, "rb") as f:
+                lines = f.read().split(b"\n")[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) >= 10 and cols[3] == b"0A" and int(cols[1].rsplit(b":", 1)[1], 16) == port:
+                links.add(f"socket:[{int(cols[9])}]")  # 0A: LISTEN
+    if not links:
+        return None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            fds = os.listdir(f"/proc/{entry}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{entry}/fd/{fd}") not in links:
+                    continue
+                with open(f"/proc/{entry}/comm", "rb") as f:
+                    return int(entry), f.read().strip().decode("utf-8", "replace")[:32]
+            except OSError:
+                continue
+    return None

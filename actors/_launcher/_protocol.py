@@ -11,7 +11,8 @@ Host -> launcher (the host is trusted; frames up to HOST_FRAME bytes):
   command or pickled target, env, cwd, output, tee'd streams). Sent once per
   worker and whenever its env, cwd or sys.path change, so a spawn request stays
   small.
-- `Forget(template)`: drop a template nobody uses any more.
+- `Forget(template)`: drop a template nobody uses any more (and close the
+  listening sockets no other template names).
 - `Spawn(req, template, standby, chain)`: start a child from a template (or say
   "go" to the warm standby `standby`); answered by `Spawned` or `SpawnFailed`.
   `chain` (0: none) names a run of starts sent ahead in the supervisor's order
@@ -158,6 +159,10 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     int,
     int,
     bool,
+    list,
+    int,
+    int,
+    list,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -192,6 +197,13 @@ class Template(Record):
     log_max_bytes: int = 0
     log_backups: int = 0
     log_timestamps: bool = False
+    # Listening sockets, [name, listen, backlog] each, bound once by the launcher and
+    # passed on every start from fd 3, systemd's way (`_listeners`; docs/sockets.md).
+    sockets: list[list[Any]] = field(default_factory=list)
+    # The user the child runs as (-1: the launcher's): uid, gid, supplementary groups.
+    uid: int = -1
+    gid: int = -1
+    groups: list[int] = field(default_factory=list)
 
 
 @_record("define", int, Template)

@@ -17,10 +17,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from . import _bootstrap, _wire
+from . import _bootstrap, _listeners, _wire
 from ._control import CONTROL_FD_ENV
 from ._daemons import TOKEN_ENV, child_token
 from ._launched import Launched, SpawnError
+from ._listeners import ChildSetup
 from ._logsink import LogPolicy
 from ._procfs import boot_ticks
 from ._protocol import Template
@@ -210,10 +211,12 @@ def _fork_exec(
     env: dict[str, str],
     out_fd: int | None,
     err_fd: int | None,
-    pid_env: str,
+    pid_env: str | None,
+    setup: ChildSetup | None = None,
 ) -> int:
     """As _posix_spawn, but with the child's own pid in `pid_env` (known only after the
-    fork). The exec's failure comes back on a close-on-exec pipe, as an OSError."""
+    fork), and what `setup` asks (sockets from fd 3, another user). The exec's failure
+    comes back on a close-on-exec pipe, as an OSError."""
     err_r, err_w = os.pipe()
     signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
     try:
@@ -234,8 +237,16 @@ def _fork_exec(
                 os.dup2(out_fd, 1)
             if err_fd is not None:
                 os.dup2(err_fd, 2)
+            own = {pid_env: str(os.getpid())} if pid_env is not None else {}
+            if setup is not None:
+                try:
+                    (err_w,) = setup.apply([err_w])
+                except OSError as exc:
+                    os.write(err_w, b"S%d" % (exc.errno or 0))  # not the exec: the setup
+                    os._exit(127)
+                own.update(setup.env(os.getpid()))
             _bootstrap.unblock_all_signals()
-            os.execve(path, argv, {**env, pid_env: str(os.getpid())})
+            os.execve(path, argv, {**env, **own})
         except OSError as exc:
             os.write(err_w, str(exc.errno or 0).encode())
         finally:
@@ -251,6 +262,14 @@ def _fork_exec(
     if said:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+        if said.startswith(b"S") and setup is not None:
+            code = int(said[1:]) if said[1:].isdigit() else errno.EIO
+            raise SpawnError(
+                code,
+                f"cannot take on uid {setup.uid}, gid {setup.gid} and groups {setup.groups}"
+                f" or place its sockets: {os.strerror(code)} (a container may forbid "
+                "setgroups; run nannytree as real root, or drop user/group)",
+            )
         code = int(said) if said.isdigit() else errno.EIO
         raise OSError(code, os.strerror(code))
     return pid
@@ -274,6 +293,7 @@ class Starter:
         self._failed_chains: dict[int, None] = {}  # insertion-ordered, FAILED_CHAINS at most
         self._cwd = os.getcwd()
         self._paths: dict[tuple[str, str], str] = {}
+        self.listeners = _listeners.Listeners()
 
     # -- runs of starts --------------------------------------------------------------
 
@@ -302,13 +322,14 @@ class Starter:
             control_fd = None
             token = ""
             born = boot_ticks() - 1  # a tick of margin: the clocks round apart
+            setup = self._setup(template_id, template)
             if template.command is not None:
                 token = child_token()
-                pid = self._spawn_command(template, out_fd, err_fd, token)
+                pid = self._spawn_command(template, out_fd, err_fd, token, setup)
             elif template.fresh:
                 pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
             else:
-                pid, control_fd = self._fork(template, out_fd, err_fd)
+                pid, control_fd = self._fork(template, out_fd, err_fd, setup=setup)
         except SpawnError:
             outputs.abandon()
             raise
@@ -328,6 +349,14 @@ class Starter:
         child.follow_grace = template.follow_grace if token else 0.0
         return child
 
+    def _setup(self, template_id: int, t: Template) -> ChildSetup | None:
+        """What the child takes on after its fork (None: nothing); binds the template's
+        sockets if they are not yet (SpawnError naming the socket when one cannot be)."""
+        if not t.sockets and t.uid < 0 and t.gid < 0:
+            return None
+        fds = self.listeners.fds(template_id, t.sockets)
+        return ChildSetup(fds, [str(s[0]) for s in t.sockets], t.uid, t.gid, list(t.groups))
+
     def _chdir(self, cwd: str) -> None:
         if cwd == self._cwd:
             return
@@ -344,7 +373,12 @@ class Starter:
         self._cwd = cwd
 
     def _spawn_command(
-        self, t: Template, out_fd: int | None, err_fd: int | None, token: str
+        self,
+        t: Template,
+        out_fd: int | None,
+        err_fd: int | None,
+        token: str,
+        setup: ChildSetup | None = None,
     ) -> int:
         assert t.command is not None
         argv = t.command
@@ -355,10 +389,10 @@ class Starter:
             path = _which(argv[0], search)
         env = {**t.env, TOKEN_ENV: token}
         try:
-            if t.pid_env is None:
+            if t.pid_env is None and setup is None:
                 pid = _posix_spawn(path, argv, env, out_fd, err_fd)
             else:
-                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env)
+                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env, setup)
         except OSError as exc:
             self._paths.pop(key, None)
             raise SpawnError(
@@ -373,6 +407,7 @@ class Starter:
         out_fd: int | None,
         err_fd: int | None,
         go_fd: int | None = None,
+        setup: ChildSetup | None = None,
     ) -> tuple[int, int]:
         control_r, control_w = os.pipe()
         for stream in (sys.stdout, sys.stderr):
@@ -391,7 +426,9 @@ class Starter:
             os.close(control_w)
             raise SpawnError(exc.errno, f"fork failed: {exc.strerror}") from None
         if pid == 0:
-            _bootstrap.run_forked(self.me, control_w, _child_settings(t), out_fd, err_fd, go_fd)
+            _bootstrap.run_forked(
+                self.me, control_w, _child_settings(t), out_fd, err_fd, go_fd, setup
+            )
         _bootstrap.unblock_all_signals()
         # Also set here, so a killpg from the host can never precede the child's own setpgid.
         with contextlib.suppress(OSError):
@@ -440,7 +477,10 @@ class Starter:
                 raise SpawnError(None, "no template for a standby")
             self._chdir(template.cwd)
             outputs.open(self.tee, template, tee)
-            pid, control_fd = self._fork(template, outputs.out_fd, outputs.err_fd, go_r)
+            setup = self._setup(template_id, template)
+            pid, control_fd = self._fork(
+                template, outputs.out_fd, outputs.err_fd, go_r, setup=setup
+            )
         except Exception:
             # No standby then: the next spawn forks as usual and reports what fails.
             outputs.abandon()

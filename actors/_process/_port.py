@@ -64,6 +64,8 @@ class SpawnRequest:
     log_max_bytes: int = 0  # Template.log_max_bytes (docs/logs.md)
     log_backups: int = 0
     log_timestamps: bool = False
+    sockets: Sequence[tuple[str, str, int]] = ()  # Template.sockets: (name, listen, backlog)
+    account: tuple[int, int, tuple[int, ...]] | None = None  # (uid, gid, groups): Template's
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -102,6 +104,10 @@ class SpawnRequest:
             log_max_bytes=int(self.log_max_bytes),
             log_backups=int(self.log_backups),
             log_timestamps=bool(self.log_timestamps),
+            sockets=[list(s) for s in self.sockets],
+            uid=-1 if self.account is None else self.account[0],
+            gid=-1 if self.account is None else self.account[1],
+            groups=[] if self.account is None else list(self.account[2]),
         )
 
 

@@ -12,9 +12,10 @@ from typing import Any
 
 import cloudpickle
 
-from supervision import ChildSpec, ExitReason, LogLine
+from supervision import ChildSpec, ExitReason, ListenSocket, LogLine
 
 from .._process._port import SpawnRequest
+from . import _account
 from ._sd_notify import NotifyEndpoint
 
 # An sd_notify child's first process that exited 0 leaving a process behind: how long
@@ -68,6 +69,9 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.fresh_interpreter,
         _tee(spec),
         tuple(_log_fields(spec).items()),
+        spec.sockets,
+        spec.user,
+        spec.group,
     )
 
 
@@ -97,6 +101,12 @@ def build_request(
     """The request, in the host's state now (its environment, cwd, sys.path, argv)."""
     env = dict(os.environ) if spec.inherit_env else {}
     env.update(spec.env or {})
+    try:
+        account = _account.resolve(spec)
+    except _account.AccountError as e:
+        raise StartProblem(ExitReason.start_failure(str(e))) from None
+    if account is not None:
+        _account.child_env(env, account[1], spec)
     if notify is not None:
         env.update(notify.env())
     if spec.pid_file is not None:
@@ -118,6 +128,14 @@ def build_request(
         "name": spec.id,
         "tee": _tee(spec),
         **_log_fields(spec),
+        "sockets": tuple(
+            (s.name or spec.id, s.listen, s.backlog)
+            for s in spec.sockets
+            if isinstance(s, ListenSocket)  # all of them, once the spec is checked
+        ),
+        # Not root: resolve() allowed only our own ids, which need no change (and
+        # setgroups would be refused).
+        "account": None if account is None or os.geteuid() != 0 else account[0],
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)

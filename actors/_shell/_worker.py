@@ -542,13 +542,16 @@ class WorkerActor(PooledActor):
         cached = self._template
         if cached is not None and cached[0] is launcher and cached[1] == key:
             return launcher, cached[2]
-        if cached is not None:
-            cached[0].forget(cached[2])
         try:
             with blocking():  # a send: it waits when the launcher does not read
                 template = launcher.define(self._request(key))
         except LaunchError as e:
             raise StartProblem(ExitReason.start_failure(str(e))) from None
+        finally:
+            # After the new one is defined: a listening socket both name stays open.
+            if cached is not None:
+                cached[0].forget(cached[2])
+                self._template = None
         self._template = (launcher, key, template)
         return launcher, template
 

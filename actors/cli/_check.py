@@ -86,6 +86,31 @@ def _child_problems(child: Any, here: Path) -> list[str]:
         problem = _target_problem(ref, here)
         if problem:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
+    found += _account_problems(child)
+    return found
+
+
+def _account_problems(child: Any) -> list[str]:
+    """`user` and `group`: known on this host, and only as root (docs/sockets.md)."""
+    import grp
+    import pwd
+
+    found = []
+    for name, lookup in (("user", pwd.getpwnam), ("group", grp.getgrnam)):
+        value = getattr(child, name, None)
+        if isinstance(value, str):
+            try:
+                lookup(value)
+            except KeyError:
+                found.append(
+                    f"child {child.id!r}: field {name!r} is {value!r}: no such {name} here"
+                )
+    wanted = (getattr(child, "user", None), getattr(child, "group", None)) != (None, None)
+    if wanted and os.geteuid() != 0:
+        found.append(
+            f"child {child.id!r}: user/group need nannytree to run as root (it runs as "
+            f"uid {os.geteuid()}); drop them or run as root"
+        )
     return found
 
 
