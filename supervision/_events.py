@@ -28,6 +28,11 @@ class EventKind(StrEnum):
     CHILD_RELOADED = "child_reloaded"  # reload_child: the check passed, the signal went
     CHILD_UNHEALTHY = "child_unhealthy"  # a liveness probe failed (detail: which, why)
     CHILD_HEALTHY = "child_healthy"  # its liveness probe passed, first or after failing
+    # An operator's request through the control socket (stop, start, restart, signal,
+    # pause, resume, reload, add, shutdown): detail says what was asked, by whom, and
+    # what came of it; REFUSED when it was not carried out (detail: why).
+    OPERATOR_ACTION = "operator_action"
+    OPERATOR_REFUSED = "operator_refused"
 
 
 @dataclass(frozen=True)

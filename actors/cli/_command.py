@@ -40,6 +40,7 @@ from ._control import (
     stream,
 )
 from ._engine import add_engine_flags
+from ._monitors import add_monitor_flags, monitor_options
 from ._records import EventRecord, Node
 from ._text import printable
 
@@ -116,6 +117,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         child_output=args.child_output,
         engine=args.engine,
         engine_options=options,
+        **monitor_options(args),
     )
 
 
@@ -528,6 +530,7 @@ def _parser() -> argparse.ArgumentParser:
         "over the tree file's [engine] address",
     )
     add_engine_flags(hosting)
+    add_monitor_flags(hosting)
 
     p = sub.add_parser("run", parents=[hosting], help="run a tree file in the foreground")
     p.add_argument("file", type=Path, help="the TOML tree file")

@@ -28,6 +28,7 @@ from ._check import far_side_warnings
 from ._control import ControlError, ControlSocket, own_dir, socket_for, timeouts
 from ._controller import Controller
 from ._engine import NodeNames, make_ray_engine, merged
+from ._monitors import Monitors
 from ._output import log_name, with_log_files, with_output
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
@@ -55,6 +56,10 @@ class RunOptions:
     engine_file: EngineConfig | None = None  # the tree file's [engine] table
     # Builds the engine from the settings (default: a RayEngine; tests pass a fake).
     make_engine: Callable[[EngineConfig, Path], Any] | None = None
+    metrics: tuple[str, int] | None = None  # --metrics: serve Prometheus metrics here
+    event_log: Path | None = None  # --event-log: the tree's events as dated JSON Lines
+    event_log_max_bytes: int | None = None  # per file (None: _journal.MAX_BYTES)
+    event_log_backups: int | None = None  # rotated files kept (None: _journal.BACKUPS)
 
 
 def ray_engine() -> type[RayEngine]:
@@ -299,15 +304,22 @@ class Runner:
         except ValueError as e:
             self.notice(f"{e}")
             return 2
-        previous = {
-            sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
         log = EventLog()
         # Served before the start, so `status` answers at once during a slow one.
         names = NodeNames(engine) if engine is not None else None
         inspector = TreeInspector(None, spec, log, nodes=names)
         self.record = inspector.record
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
+        try:
+            monitors = Monitors.open(self.opts, inspector, log)
+        except (OSError, ValueError) as e:
+            inspector.close()
+            self.notice(str(e))
+            return 1
+        info.update(monitors.info())
+        previous = {
+            sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
         controller = Controller(inspector, log, info, self.stop.request, control.closing)
         controller.reload_source = self._reload_source(control)
         control.serve(controller.handle)
@@ -317,6 +329,8 @@ class Runner:
         if feed is not None:
             self._announce(spec, control, output)
             early = _EarlyPrinter(self, feed)
+        for line in monitors.announce():
+            self.notice(line)
         try:
             try:
                 tree = Tree.start(spec, log=log, engine=engine)
@@ -331,12 +345,14 @@ class Runner:
                 if early is not None:
                     early.finish()
             inspector.ref = tree.ref
+            monitors.started(tree)
             return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             inspector.close()
             controller.close()
+            monitors.close()  # after the tree stopped: its last events are written
 
     def _serve(
         self,
