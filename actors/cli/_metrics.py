@@ -152,7 +152,7 @@ class TreeCollector(Collector):
         for (supervisor, child, reason), count in sorted(self.exits.counts().items()):
             fam.exits.add_metric([tree, supervisor, child, reason], count)
         self.stats.prune({n.pid for n in nodes if n.pid is not None and n.node is None})
-        fam.up_tree.add_metric([tree], 1 if root.state == "running" else 0)
+        fam.up_tree.add_metric([tree], 0 if root.state == "stopped" else 1)
         yield from fam.all()
 
     def _child(self, fam: _Families, tree: str, node: Node) -> None:
@@ -190,7 +190,7 @@ class TreeCollector(Collector):
             return
         fam.intensity.add_metric(labels, node.intensity)
         read = self.windows.get(node.path)
-        if read is None or node.state != "running":
+        if read is None or node.state not in ("running", "starting"):
             return
         charged = sum(1 for t in read() if t >= now - node.period)
         fam.headroom.add_metric(labels, max(0, node.intensity - charged))
@@ -207,7 +207,7 @@ class _Families:
             return CounterMetricFamily(PREFIX + name, doc, labels=labels)
 
         sup = ["tree", "supervisor"]
-        self.up_tree = gauge("tree_up", "1 while the tree runs", ["tree"])
+        self.up_tree = gauge("tree_up", "1 while the tree runs (or starts)", ["tree"])
         self.up = gauge("child_up", "1 while the child has a live process (or runs, a supervisor)")
         self.ready = gauge("child_ready", "1 while the child is running and ready")
         self.state = StateSetMetricFamily(

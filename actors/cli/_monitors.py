@@ -56,8 +56,8 @@ class Monitors:
             lines.append(f"event log: {self.journal.path}")
         return lines
 
-    def started(self, tree: Tree) -> None:
-        """The tree is up: its supervisors' restart windows can be read."""
+    def watch(self, tree: Tree) -> None:
+        """The tree about to start: its supervisors' restart windows, as each starts."""
         if self.metrics is not None:
             self.metrics.collector.windows = tree.context.restart_windows
 

@@ -333,7 +333,9 @@ class Runner:
             self.notice(line)
         try:
             try:
-                tree = Tree.start(spec, log=log, engine=engine)
+                tree = Tree(spec, log=log, engine=engine)
+                monitors.watch(tree)  # before the start: metrics read it while it starts
+                tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0
@@ -345,7 +347,6 @@ class Runner:
                 if early is not None:
                     early.finish()
             inspector.ref = tree.ref
-            monitors.started(tree)
             return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():
