@@ -191,8 +191,9 @@ def test_operator_requests_are_events_and_dated_lines_on_disk(tmp_path: Path) ->
         assert event["detail"].startswith(start.replace("by uid ", f"by uid {uid} ")), event
     refused = operator[6]["detail"]
     assert "refused:" in refused and "its check" in refused
-    assert operator[9]["detail"].endswith("refused: no child 'nope' in tree 'mon'; "
-                                           "`nannytree status` lists them")
+    assert operator[9]["detail"].endswith(
+        "refused: no child 'nope' in tree 'mon'; `nannytree status` lists them"
+    )
 
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
     on_disk = [line for line in lines if line["what"].startswith("operator_")]
@@ -208,3 +209,31 @@ def test_operator_requests_are_events_and_dated_lines_on_disk(tmp_path: Path) ->
         assert abs((stamp.date() - today).days) <= 1
     assert lines[-1]["what"] == "supervisor_stopped"  # written to the end of the run
     assert "operator_action stop web by uid" in output  # and printed as it happens
+
+
+def test_a_scrape_answers_at_once_while_a_supervisor_is_busy_starting(tmp_path: Path) -> None:
+    tree = tmp_path / "slow.toml"
+    tree.write_text(
+        '[supervisor]\nid = "mon"\nintensity = 4\n'
+        '[[supervisor.children]]\nid = "quick"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "sluggish"\ncommand = ["sleep", "600"]\nready = 8\n'
+        "start_timeout = 20\n"
+        '[[supervisor.children]]\nid = "later"\ncommand = ["sleep", "600"]\n'
+    )
+    env = _env(tmp_path)
+    args = ["--socket", str(tmp_path / "s.sock"), "--plain", "--metrics", "0"]
+    with Proc("run", str(tree), *args, env=env) as run:
+        url = run.expect(r"^nannytree: metrics: (http://\S+)$")[1]
+        run.expect(r"mon/quick child_started")
+        asked = time.monotonic()
+        samples = scrape(url)  # the root waits on sluggish's `ready` for 8 s
+        took = time.monotonic() - asked
+        assert took < 2.0, f"a scrape took {took:.2f}s during a slow start"
+        assert child(samples, "child_ready", "quick") == 1
+        assert child(samples, "child_ready", "sluggish") == 0
+        assert child(samples, "child_state", "later", nannytree_child_state="starting") == 1
+        assert child(samples, "child_up", "later") == 0  # no process yet
+        assert headroom(samples) == 4
+        assert samples[("nannytree_tree_up", frozenset({"tree": "mon"}.items()))] == 1
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0, output

@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from .. import EventLog, Tree
     from ._journal import EventJournal
     from ._metrics import MetricsServer
-    from ._run import RunOptions
     from ._status import TreeInspector
 
 
@@ -24,20 +23,30 @@ class Monitors:
         self.metrics = metrics
 
     @classmethod
-    def open(cls, opts: RunOptions, inspector: TreeInspector, log: EventLog) -> Monitors:
-        """Opens what `opts` asks for; OSError or ValueError saying what and why."""
-        journal = metrics = None
-        if opts.event_log is not None:
-            journal = open_journal(opts, inspector)
+    def open(
+        cls,
+        inspector: TreeInspector,
+        log: EventLog,
+        *,
+        metrics: tuple[str, int] | None = None,
+        event_log: Path | None = None,
+        max_bytes: int | None = None,
+        backups: int | None = None,
+    ) -> Monitors:
+        """Opens what is asked for (RunOptions' fields of the same names); OSError or
+        ValueError saying what and why."""
+        journal = server = None
+        if event_log is not None:
+            journal = open_journal(event_log, inspector, max_bytes, backups)
             journal.follow(log)
         try:
-            if opts.metrics is not None:
-                metrics = serve_metrics(opts.metrics, inspector, log)
+            if metrics is not None:
+                server = serve_metrics(metrics, inspector, log)
         except BaseException:
             if journal is not None:
                 journal.close()
             raise
-        return cls(journal, metrics)
+        return cls(journal, server)
 
     def info(self) -> dict[str, Any]:
         """For `hello`: where the metrics and the event log are."""
@@ -68,15 +77,18 @@ class Monitors:
             self.journal.close()
 
 
-def open_journal(opts: RunOptions, inspector: TreeInspector) -> EventJournal:
+def open_journal(
+    path: Path, inspector: TreeInspector, max_bytes: int | None, backups: int | None
+) -> EventJournal:
     from ._journal import BACKUPS, MAX_BYTES, EventJournal
 
-    path = opts.event_log
-    assert path is not None
-    max_bytes = MAX_BYTES if opts.event_log_max_bytes is None else opts.event_log_max_bytes
-    backups = BACKUPS if opts.event_log_backups is None else opts.event_log_backups
     try:
-        return EventJournal(path, max_bytes, backups, record=inspector.record)
+        return EventJournal(
+            path,
+            MAX_BYTES if max_bytes is None else max_bytes,
+            BACKUPS if backups is None else backups,
+            record=inspector.record,
+        )
     except OSError as e:
         raise OSError(
             f"cannot write the event log {path}: {e.strerror or e}; "

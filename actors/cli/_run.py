@@ -311,7 +311,14 @@ class Runner:
         self.record = inspector.record
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
         try:
-            monitors = Monitors.open(self.opts, inspector, log)
+            monitors = Monitors.open(
+                inspector,
+                log,
+                metrics=self.opts.metrics,
+                event_log=self.opts.event_log,
+                max_bytes=self.opts.event_log_max_bytes,
+                backups=self.opts.event_log_backups,
+            )
         except (OSError, ValueError) as e:
             inspector.close()
             self.notice(str(e))
