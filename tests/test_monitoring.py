@@ -16,6 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors.cli._metrics import metrics_address
 from tests.test_cli import DEADLINE, Proc, _env, cli, pids, status
 
 TREE = """
@@ -83,7 +84,8 @@ def until(url: str, check: Any, what: str) -> Samples:
 def test_metrics_follow_crashes_stops_and_starts(tmp_path: Path) -> None:
     env = _env(tmp_path)
     sock = tmp_path / "m.sock"
-    args = ["--socket", str(sock), "--plain", "--metrics", "0"]
+    journal = tmp_path / "mon.events.jsonl"
+    args = ["--socket", str(sock), "--plain", "--metrics", "0", "--event-log", str(journal)]
     with Proc("run", str(_tree(tmp_path)), *args, env=env) as run:
         url = run.expect(r"^nannytree: metrics: (http://\S+)$")[1]
         assert url.startswith("http://127.0.0.1:")  # loopback unless a host is given
@@ -139,6 +141,11 @@ def test_metrics_follow_crashes_stops_and_starts(tmp_path: Path) -> None:
         pass  # the endpoint ends with the run
     else:
         raise AssertionError("the metrics endpoint outlived its run")
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    (stop,) = [e for e in lines if e["detail"].startswith("shutdown by ")]
+    assert (stop["what"], stop["who"]) == ("operator_action", "mon")
+    assert stop["detail"] == "shutdown by SIGINT: stopping tree 'mon'"
+    assert lines[-1]["what"] == "supervisor_stopped"
 
 
 def test_a_metrics_port_in_use_stops_the_run_before_any_child(tmp_path: Path) -> None:
@@ -237,3 +244,17 @@ def test_a_scrape_answers_at_once_while_a_supervisor_is_busy_starting(tmp_path: 
         assert samples[("nannytree_tree_up", frozenset({"tree": "mon"}.items()))] == 1
         rc, output = run.finish(signal.SIGINT)
     assert rc == 0, output
+
+
+def test_the_metrics_address_is_loopback_unless_a_host_is_written() -> None:
+    assert metrics_address("9100") == ("127.0.0.1", 9100)
+    assert metrics_address("0.0.0.0:9100") == ("0.0.0.0", 9100)
+    assert metrics_address("[::1]:9100") == ("::1", 9100)
+    assert metrics_address("localhost:0") == ("localhost", 0)
+    for bad in ("", "web", "9100:", ":9100", "host:70000", "1.2.3.4:-1"):
+        try:
+            metrics_address(bad)
+        except ValueError as e:
+            assert "--metrics takes PORT or HOST:PORT" in str(e)
+        else:
+            raise AssertionError(f"{bad!r} was taken")

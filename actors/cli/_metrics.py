@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import psutil
+import pykka
 from prometheus_client.core import (
     CounterMetricFamily,
     GaugeMetricFamily,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
     from ._status import TreeInspector
 
 PREFIX = "nannytree_"
+MAX_SERIES = 4096  # children whose exit counts are kept after they left the tree
 MAX_FAMILY = 256  # processes read per child: a fork bomb must not make a scrape slow
 STATES: tuple[str, ...] = ("starting", "running", "paused", "stopping", "stopped")
 STATES += ("restarting", "backoff", "unreachable", "pending", "unknown")
@@ -77,6 +79,13 @@ class ExitCounts:
     def counts(self) -> dict[tuple[str, str, str], int]:
         with self._lock:
             return dict(self._counts)
+
+    def forget_gone(self, present: set[tuple[str, str]]) -> None:
+        """Past MAX_SERIES counts, forget the children not in `present` (a pool's
+        short-lived children would otherwise grow the scrape without bound)."""
+        with self._lock:
+            if len(self._counts) > MAX_SERIES:
+                self._counts = {k: v for k, v in self._counts.items() if k[:2] in present}
 
     def close(self) -> None:
         self._unsubscribe()
@@ -141,7 +150,10 @@ class TreeCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         tree = self.inspector.spec.id
         now = time.monotonic()
-        root = self.inspector.snapshot(stats=False)
+        try:
+            root = self.inspector.snapshot(stats=False)
+        except pykka.ActorDeadError:  # the tree ended between two questions
+            root = Node(id=tree, path=tree, type="supervisor", state="stopped")
         fam = _Families()
         nodes = [n for _, n in root.walk()]
         for node in nodes[1:]:
@@ -149,6 +161,11 @@ class TreeCollector(Collector):
         for node in nodes:
             if node.type == "supervisor":
                 self._supervisor(fam, tree, node, now)
+        present = {(n.path.rpartition("/")[0], n.id) for n in nodes[1:]}
+        self.exits.forget_gone(present)
+        if len(self._restarts) > MAX_SERIES:
+            paths = {n.path for n in nodes}
+            self._restarts = {p: c for p, c in self._restarts.items() if p in paths}
         for (supervisor, child, reason), count in sorted(self.exits.counts().items()):
             fam.exits.add_metric([tree, supervisor, child, reason], count)
         self.stats.prune({n.pid for n in nodes if n.pid is not None and n.node is None})

@@ -191,6 +191,16 @@ def _outcome(log: EventLog, root: str) -> tuple[int, str]:
     return 1, f"tree {root!r} stopped by itself"
 
 
+def _stop_event(root: str, why: str) -> Event:
+    """A stop asked of the run itself (a signal, --duration) as an operator event."""
+    return Event(
+        time=time.monotonic(),
+        supervisor=root,
+        context=EventKind.OPERATOR_ACTION,
+        detail=f"shutdown by {why}: stopping tree {root!r}",
+    )
+
+
 def _last_stderr(log: EventLog, offender: str | None) -> str:
     """The stderr tail of the offender's last exit that had one."""
     for event in reversed(log.snapshot()):
@@ -392,6 +402,8 @@ class Runner:
                 self.emit(self.record(event), view)
             self._watch(ref, feed, view, snapshots)
             stopped_by_us = self.stop.event.is_set()
+            if stopped_by_us and not self.stop.why.startswith("`nannytree shutdown`"):
+                log.append(_stop_event(spec.id, self.stop.why))  # that one was recorded
             self._stop_tree(ref, feed, view, snapshots)
         finally:
             if snapshots is not None:
