@@ -39,6 +39,11 @@ class EventKind(StrEnum):
     UPDATE_SPEC_STORED = "update_spec_stored"  # a nested supervisor's spec, in its parent
     UPDATE_STEP_FAILED = "update_step_failed"  # detail: which step, why
     UPDATE_DONE = "update_done"  # detail: what was applied, what failed
+    # An operator's request through the control socket (stop, start, restart, signal,
+    # pause, resume, reload, add, shutdown): detail says what was asked, by whom, and
+    # what came of it; REFUSED when it was not carried out (detail: why).
+    OPERATOR_ACTION = "operator_action"
+    OPERATOR_REFUSED = "operator_refused"
 
 
 @dataclass(frozen=True)

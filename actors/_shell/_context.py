@@ -43,6 +43,10 @@ class TreeContext:
         # added by a RemoteChild before it tells its parent (one set operation each).
         self.previous_nodes: dict[str, str] = {}
         self.nodes_down: set[str] = set()
+        # Each local supervisor's charged restarts (newest first, on the monotonic
+        # clock), by path, as a reader callable from any thread: for metrics, which
+        # must not wait on a busy supervisor. Registered by each nanny as it starts.
+        self.restart_windows: dict[str, Callable[[], tuple[float, ...]]] = {}
         self.log = EventLog() if log is None else log
         self._new_spawner = spawner
         self.spawner: Spawner | None = None  # the launcher's client, or a fake

@@ -156,6 +156,19 @@ def _crash_reason(e: BaseException) -> ExitReason:
     return ExitReason(ExitKind.ACTOR_CRASHED, exc_type=type(e).__name__, message=str(e)[:8192])
 
 
+def _window_reader(core: Supervisor) -> Callable[[], tuple[float, ...]]:
+    """Reads `core`'s charged restarts from another thread: the copy is one C-level
+    pass over a deque of floats, which holds the GIL throughout."""
+
+    def read() -> tuple[float, ...]:
+        try:
+            return core.restart_times
+        except RuntimeError:  # mutated meanwhile (a runtime without a GIL): none known
+            return ()
+
+    return read
+
+
 def signal_number(sig: int | str, child: str) -> int:
     """A signal given as a number or a name ("HUP", "SIGHUP"); SpecError otherwise."""
     try:
@@ -193,6 +206,7 @@ class NannyActor(pykka.ThreadingActor):
         self._parent = parent.ref if parent is not None else None
         self._incarnation = parent.incarnation if parent is not None else 0
         self._core = Supervisor(spec, parent.name if parent is not None else None)
+        context.restart_windows[self._core.name] = _window_reader(self._core)
         # A root tree ends its context (launcher, memory watch, timer) when it stops.
         self._is_root = parent is None
         self._log = context.log

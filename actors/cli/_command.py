@@ -41,6 +41,7 @@ from ._control import (
     stream,
 )
 from ._engine import add_engine_flags
+from ._monitors import add_monitor_flags, monitor_options
 from ._records import EventRecord, Node
 from ._text import printable
 
@@ -118,6 +119,7 @@ def _run_options(args: argparse.Namespace) -> RunOptions:
         engine=args.engine,
         engine_options=options,
         **_log_options(args),
+        **monitor_options(args),
     )
 
 
@@ -598,6 +600,7 @@ def _parser() -> argparse.ArgumentParser:
         "over the tree file's [engine] address",
     )
     add_engine_flags(hosting)
+    add_monitor_flags(hosting)
 
     p = sub.add_parser("run", parents=[hosting], help="run a tree file in the foreground")
     p.add_argument("file", type=Path, help="the TOML tree file")

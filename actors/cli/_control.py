@@ -296,7 +296,7 @@ class ControlSocket:
                     send({"ok": False, "error": f"bad request: {e}", "kind": "BadRequest"})
                     return
                 conn.settimeout(SEND_TIMEOUT)  # a client that stops reading is dropped
-                request["_peer"] = {"pid": pid, "conn": conn}
+                request["_peer"] = {"pid": pid, "uid": uid, "conn": conn}
                 handler(request, send)
         except OSError:
             pass

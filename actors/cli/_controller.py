@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from ._status import Target, TreeInspector
     from ._update import Updater
 
+# The requests that act on the tree: each is recorded as an operator event.
+OPERATOR_OPS = frozenset(
+    {"start", "stop", "restart", "pause", "resume", "signal", "reload", "reload_child"}
+    | {"add", "shutdown"}
+)
 MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
 log = logging.getLogger("nannytree")
 
@@ -56,42 +61,56 @@ class Controller:
         self.fanout.close()
 
     def handle(self, request: dict[str, Any], send: Send) -> None:
+        op = request.get("op")
+        if op == "events":
+            try:
+                self._events(request, send)
+            except Exception as e:  # a client always gets an answer, even to a bug
+                log.exception("control request %r failed", op)
+                send({"ok": False, "error": f"{type(e).__name__}: {e}", "kind": "Internal"})
+            return
+        reply = self._answer(str(op), request)
+        if op in OPERATOR_OPS:
+            self._note_action(str(op), request, reply)
+        send(reply)
+
+    def _answer(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         import pykka
 
         from supervision import ChildNotFound, NannyError
 
-        op = request.get("op")
         try:
-            if op == "events":
-                self._events(request, send)
-                return
-            send({"ok": True, **self._dispatch(str(op), request)})
+            return {"ok": True, **self._dispatch(op, request)}
         except ChildNotFound as e:
             key = request.get("id", e.child)
-            send(
-                {
-                    "ok": False,
-                    "error": f"no child {key!r} in tree {self.inspector.spec.id!r}; "
-                    "`nannytree status` lists them",
-                    "kind": "ChildNotFound",
-                }
-            )
+            return {
+                "ok": False,
+                "error": f"no child {key!r} in tree {self.inspector.spec.id!r}; "
+                "`nannytree status` lists them",
+                "kind": "ChildNotFound",
+            }
         except timeouts():
-            send(
-                {
-                    "ok": False,
-                    "error": "a supervisor is busy (starting or stopping children, or "
-                    "waiting on a remote node); try again",
-                    "kind": "Busy",
-                }
-            )
+            return {
+                "ok": False,
+                "error": "a supervisor is busy (starting or stopping children, or "
+                "waiting on a remote node); try again",
+                "kind": "Busy",
+            }
         except pykka.ActorDeadError:
-            send({"ok": False, "error": "the tree is stopping", "kind": "Stopping"})
+            return {"ok": False, "error": "the tree is stopping", "kind": "Stopping"}
         except (NannyError, LookupError, ValueError) as e:
-            send({"ok": False, "error": str(e), "kind": type(e).__name__})
+            return {"ok": False, "error": str(e), "kind": type(e).__name__}
         except Exception as e:  # a client always gets an answer, even to a bug
             log.exception("control request %r failed", op)
-            send({"ok": False, "error": f"{type(e).__name__}: {e}", "kind": "Internal"})
+            return {"ok": False, "error": f"{type(e).__name__}: {e}", "kind": "Internal"}
+
+    def _note_action(self, op: str, request: dict[str, Any], reply: dict[str, Any]) -> None:
+        """An operator's request as an event of the tree: what was asked, on what, by
+        whom, and what came of it (docs/monitoring.md)."""
+        try:
+            self.log.append(operator_event(self.inspector.spec.id, op, request, reply))
+        except Exception:  # the answer matters more than its record
+            log.exception("could not record the control request %r", op)
 
     def _dispatch(self, op: str, request: dict[str, Any]) -> dict[str, Any]:
         if op == "hello":
@@ -114,7 +133,9 @@ class Controller:
             key = request.get("id")
             if not isinstance(key, str):
                 raise ValueError("the request needs an id")
-            return {"message": self._reload_child(self.inspector.find(key))}
+            target = self.inspector.find(key)
+            request["_target"] = target.path  # for the operator event
+            return {"message": self._reload_child(target)}
         if op == "add":
             return {"message": self._add(request)}
         if op == "logs":
@@ -132,7 +153,7 @@ class Controller:
                 raise ValueError("the tree is still starting; try again")
             return {"message": self.reopen_logs()}
         if op == "shutdown":
-            self.request_stop(f"`nannytree shutdown` from pid {request['_peer']['pid']}")
+            self.request_stop(f"`nannytree shutdown` from pid {request['_peer'].get('pid')}")
             return {"message": f"stopping tree {self.inspector.spec.id!r}"}
         actions = {
             "start": self._start,
@@ -147,7 +168,9 @@ class Controller:
         key = request.get("id")
         if not isinstance(key, str):
             raise ValueError("the request needs an id")
-        return {"message": actions[op](self.inspector.find(key), request)}
+        target = self.inspector.find(key)
+        request["_target"] = target.path  # for the operator event
+        return {"message": actions[op](target, request)}
 
     def _call(self, target: Target, method: str, *args: Any, timeout: float | None = None) -> Any:
         if target.nanny is None:
@@ -449,3 +472,51 @@ def _peer_gone(conn: socket.socket) -> bool:
         return conn.recv(1, socket.MSG_PEEK) == b""
     except OSError:
         return True
+
+
+def operator_event(root: str, op: str, request: dict[str, Any], reply: dict[str, Any]) -> Event:
+    """The event of one operator request: OPERATOR_ACTION if it was carried out,
+    OPERATOR_REFUSED (with the reason given to the client) if not. About the child
+    it targeted, where it named one that was found; else about the tree's root."""
+    import time
+
+    from supervision import Event, EventKind
+
+    asked = _asked(op, request)
+    peer = request.get("_peer", {})
+    who = f"uid {peer['uid']}" if "uid" in peer else "a client"
+    if "pid" in peer:
+        who += f" (pid {peer['pid']})"
+    if reply.get("ok"):
+        kind, outcome = EventKind.OPERATOR_ACTION, str(reply.get("message", "done"))
+    else:
+        kind, outcome = EventKind.OPERATOR_REFUSED, f"refused: {reply.get('error')}"
+    target = request.get("_target")
+    supervisor, offender = root, None
+    if isinstance(target, str) and "/" in target:
+        supervisor, _, offender = target.rpartition("/")
+    return Event(
+        time=time.monotonic(),
+        supervisor=supervisor,
+        context=kind,
+        offender=offender,
+        detail=f"{asked} by {who}: {outcome}"[:4096],
+    )
+
+
+def _asked(op: str, request: dict[str, Any]) -> str:
+    """The request as the operator would have typed it, after `nannytree`."""
+    key = request.get("id")
+    words = [{"reload_child": "reload", "reload": "update"}.get(op, op)]
+    if op == "signal" and type(request.get("signal")) is int:
+        try:
+            words.append(signal.Signals(request["signal"]).name.removeprefix("SIG"))
+        except ValueError:
+            words.append(str(request["signal"]))
+    if isinstance(key, str):
+        words.append(key)
+    if op == "add" and isinstance(request.get("args"), list):
+        words += [str(a) for a in request["args"]]
+    if op == "stop" and request.get("with_dependents") is True:
+        words.append("--with-dependents")
+    return " ".join(words)

@@ -35,6 +35,7 @@ from ._logdir import (
     tree_log_folder,
     with_log_defaults,
 )
+from ._monitors import Monitors
 from ._output import log_name, with_log_files, with_output
 from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
 from ._text import printable
@@ -68,6 +69,10 @@ class RunOptions:
     log_max_bytes: int = DEFAULT_MAX_BYTES
     log_backups: int = DEFAULT_BACKUPS
     log_timestamps: bool = False
+    metrics: tuple[str, int] | None = None  # --metrics: serve Prometheus metrics here
+    event_log: Path | None = None  # --event-log: the tree's events as dated JSON Lines
+    event_log_max_bytes: int | None = None  # per file (None: _journal.MAX_BYTES)
+    event_log_backups: int | None = None  # rotated files kept (None: _journal.BACKUPS)
 
 
 def ray_engine() -> type[RayEngine]:
@@ -219,6 +224,16 @@ def _outcome(log: EventLog, root: str) -> tuple[int, str]:
     return 1, f"tree {root!r} stopped by itself"
 
 
+def _stop_event(root: str, why: str) -> Event:
+    """A stop asked of the run itself (a signal, --duration) as an operator event."""
+    return Event(
+        time=time.monotonic(),
+        supervisor=root,
+        context=EventKind.OPERATOR_ACTION,
+        detail=f"shutdown by {why}: stopping tree {root!r}",
+    )
+
+
 def _last_stderr(log: EventLog, offender: str | None) -> str:
     """The stderr tail of the offender's last exit that had one."""
     for event in reversed(log.snapshot()):
@@ -328,6 +343,15 @@ class Runner:
         path = os.path.abspath(choice)
         return path, with_output(self.spec, path)
 
+    def _event_log(self, control: ControlSocket) -> Path:
+        """Where the tree's events are kept on disk: --event-log, else beside its
+        children's logs, in the tree's private folder (docs/monitoring.md)."""
+        if self.opts.event_log is not None:
+            return self.opts.event_log
+        base = Path(os.path.abspath(self.opts.log_dir or default_log_dir()))
+        stem = log_name(control.path.name.removesuffix(".sock"))
+        return tree_log_folder(base, stem) / "events.jsonl"
+
     def _run(self, control: ControlSocket) -> int:
         if control.replaced_stale:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
@@ -343,15 +367,29 @@ class Runner:
         except ValueError as e:
             self.notice(f"{e}")
             return 2
-        previous = {
-            sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
-        }
         log = EventLog()
         # Served before the start, so `status` answers at once during a slow one.
         names = NodeNames(engine) if engine is not None else None
         inspector = TreeInspector(None, spec, log, nodes=names)
         self.record = inspector.record
         info = {"tree": spec.id, "pid": os.getpid(), "socket": str(control.path), "output": output}
+        try:
+            monitors = Monitors.open(
+                inspector,
+                log,
+                metrics=self.opts.metrics,
+                event_log=self._event_log(control),
+                max_bytes=self.opts.event_log_max_bytes,
+                backups=self.opts.event_log_backups,
+            )
+        except (OSError, ValueError, ControlError) as e:
+            inspector.close()
+            self.notice(str(e))
+            return 1
+        info.update(monitors.info())
+        previous = {
+            sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
         controller = Controller(inspector, log, info, self.stop.request, control.closing)
         controller.reload_source = self._reload_source(control)
         control.serve(controller.handle)
@@ -361,9 +399,13 @@ class Runner:
         if feed is not None:
             self._announce(spec, control, output)
             early = _EarlyPrinter(self, feed)
+        for line in monitors.announce():
+            self.notice(line)
         try:
             try:
-                tree = Tree.start(spec, log=log, engine=engine)
+                tree = Tree(spec, log=log, engine=engine)
+                monitors.watch(tree)  # before the start: metrics read it while it starts
+                tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return 0
@@ -386,6 +428,7 @@ class Runner:
                 signal.signal(sig, handler)
             inspector.close()
             controller.close()
+            monitors.close()  # after the tree stopped: its last events are written
 
     def _serve(
         self,
@@ -417,6 +460,8 @@ class Runner:
                 self.emit(self.record(event), view)
             self._watch(ref, feed, view, snapshots)
             stopped_by_us = self.stop.event.is_set()
+            if stopped_by_us and not self.stop.why.startswith("`nannytree shutdown`"):
+                log.append(_stop_event(spec.id, self.stop.why))  # that one was recorded
             self._stop_tree(ref, feed, view, snapshots)
         finally:
             if snapshots is not None:
