@@ -258,3 +258,25 @@ def test_the_metrics_address_is_loopback_unless_a_host_is_written() -> None:
             assert "--metrics takes PORT or HOST:PORT" in str(e)
         else:
             raise AssertionError(f"{bad!r} was taken")
+
+
+def test_the_event_log_is_kept_by_default_in_the_trees_log_folder(tmp_path: Path) -> None:
+    """Without --event-log, the events go to `<log dir>/<tree>/events.jsonl`, beside
+    the children's logs (never the runtime directory), dated, to the end of the run."""
+    env = {**_env(tmp_path), "NANNYTREE_LOG_DIR": str(tmp_path / "logs")}
+    sock = tmp_path / "m.sock"
+    with Proc("run", str(_tree(tmp_path)), "--socket", str(sock), "--plain", env=env) as run:
+        run.expect(r"mon/db child_started")
+        cli("stop", "web", "--socket", str(sock), env=env)
+        assert cli("shutdown", "--socket", str(sock), env=env).returncode == 0
+        rc, output = run.finish()
+    assert rc == 0, output
+    journal = tmp_path / "logs" / "m" / "events.jsonl"
+    lines = [json.loads(line) for line in journal.read_text().splitlines()]
+    whats = [line["what"] for line in lines]
+    assert whats[0] == "supervisor_started" and whats[-1] == "supervisor_stopped", whats
+    assert "operator_action" in whats
+    assert all(
+        datetime.datetime.fromisoformat(line["ts"]).utcoffset() is not None for line in lines
+    )
+    assert not list(tmp_path.glob("*.events.jsonl"))
