@@ -86,11 +86,10 @@ from ._readiness import Waiting, wait_ready
 from ._reload import reload_process
 from ._request import StartProblem, build_request, pickled_target, request_shape
 from ._sd_notify import Notification, NotifyEndpoint
+from ._start_output import file_marks, output_tail
 from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, carry_out, kill_and_wait
 
 log = logging.getLogger("nannytree")
-STDERR_TAIL_LINES = 20
-STDERR_TAIL_BYTES = 4096
 
 
 _STOPPED = "a stop came first"
@@ -170,6 +169,8 @@ class WorkerActor(PooledActor):
         # The pid whose exit note is not wanted: its supervisor stops it in a run (the
         # note would only wake a pool thread during the run). Read on the reader thread.
         self._quiet = [0]
+        # The sizes of its output files when its process started: what it wrote since.
+        self._marks: dict[str, int] = {}
 
     # -- messages -------------------------------------------------------------
 
@@ -301,6 +302,7 @@ class WorkerActor(PooledActor):
             launcher, template = self._define()
         except StartProblem:
             return None  # the Start itself reports why
+        self._marks = file_marks(spec)
         return StartTicket(launcher, template, spec.id, self._notifier())
 
     def _unstart(self, token: int) -> None:
@@ -349,6 +351,7 @@ class WorkerActor(PooledActor):
                 raise StartProblem(ExitReason.start_failure(str(e))) from None
         else:
             launcher, template = self._define()
+            self._marks = file_marks(self.spec)
             proc = self._spawn(launcher, template)
         self._proc_template = template
         if self._notify is not None:
@@ -871,6 +874,9 @@ class WorkerActor(PooledActor):
             self._memory_pid = 0
         self._previous_output = self._last_output
         self._last_output = {1: proc.output(1), 2: proc.output(2)}
+        if self.status:  # what a process said of itself goes with it
+            self.status = ""
+            self._tell_parent(ChildStatus(self.spec.id, ""))
         return successor
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
@@ -915,12 +921,9 @@ class WorkerActor(PooledActor):
         return reason
 
     def _tail(self, stderr: bytes) -> str:
-        """The last lines of its stderr (captured, or tee'd by the launcher), bounded in
-        lines and bytes."""
-        if not stderr:
-            return ""
-        lines = stderr[-STDERR_TAIL_BYTES:].decode(errors="replace").splitlines()
-        return "\n".join(lines[-STDERR_TAIL_LINES:])
+        """The last lines of its stderr (captured, or tee'd by the launcher), else of
+        what its output files got since its start; bounded in lines and bytes."""
+        return output_tail(stderr, self._marks)
 
     def _output(self, stream: int, previous: bool) -> bytes:
         """The current run's output (or the last one's once it ended); with
