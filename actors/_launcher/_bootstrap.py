@@ -32,6 +32,7 @@ from ._control import (
     MAX_TYPE,
     ChildFailed,
 )
+from ._title import set_title
 
 TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
 if TYPE_CHECKING:
@@ -368,6 +369,7 @@ def run_forked(
         atexit._clear()
         _drop_inherited_logging()
         _apply_settings(settings, control_fd)
+        set_title("child")  # not the launcher's title, which it was forked with
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _run_target(settings, control_fd, go_fd)
     except BaseException:

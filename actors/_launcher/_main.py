@@ -42,6 +42,7 @@ from . import _bootstrap, _wire
 from ._loop import STOP_SIGNALS, LauncherLoop
 from ._orphans import sweep
 from ._protocol import Hello
+from ._title import set_title, take_tree_name
 
 # The launcher's PR_SET_PDEATHSIG: one it catches (one of STOP_SIGNALS), so that the
 # guardian's death stops its loop, which kills every child's group and sweeps every
@@ -130,9 +131,11 @@ def main(argv: list[str]) -> int:
     # Escaped descendants re-parent to the nearest subreaper: the launcher, then us.
     _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
     guardian = os.getpid()
+    take_tree_name()
     launcher = os.fork()
     if launcher:
         os.close(sock_fd)  # only the launcher talks to the host
+        set_title("guardian")
         return guard(launcher, lifeline_fd)
     # The guardian's death is caught (trap 17): we kill and sweep all we started, then go.
     _bootstrap.prctl(_bootstrap.PR_SET_PDEATHSIG, GUARDIAN_GONE)
@@ -149,6 +152,7 @@ def main(argv: list[str]) -> int:
     loop.sock.setblocking(False)
     if error is not None:
         return 1
+    set_title("launcher")  # after the preload: a title is no module's business
     gc.freeze()  # fewer copy-on-write faults in forked children
     loop.run()
     return 0
