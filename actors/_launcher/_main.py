@@ -132,10 +132,10 @@ def main(argv: list[str]) -> int:
     _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
     guardian = os.getpid()
     take_tree_name()
+    set_title("guardian")  # before the fork: the launcher renames itself below
     launcher = os.fork()
     if launcher:
         os.close(sock_fd)  # only the launcher talks to the host
-        set_title("guardian")
         return guard(launcher, lifeline_fd)
     # The guardian's death is caught (trap 17): we kill and sweep all we started, then go.
     _bootstrap.prctl(_bootstrap.PR_SET_PDEATHSIG, GUARDIAN_GONE)
@@ -146,13 +146,13 @@ def main(argv: list[str]) -> int:
     if os.getppid() != guardian:  # it died before our handler, or its signal was ignored
         loop.stopping = True
     error = preload(argv[2:])
+    set_title("launcher")  # before its Hello: once the host has it, `ps` says so
     loop.sock.settimeout(10.0)
     with contextlib.suppress(OSError):
         loop.sock.sendall(_wire.encode(Hello(loop.pid, error).pack()))
     loop.sock.setblocking(False)
     if error is not None:
         return 1
-    set_title("launcher")  # after the preload: a title is no module's business
     gc.freeze()  # fewer copy-on-write faults in forked children
     loop.run()
     return 0
