@@ -53,6 +53,7 @@ from .._process._port import (
 )
 from .._runtime._actor_loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
+from ._check_run import run_check
 from ._context import TreeContext
 from ._liveness import LivenessWatch, probe_site
 from ._messages import (
@@ -290,6 +291,7 @@ class WorkerActor(PooledActor):
         spec = self.spec
         if (
             spec.ready != "started"
+            or spec.start_check is not None  # checked by its worker before each start
             or spec.pid_file is not None
             or spec.notify_socket
             or spec.warm_start
@@ -351,6 +353,7 @@ class WorkerActor(PooledActor):
                 raise StartProblem(ExitReason.start_failure(str(e))) from None
         else:
             launcher, template = self._define()
+            self._start_check()
             self._marks = file_marks(self.spec)
             proc = self._spawn(launcher, template)
         self._proc_template = template
@@ -412,6 +415,18 @@ class WorkerActor(PooledActor):
         if proc.exit is None:
             self._liveness.start(self.actor_ref, incarnation)
         return proc.pid
+
+    def _start_check(self) -> None:
+        """Its spec's start_check, before each start (systemd's ExecStartPre=): one that
+        fails fails the start, with what it said."""
+        spec = self.spec
+        if spec.start_check is None:
+            return
+        failed = run_check(spec, spec.start_check, spec.start_check_timeout, "start_check")
+        if failed is not None:
+            raise StartProblem(
+                ExitReason(ExitKind.START_FAILURE, message=failed.why, stderr_tail=failed.output)
+            )
 
     def _spawn(self, launcher: Spawner, template: int) -> ChildHandle:
         """A process from our template: the successor started ahead, if it was started
