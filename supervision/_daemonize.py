@@ -11,7 +11,6 @@ not say (nginx's default `daemon on`, a config file's `daemonize yes`) is for
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Sequence
 
@@ -24,7 +23,7 @@ def asks_to_daemonize(argv: Sequence[str]) -> tuple[str, str] | None:
     in the foreground instead; None if nothing does."""
     if not argv:
         return None
-    program = os.path.basename(argv[0])
+    program = argv[0].rsplit("/", 1)[-1]
     args = list(argv[1:])
     if program == "nginx":
         for i, arg in enumerate(args[:-1]):

@@ -17,8 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from supervision import UnresolvedTarget
-from supervision._daemonize import asks_to_daemonize
+from supervision import UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 
