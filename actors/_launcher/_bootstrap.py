@@ -263,7 +263,9 @@ def _run_target(settings: Mapping[str, Any], control_fd: int, go_fd: int | None 
     code, die_by = 0, None
     loaded = None
     if go_fd is not None:
+        set_title("standby")
         loaded = _load_standby(settings, control_fd, go_fd)
+    set_title("child")  # not the launcher's title, which it was forked with
     try:
         _raise_on_term = True
         try:
@@ -369,7 +371,6 @@ def run_forked(
         atexit._clear()
         _drop_inherited_logging()
         _apply_settings(settings, control_fd)
-        set_title("child")  # not the launcher's title, which it was forked with
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _run_target(settings, control_fd, go_fd)
     except BaseException:
