@@ -292,13 +292,18 @@ command = ["sleep", "600"]
 cwd = "/no/such/dir/xyz"                  # 7: no such cwd
 
 [[supervisor.children]]
+id = "api"
+command = ["sleep", "600"]
+start_check = ["api-check-no-such-xyz"]   # 8: its check is not on PATH
+
+[[supervisor.children]]
 id = "proxy"
 command = ["nginx", "-c", "{conf}"]        # a warning: nginx's config says nothing of daemon
 """
 
 
 @needs_nginx
-def test_check_reports_seven_mistakes_in_one_pass(tmp_path: Path) -> None:
+def test_check_reports_eight_mistakes_in_one_pass(tmp_path: Path) -> None:
     conf = tmp_path / "nginx.conf"
     conf.write_text("events {}\n")
     tree = tmp_path / "shop.toml"
@@ -317,10 +322,11 @@ def test_check_reports_seven_mistakes_in_one_pass(tmp_path: Path) -> None:
         'supervisor.children[2].memory_limit is "lots"',
         "child 'cache': program 'memcached-no-such-xyz' is not an executable file on PATH",
         "child 'app': cwd '/no/such/dir/xyz' does not exist",
+        "child 'api': start_check 'api-check-no-such-xyz' is not an executable file on PATH",
     ]
     for text in expected:
         assert text in err, f"{text!r} missing from:\n{err}"
-    assert "7 problems; the tree would not run as written" in err
+    assert "8 problems; the tree would not run as written" in err
     assert "warning: child 'proxy': nginx runs as a daemon unless told `daemon off;`" in err
     assert "children[1].command is missing" not in err  # the typo counts once
     conf.write_text("daemon off;\nevents {}\n")

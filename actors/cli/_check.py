@@ -81,10 +81,13 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
         return None
     if cwd is not None and not isinstance(cwd, str):
         return None
-    target = table.get("target")
+    target, check = table.get("target"), table.get("start_check")
+    if not (isinstance(check, list) and check and all(isinstance(a, str) for a in check)):
+        check = None  # malformed: a load error says so
     return SimpleNamespace(
         id=table["id"],
         command=command,
+        start_check=check,
         cwd=str(here / cwd) if cwd else None,
         env=env if isinstance(env, dict) else None,
         target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
@@ -181,17 +184,11 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     cwd = child.cwd
     if cwd is not None and not os.path.isdir(cwd):
         found.append(f"child {child.id!r}: cwd {cwd!r} does not exist; create it or fix cwd")
-    if child.command is not None:
-        program = child.command[0]
-        path_env = (child.env or {}).get("PATH", os.environ.get("PATH", os.defpath))
-        if "/" in program:
-            full = os.path.join(cwd or os.getcwd(), program)
-            ok = os.path.isfile(full) and os.access(full, os.X_OK)
-        else:
-            ok = shutil.which(program, path=path_env) is not None
-        if not ok:
+    for what, argv in (("program", child.command), ("start_check", child.start_check)):
+        if argv is not None and not _runnable(argv[0], cwd, child.env):
+            program = argv[0]
             found.append(
-                f"child {child.id!r}: program {program!r} is not an executable file"
+                f"child {child.id!r}: {what} {program!r} is not an executable file"
                 + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
@@ -201,6 +198,15 @@ def _child_problems(child: Any, here: Path) -> list[str]:
         if problem:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
     return found
+
+
+def _runnable(program: str, cwd: str | None, env: dict[str, str] | None) -> bool:
+    """Whether `program` would be found and run as the child's env and cwd say."""
+    if "/" in program:
+        full = os.path.join(cwd or os.getcwd(), program)
+        return os.path.isfile(full) and os.access(full, os.X_OK)
+    path_env = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return shutil.which(program, path=path_env) is not None
 
 
 def _target_problem(ref: str, here: Path) -> str | None:
