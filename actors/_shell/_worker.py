@@ -354,7 +354,6 @@ class WorkerActor(PooledActor):
         else:
             launcher, template = self._define()
             self._start_check()
-            self._marks = file_marks(self.spec)
             proc = self._spawn(launcher, template)
         self._proc_template = template
         if self._notify is not None:
@@ -445,6 +444,7 @@ class WorkerActor(PooledActor):
             return successor
         if successor is not None:
             self._kill_successor(successor, "it was started from a request that no longer holds")
+        self._marks = file_marks(self.spec)
         try:
             with blocking():
                 return launcher.spawn(
@@ -849,6 +849,8 @@ class WorkerActor(PooledActor):
         self._successor = self._forget(proc, "", adopt=True)
         respawned_by = self._template[0] if self._successor is not None and self._template else None
         reason = self._classify(exit, stop_requested=False)
+        if self._successor is not None:  # its output begins about now
+            self._marks = file_marks(self.spec)
         self._last_exit = reason
         self._tell_parent(
             ChildExited(
