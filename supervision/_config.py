@@ -219,6 +219,19 @@ def _choices(enum: Any) -> str:
     return "expected one of " + ", ".join(f'"{m.value}"' for m in enum)
 
 
+def _huge_ints(value: Any, path: str) -> list[tuple[str, int]]:
+    """The integers of a document outside TOML's 64-bit range, by their paths."""
+    if type(value) is int:
+        return [(path, value)] if not -(1 << 63) <= value < 1 << 63 else []
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return []
+    return [found for where, v in items for found in _huge_ints(v, where)]
+
+
 def _last(path: str) -> str:
     """The key a table path ends with: `supervisor.children[1].command` -> `command`."""
     return path.rsplit(".", 1)[-1]
@@ -332,6 +345,9 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
+        huge = [self.error(p, v, "TOML integers are 64-bit") for p, v in _huge_ints(doc, "")]
+        if huge:  # tomllib reads any size; a float() of one would overflow
+            raise ConfigError.several(huge)
         if self.values is not None:
             try:
                 doc = substitute(doc, self.values)

@@ -348,3 +348,9 @@ def test_check_warns_of_a_redis_config_that_daemonizes(tmp_path: Path) -> None:
         [*CLI, "check", str(tree)], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert "warning: child 'redis': its config redis.conf says `daemonize yes`" in done.stderr
+
+
+def test_an_integer_beyond_toml_s_64_bits_is_a_load_error_not_an_overflow() -> None:
+    with pytest.raises(ConfigError) as info:
+        load_tree("[supervisor]\nid = 't'\nperiod = %d\n" % (10**400), "t.toml")
+    assert "supervisor.period" in str(info.value) and "64-bit" in str(info.value)
