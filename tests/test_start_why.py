@@ -352,5 +352,5 @@ def test_check_warns_of_a_redis_config_that_daemonizes(tmp_path: Path) -> None:
 
 def test_an_integer_beyond_toml_s_64_bits_is_a_load_error_not_an_overflow() -> None:
     with pytest.raises(ConfigError) as info:
-        load_tree("[supervisor]\nid = 't'\nperiod = %d\n" % (10**400), "t.toml")
+        load_tree(f"[supervisor]\nid = 't'\nperiod = {10**400}\n", "t.toml")
     assert "supervisor.period" in str(info.value) and "64-bit" in str(info.value)
