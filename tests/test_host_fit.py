@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -214,3 +216,49 @@ def test_a_stopped_childs_status_text_goes_with_it(tmp_path: Path, how: str) -> 
         assert tree.nanny.which_tree().get()[0].status == ""
     finally:
         tree.stop()
+
+
+UNIT = ROOT / "contrib" / "systemd" / "nannytree.service"
+
+
+def _unit_commands() -> dict[str, list[str]]:
+    """The unit's Exec lines (continuations joined), each split as systemd does."""
+    text = UNIT.read_text().replace("\\\n", " ")
+    found = {}
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.startswith("Exec"):
+            found[key] = shlex.split(value)
+    return found
+
+
+def test_the_systemd_units_commands_are_what_the_cli_takes() -> None:
+    from actors.cli._command import _parser
+
+    unit = UNIT.read_text()
+    for line in (
+        "Type=notify",
+        "NotifyAccess=main",
+        "KillMode=mixed",
+        "RuntimeDirectory=nannytree",
+    ):
+        assert f"\n{line}\n" in unit
+    commands = _unit_commands()
+    assert set(commands) == {"ExecStartPre", "ExecStart", "ExecReload"}
+    parsed = {key: _parser().parse_args(argv[1:]) for key, argv in commands.items()}
+    assert parsed["ExecStart"].command == "run" and parsed["ExecStart"].live is False
+    assert parsed["ExecStart"].child_output == "inherit"
+    assert parsed["ExecReload"].command == "update"
+    assert parsed["ExecReload"].socket == parsed["ExecStart"].socket
+    assert parsed["ExecStartPre"].command == "check"
+    assert parsed["ExecStartPre"].file == parsed["ExecStart"].file
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd-analyze")
+def test_systemd_analyze_finds_nothing_wrong_with_the_unit(tmp_path: Path) -> None:
+    unit = tmp_path / "nannytree.service"
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/nannytree", "/bin/true"))
+    done = subprocess.run(
+        ["systemd-analyze", "verify", str(unit)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and not done.stderr.strip(), done.stderr
