@@ -118,6 +118,54 @@ def test_run_says_ready_once_the_tree_is_up_then_status_stopping_and_pings(
         manager.close()
 
 
+CRASHING = """
+[supervisor]
+id = "shop"
+intensity = 50
+period = 60
+
+[[supervisor.children]]
+id = "db"
+command = ["sleep", "600"]
+
+[[supervisor.children]]
+id = "web"
+command = ["sh", "-c", "sleep 2; exit 1"]
+backoff = { initial = 2, jitter = 0 }
+"""
+
+
+def test_run_says_which_child_is_restarting(tmp_path: Path) -> None:
+    tree = tmp_path / "shop.toml"
+    tree.write_text(CRASHING)
+    manager = Manager(tmp_path / "notify.sock")
+    env = {
+        **os.environ,
+        "NOTIFY_SOCKET": str(tmp_path / "notify.sock"),
+        "XDG_RUNTIME_DIR": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    run = subprocess.Popen(
+        [sys.executable, "-m", "actors.cli", "run", str(tree)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert manager.next("READY")["STATUS"] == "2 children running"
+        assert manager.next("STATUS")["STATUS"] == "restarting web"  # in its backoff
+        assert manager.next("STATUS")["STATUS"] == "2 children running"  # started again
+        run.send_signal(signal.SIGTERM)
+        manager.next("STOPPING")
+        assert run.wait(DEADLINE) == 0
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        manager.close()
+
+
 def test_without_notify_socket_run_sends_nothing_and_children_keep_their_env() -> None:
     assert notify_address({}) is None
     assert notify_address({"NOTIFY_SOCKET": "vsock:2:5"}) is None
@@ -136,6 +184,8 @@ def test_the_summary_names_what_is_restarting_first() -> None:
     assert summary(root) == "2 children running"
     root.children[0] = worker("web", "backoff")
     assert summary(root) == "restarting web"
+    root.children.append(worker("job", "restarting"))
+    assert summary(root) == "restarting web, job"
     root.state = "stopped"
     assert summary(root) == "stopped"
 

@@ -19,7 +19,15 @@ from ._records import Node
 
 SUMMARY_PERIOD = 0.5  # seconds: STATUS= is summed up again at most this often
 STATUS_LIMIT = 200  # characters of a STATUS= line
-_BUSY = ("starting", "backoff", "stopping")
+# What a child is doing instead of running, as STATUS= says it (first found first).
+_BUSY = {
+    "restarting": "restarting",
+    "backoff": "restarting",
+    "starting": "starting",
+    "stopping": "stopping",
+    "unreachable": "unreachable",
+    "pending": "waiting for a node",
+}
 
 
 def notify_address(environ: Mapping[str, str]) -> str | None:
@@ -50,10 +58,11 @@ def summary(root: Node) -> str:
     if root.state == "stopped":
         return "stopped"
     if busy:
-        verb = {"starting": "starting", "backoff": "restarting", "stopping": "stopping"}
-        names = ", ".join(n.path.split("/", 1)[-1] for n in busy[:3])
-        more = f" and {len(busy) - 3} more" if len(busy) > 3 else ""
-        return f"{verb[busy[0].state]} {names}{more}"
+        doing = _BUSY[busy[0].state]
+        alike = [n for n in busy if _BUSY[n.state] == doing]
+        names = ", ".join(n.path.split("/", 1)[-1] for n in alike[:3])
+        more = f" and {len(alike) - 3} more" if len(alike) > 3 else ""
+        return f"{doing} {names}{more}"
     running = sum(1 for n in workers if n.state in ("running", "paused"))
     text = f"{running} {'child' if running == 1 else 'children'} running"
     stopped = len(workers) - running
