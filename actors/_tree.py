@@ -9,6 +9,7 @@ as the way `NannyActor.start` starts a tree, so the shell never names an adapter
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
@@ -50,6 +51,8 @@ class Tree:
             raise TypeError(f"a Tree takes a SupervisorSpec, not {type(spec).__name__}")
         self.spec = spec
         self._plugins = list(plugins)
+        if spawner == LauncherClient.start:  # the default: its launcher named after the tree
+            spawner = functools.partial(LauncherClient.start, tree=spec.id)
         self.context = TreeContext(spec, log, spawner, engine)
         self._ref: pykka.ActorRef[NannyActor] | None = None
 

@@ -27,6 +27,7 @@ from ._config import (
     load_tree,
 )
 from ._core import Supervisor
+from ._daemonize import asks_to_daemonize
 from ._errors import (
     AlreadyPresent,
     AlreadyStarted,
@@ -169,6 +170,7 @@ __all__ = [
     "UpdatePlan",
     "UpdateStep",
     "add_restart",
+    "asks_to_daemonize",
     "check_childspecs",
     "choose_node",
     "classify_exit",

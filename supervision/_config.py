@@ -31,6 +31,7 @@ Real daemons (see README "Running real daemons"):
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
     sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
     user = "www-data"                 # and group: as root, run the child as that user
+    start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
 
 The engine that runs the subtrees with a `placement` (README "Across hosts"):
 
@@ -109,6 +110,7 @@ WORKER_KEYS = (
     "restart_limit",
     *LOG_KEYS,
     *("sockets", "user", "group"),
+    *("start_check", "start_check_timeout"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -227,6 +229,24 @@ def _choices(enum: Any) -> str:
     return "expected one of " + ", ".join(f'"{m.value}"' for m in enum)
 
 
+def _huge_ints(value: Any, path: str) -> list[tuple[str, int]]:
+    """The integers of a document outside TOML's 64-bit range, by their paths."""
+    if type(value) is int:
+        return [(path, value)] if not -(1 << 63) <= value < 1 << 63 else []
+    if isinstance(value, dict):
+        items: Any = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
+    elif isinstance(value, list):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return []
+    return [found for where, v in items for found in _huge_ints(v, where)]
+
+
+def _last(path: str) -> str:
+    """The key a table path ends with: `supervisor.children[1].command` -> `command`."""
+    return path.rsplit(".", 1)[-1]
+
+
 class _Skipped(Exception):
     """A supervisor not built because its children had problems (already recorded)."""
 
@@ -336,6 +356,9 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
+        huge = [self.error(p, v, "TOML integers are 64-bit") for p, v in _huge_ints(doc, "")]
+        if huge:  # tomllib reads any size; a float() of one would overflow
+            raise ConfigError.several(huge)
         if self.values is not None:
             try:
                 doc = substitute(doc, self.values)
@@ -411,11 +434,43 @@ class _Loader:
                 specs.append(self._one_child(table, where, seen, auto_shutdown))
             except ConfigError as e:
                 self.errors.extend(e.errors)  # reported with the others; the next child is read
+                self.errors.extend(self.more_problems(table, where, e.errors))
             except _Skipped:
                 pass  # a nested supervisor whose own children had problems
         if len(self.errors) > before:
             raise _Skipped  # this supervisor is not built: its errors would only follow
         return specs
+
+    def more_problems(
+        self, table: dict[str, Any], where: str, found: list[ConfigError]
+    ) -> list[ConfigError]:
+        """A worker's problems after the first ones: the keys found bad are taken out (a
+        bad command or target stands in as a placeholder) and it is read again, until
+        it reads or nothing more can be taken out. One pass of `check` lists them all."""
+        if "children" in table or "strategy" in table or table.get("type") == "supervisor":
+            return []  # a supervisor's children report their own problems
+        table, more, seen = dict(table), list[ConfigError](), {e.path for e in found}
+        while found:
+            keys = {e.path[len(where) + 1 :].split(".")[0].split("[")[0] for e in found}
+            if not all(e.path.startswith(f"{where}.") for e in found) or keys & {"", "id"}:
+                return more  # about the whole child, or its id: nothing to take out
+            for key in keys:
+                table.pop(key, None)
+                if key in ("command", "target"):
+                    table.pop("target", None)
+                    table["command"] = ["true"]  # a placeholder, to read the rest
+            # A key named in a "did you mean" is not missing twice over.
+            meant = {m for e in found for m in re.findall(r'did you mean "(\w+)"', e.expected)}
+            try:
+                self.worker(table, where)
+            except ConfigError as e:
+                found = [x for x in e.errors if x.path not in seen]
+                found = [x for x in found if not (x.value is MISSING and _last(x.path) in meant)]
+                seen |= {x.path for x in found}
+                more += found
+            else:
+                return more
+        return more
 
     def _one_child(
         self,
@@ -560,6 +615,10 @@ class _Loader:
         for key in ("sockets", "user", "group"):  # checked by ChildSpec (docs/sockets.md)
             if key in table:
                 kw[key] = table[key]
+        if "start_check" in table:
+            kw["start_check"] = self.command(table["start_check"], f"{path}.start_check")
+        if "start_check_timeout" in table:
+            kw["start_check_timeout"] = self.seconds(table, path, "start_check_timeout")
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

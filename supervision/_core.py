@@ -235,9 +235,10 @@ class Supervisor:
         child alone and at once: a running (or starting: the plan its process will
         have), not paused, worker of a one_for_one or simple_one_for_one supervisor
         that runs, with restart permanent ("any" exit) or transient ("abnormal"
-        exits only; an exit before `min_uptime` is abnormal), and no backoff. An
-        executor may restart the child before the exit reaches the core; the core
-        still accounts for the exit as usual. `ahead`: for a child of `next_starts()`,
+        exits only; an exit before `min_uptime` is abnormal), no backoff and no
+        start_check (which runs before each start). An executor may restart the
+        child before the exit reaches the core; the core still accounts for the
+        exit as usual. `ahead`: for a child of `next_starts()`,
         the plan its process will have once the core asks for its start.
         """
         child = self._children.get(child_id)
@@ -249,6 +250,7 @@ class Supervisor:
             or not isinstance(child.spec, ChildSpec)
             or child.spec.backoff is not None
             or child.window is not None  # its own window decides: not ahead (section 4.1)
+            or child.spec.start_check is not None  # a restart ahead would skip its check
             or self.spec.strategy not in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
         ):
             return None

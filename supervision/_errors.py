@@ -6,6 +6,7 @@ what went wrong and how to fix it.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 
@@ -118,7 +119,28 @@ class StartError(ChildError):
 
     def __init__(self, supervisor: str, child: str, reason: Any) -> None:
         self.reason = reason
-        super().__init__(supervisor, child, f"failed to start: {reason}")
+        text = f"failed to start: {reason}"
+        said = _said(getattr(reason, "stderr_tail", ""))
+        super().__init__(
+            supervisor, child, f"{text}; its output ended with:{said}" if said else text
+        )
+
+
+# Control characters a child may write (C0 but newline and tab, DEL, C1, bidi):
+# shown escaped in an error's message, never raw.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+SAID_LINES = 5  # lines of a failed start's output in its StartError's message
+
+
+def _said(tail: str) -> str:
+    """The last lines a child wrote, one indented line each, escaped."""
+    lines = tail.rstrip("\n").splitlines()[-SAID_LINES:] if isinstance(tail, str) else []
+    return "".join("\n    | " + _UNSAFE.sub(_escape, line) for line in lines)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 class SupervisorStartError(StartError):

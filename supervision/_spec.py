@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from ._daemonize import asks_to_daemonize
 from ._errors import SpecError
 from ._placement import Placement
 from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
@@ -383,6 +384,11 @@ class ChildSpec:
     - `user`, `group`: a name or a numeric id (default None: nannytree's own); the
       child runs as that user, with its groups, HOME, USER and LOGNAME, as systemd's
       User=. Only when nannytree runs as root.
+    - `start_check`: an argv run before each start, with the child's env and cwd,
+      such as ["nginx", "-t"] (systemd's ExecStartPre=); one that fails or runs over
+      `start_check_timeout` seconds (default 30.0) fails the start, with its output
+      (default None: no check). A command asking to daemonize in its own arguments
+      (nginx -g 'daemon on;', --daemonize yes, memcached -d) needs `pid_file`.
     """
 
     id: str
@@ -419,6 +425,8 @@ class ChildSpec:
     sockets: Sequence[ListenSocket | Mapping[str, Any]] = ()
     user: str | int | None = None
     group: str | int | None = None
+    start_check: Sequence[str] | None = None
+    start_check_timeout: float = 30.0
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -886,6 +894,42 @@ def _child_account(spec: ChildSpec, cid: str) -> None:
         )
 
 
+def _child_daemonize(spec: ChildSpec, cid: str) -> None:
+    if spec.command is None or spec.pid_file is not None:
+        return
+    found = asks_to_daemonize(spec.command)
+    if found is not None:
+        what, fix = found
+        raise SpecError(
+            cid,
+            "command",
+            list(spec.command),
+            f"{what} forks it into the background, and without pid_file its first "
+            "process exits at once (reported as daemonized, restarted, again and again): "
+            f"run it in the foreground ({fix}), or set pid_file to the file it writes",
+        )
+
+
+def _child_start_check(spec: ChildSpec, cid: str) -> None:
+    check = spec.start_check
+    if check is not None:
+        if isinstance(check, str | bytes) or not isinstance(check, Iterable):
+            raise SpecError(
+                cid, "start_check", check, "expected an argv list, e.g. ['nginx', '-t']"
+            )
+        argv = tuple(check)
+        if not argv or not all(isinstance(a, str) and "\0" not in a for a in argv):
+            raise SpecError(
+                cid, "start_check", check, "expected a non-empty list of str without NUL"
+            )
+        _put(spec, "start_check", argv)
+    _put(
+        spec,
+        "start_check_timeout",
+        _check_positive(spec.start_check_timeout, cid, "start_check_timeout"),
+    )
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -917,6 +961,8 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_logs,
     _child_sockets,
     _child_account,
+    _child_daemonize,
+    _child_start_check,
 )
 
 

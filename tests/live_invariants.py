@@ -63,6 +63,12 @@ def marked(marks: str) -> None:
         time.sleep(3600)
 
 
+def _standby_title(launcher: list[str]) -> str:
+    """A warm standby's title beside its launcher's (actors/_launcher/_title.py)."""
+    title = launcher[0] if launcher else ""
+    return title.replace("nannytree: launcher", "nannytree: standby", 1)
+
+
 def ran_target(marks: str, pid: int) -> bool:
     try:
         with open(os.path.join(marks, str(pid))) as f:
@@ -338,7 +344,8 @@ def launched(launcher: int, reported: set[int], marks: str) -> Launched:
             alive.add(p.pid)
             if p.pid in reported:
                 continue
-            if not ran_target(marks, p.pid) and p.cmdline() == me:
+            standby = p.cmdline() == me or p.cmdline()[:1] == [_standby_title(me)]
+            if not ran_target(marks, p.pid) and standby:
                 standbys.append(p.pid)
             else:
                 unknown.append(f"{p.pid} {' '.join(p.cmdline())}")

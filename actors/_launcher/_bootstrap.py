@@ -32,6 +32,7 @@ from ._control import (
     MAX_TYPE,
     ChildFailed,
 )
+from ._title import set_title
 
 TYPE_CHECKING = False  # keep typing (and its imports) out of a fresh child; mypy knows it
 if TYPE_CHECKING:
@@ -264,7 +265,9 @@ def _run_target(settings: Mapping[str, Any], control_fd: int, go_fd: int | None 
     code, die_by = 0, None
     loaded = None
     if go_fd is not None:
+        set_title("standby")
         loaded = _load_standby(settings, control_fd, go_fd)
+    set_title("child")  # not the launcher's title, which it was forked with
     try:
         _raise_on_term = True
         try:

@@ -42,6 +42,7 @@ from . import _bootstrap, _wire
 from ._loop import STOP_SIGNALS, LauncherLoop
 from ._orphans import sweep
 from ._protocol import Hello
+from ._title import set_title, take_tree_name
 
 # The launcher's PR_SET_PDEATHSIG: one it catches (one of STOP_SIGNALS), so that the
 # guardian's death stops its loop, which kills every child's group and sweeps every
@@ -130,6 +131,8 @@ def main(argv: list[str]) -> int:
     # Escaped descendants re-parent to the nearest subreaper: the launcher, then us.
     _bootstrap.prctl(_bootstrap.PR_SET_CHILD_SUBREAPER, 1)
     guardian = os.getpid()
+    take_tree_name()
+    set_title("guardian")  # before the fork: the launcher renames itself below
     launcher = os.fork()
     if launcher:
         os.close(sock_fd)  # only the launcher talks to the host
@@ -143,6 +146,7 @@ def main(argv: list[str]) -> int:
     if os.getppid() != guardian:  # it died before our handler, or its signal was ignored
         loop.stopping = True
     error = preload(argv[2:])
+    set_title("launcher")  # before its Hello: once the host has it, `ps` says so
     loop.sock.settimeout(10.0)
     with contextlib.suppress(OSError):
         loop.sock.sendall(_wire.encode(Hello(loop.pid, error).pack()))

@@ -60,6 +60,7 @@ from .._launcher._protocol import (
     StandbyDied,
 )
 from .._launcher._record import Record
+from .._launcher._title import TITLE_ENV
 from . import _detach
 from ._handle import ChildProcess
 from ._port import (
@@ -111,8 +112,9 @@ os.register_at_fork(after_in_child=_after_fork_in_child)
 class LauncherClient:
     """One launcher process and the two host threads that watch it. Use `start()`."""
 
-    def __init__(self, preload: Sequence[str] = ()) -> None:
+    def __init__(self, preload: Sequence[str] = (), tree: str = "") -> None:
         self._preload = list(preload)
+        self._tree = tree  # the tree's name, for the launcher's process title
         self._started = threading.Event()
         self._start_error = ""
         self._lock = threading.Lock()
@@ -154,9 +156,10 @@ class LauncherClient:
     # -- start / stop ----------------------------------------------------------
 
     @classmethod
-    def start(cls, *, preload: Sequence[str] = ()) -> LauncherClient:
-        """Start a launcher process; `preload` modules are imported in it before any fork."""
-        self = cls(preload)
+    def start(cls, *, preload: Sequence[str] = (), tree: str = "") -> LauncherClient:
+        """Start a launcher process; `preload` modules are imported in it before any fork;
+        `tree` names it in `ps` (nannytree: launcher [tree])."""
+        self = cls(preload, tree)
         _instances.add(self)
         self._reader.start()
         self._waiter.start()
@@ -181,6 +184,7 @@ class LauncherClient:
         env = dict(os.environ)
         path = env.get("PYTHONPATH")
         env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + path if path else "")
+        env[TITLE_ENV] = self._tree  # read and dropped at once by the launcher
         argv = [sys.executable, "-P", "-m", "actors._launcher._main"]
         argv += [str(self._launcher_sock.fileno()), str(self._lifeline_r), *self._preload]
         try:

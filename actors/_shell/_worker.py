@@ -53,6 +53,7 @@ from .._process._port import (
 )
 from .._runtime._actor_loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
+from ._check_run import run_check
 from ._context import TreeContext
 from ._liveness import LivenessWatch, probe_site
 from ._messages import (
@@ -86,11 +87,10 @@ from ._readiness import Waiting, wait_ready
 from ._reload import reload_process
 from ._request import StartProblem, build_request, pickled_target, request_shape
 from ._sd_notify import Notification, NotifyEndpoint
+from ._start_output import file_marks, output_tail
 from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, carry_out, kill_and_wait
 
 log = logging.getLogger("nannytree")
-STDERR_TAIL_LINES = 20
-STDERR_TAIL_BYTES = 4096
 
 
 _STOPPED = "a stop came first"
@@ -170,6 +170,8 @@ class WorkerActor(PooledActor):
         # The pid whose exit note is not wanted: its supervisor stops it in a run (the
         # note would only wake a pool thread during the run). Read on the reader thread.
         self._quiet = [0]
+        # The sizes of its output files when its process started: what it wrote since.
+        self._marks: dict[str, int] = {}
 
     # -- messages -------------------------------------------------------------
 
@@ -289,6 +291,7 @@ class WorkerActor(PooledActor):
         spec = self.spec
         if (
             spec.ready != "started"
+            or spec.start_check is not None  # checked by its worker before each start
             or spec.pid_file is not None
             or spec.notify_socket
             or spec.warm_start
@@ -301,6 +304,7 @@ class WorkerActor(PooledActor):
             launcher, template = self._define()
         except StartProblem:
             return None  # the Start itself reports why
+        self._marks = file_marks(spec)
         return StartTicket(launcher, template, spec.id, self._notifier())
 
     def _unstart(self, token: int) -> None:
@@ -349,6 +353,7 @@ class WorkerActor(PooledActor):
                 raise StartProblem(ExitReason.start_failure(str(e))) from None
         else:
             launcher, template = self._define()
+            self._start_check()
             proc = self._spawn(launcher, template)
         self._proc_template = template
         if self._notify is not None:
@@ -410,6 +415,18 @@ class WorkerActor(PooledActor):
             self._liveness.start(self.actor_ref, incarnation)
         return proc.pid
 
+    def _start_check(self) -> None:
+        """Its spec's start_check, before each start (systemd's ExecStartPre=): one that
+        fails fails the start, with what it said."""
+        spec = self.spec
+        if spec.start_check is None:
+            return
+        failed = run_check(spec, spec.start_check, spec.start_check_timeout, "start_check")
+        if failed is not None:
+            raise StartProblem(
+                ExitReason(ExitKind.START_FAILURE, message=failed.why, stderr_tail=failed.output)
+            )
+
     def _spawn(self, launcher: Spawner, template: int) -> ChildHandle:
         """A process from our template: the successor started ahead, if it was started
         from it, else a new one."""
@@ -427,6 +444,7 @@ class WorkerActor(PooledActor):
             return successor
         if successor is not None:
             self._kill_successor(successor, "it was started from a request that no longer holds")
+        self._marks = file_marks(self.spec)
         try:
             with blocking():
                 return launcher.spawn(
@@ -834,6 +852,8 @@ class WorkerActor(PooledActor):
         self._successor = self._forget(proc, "", adopt=True)
         respawned_by = self._template[0] if self._successor is not None and self._template else None
         reason = self._classify(exit, stop_requested=False)
+        if self._successor is not None:  # its output begins about now
+            self._marks = file_marks(self.spec)
         self._last_exit = reason
         self._tell_parent(
             ChildExited(
@@ -876,6 +896,9 @@ class WorkerActor(PooledActor):
             self._memory_pid = 0
         self._previous_output = self._last_output
         self._last_output = {1: proc.output(1), 2: proc.output(2)}
+        if self.status:  # what a process said of itself goes with it
+            self.status = ""
+            self._tell_parent(ChildStatus(self.spec.id, ""))
         return successor
 
     def _on_memory_exceeded(self, message: MemoryExceeded) -> None:
@@ -920,12 +943,9 @@ class WorkerActor(PooledActor):
         return reason
 
     def _tail(self, stderr: bytes) -> str:
-        """The last lines of its stderr (captured, or tee'd by the launcher), bounded in
-        lines and bytes."""
-        if not stderr:
-            return ""
-        lines = stderr[-STDERR_TAIL_BYTES:].decode(errors="replace").splitlines()
-        return "\n".join(lines[-STDERR_TAIL_LINES:])
+        """The last lines of its stderr (captured, or tee'd by the launcher), else of
+        what its output files got since its start; bounded in lines and bytes."""
+        return output_tail(stderr, self._marks)
 
     def _output(self, stream: int, previous: bool) -> bytes:
         """The current run's output (or the last one's once it ended); with

@@ -7,13 +7,17 @@ import ast
 import importlib.util
 import os
 import re
+import shlex
 import shutil
 import sys
 import sysconfig
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
+
+from supervision import UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 
@@ -42,6 +46,119 @@ def problems(path: Path, spec: Any) -> list[str]:
     return found
 
 
+def loose_problems(path: Path) -> list[str]:
+    """The run-time problems of a file that did not load (a program not on PATH, a
+    missing cwd), read from its tables as written: reported in the same pass as its
+    load errors. Children whose command or cwd is itself malformed are skipped (the
+    load errors name them)."""
+    here = path.resolve().parent
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found: list[str] = []
+    for _, table in _tables(raw.get("supervisor", {}), "supervisor"):
+        child = _loose_child(table, here)
+        if child is not None:
+            found += _child_problems(child, here)
+    return found
+
+
+def _loose_child(table: dict[str, Any], here: Path) -> Any:
+    """A worker's table as the fields `_child_problems` reads; None if it is not a
+    worker or those fields are malformed."""
+    if "children" in table or "strategy" in table or not isinstance(table.get("id"), str):
+        return None
+    command, cwd, env = table.get("command"), table.get("cwd"), table.get("env")
+    if isinstance(command, str):
+        try:
+            command = shlex.split(command)
+        except ValueError:
+            return None
+    if command is not None and not (
+        isinstance(command, list) and command and all(isinstance(a, str) for a in command)
+    ):
+        return None
+    if cwd is not None and not isinstance(cwd, str):
+        return None
+    target, check = table.get("target"), table.get("start_check")
+    if not (isinstance(check, list) and check and all(isinstance(a, str) for a in check)):
+        check = None  # malformed: a load error says so
+    return SimpleNamespace(
+        id=table["id"],
+        command=command,
+        start_check=check,
+        cwd=str(here / cwd) if cwd else None,
+        env=env if isinstance(env, dict) else None,
+        target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
+    )
+
+
+def daemon_warnings(path: Path) -> list[str]:
+    """A warning for each command that will fork into the background by its config,
+    not its arguments (those are load errors), and has no pid_file: nginx without
+    `daemon off;`, redis with `daemonize yes` in its config file."""
+    here = path.resolve().parent
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    found = []
+    for _, table in _tables(raw.get("supervisor", {}), "supervisor"):
+        child = _loose_child(table, here)
+        if child is None or child.command is None or "pid_file" in table:
+            continue
+        cwd = Path(child.cwd) if child.cwd else here
+        why = _daemonizes_by_config(list(child.command), cwd)
+        if why is not None:
+            what, fix = why
+            found.append(
+                f"warning: child {child.id!r}: {what}: it forks into the background, and "
+                "without pid_file its first process exits at once (reported as daemonized, "
+                f"restarted again and again); run it in the foreground ({fix}) or set pid_file"
+            )
+    return found
+
+
+_NGINX_NOT_A_SERVER = {"-t", "-T", "-v", "-V", "-h", "-?", "-s"}
+_CONFIG_READ = 1 << 20  # bytes of a daemon's config file read for its daemon setting
+
+
+def _daemonizes_by_config(argv: list[str], cwd: Path) -> tuple[str, str] | None:
+    program, args = os.path.basename(argv[0]), argv[1:]
+    if asks_to_daemonize(argv) is not None:
+        return None  # its arguments say so: a load error already
+    if program == "nginx" and not _NGINX_NOT_A_SERVER & set(args):
+        if any(re.search(r"daemon\s+off\s*;", a) for a in _after(args, "-g")):
+            return None
+        conf = _after(args, "-c")[-1:] or ["/etc/nginx/nginx.conf"]
+        prefix = (_after(args, "-p")[-1:] or [str(cwd)])[0]
+        text = _read_config(Path(prefix) / conf[0])
+        if text is not None and re.search(r"(?m)^\s*daemon\s+off\s*;", text):
+            return None
+        return "nginx runs as a daemon unless told `daemon off;`", "nginx -g 'daemon off;'"
+    if program == "redis-server" and args and not args[0].startswith("-"):
+        if any(a == "--daemonize" for a in args):
+            return None  # its arguments say, over the file (and the load checked them)
+        text = _read_config(cwd / args[0])
+        if text is not None and re.search(r"(?mi)^\s*daemonize\s+yes\b", text):
+            return f"its config {args[0]} says `daemonize yes`", "--daemonize no"
+    return None
+
+
+def _after(args: list[str], flag: str) -> list[str]:
+    """The values given to `flag` (`-g VALUE`), in order."""
+    return [args[i + 1] for i, a in enumerate(args[:-1]) if a == flag]
+
+
+def _read_config(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_CONFIG_READ).decode(errors="replace")
+    except OSError:
+        return None
+
+
 def _unquoted(command: str) -> str:
     """The parts of a command string outside quotes (where a shell would act)."""
     return re.sub(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"", "", command)
@@ -67,18 +184,12 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     cwd = child.cwd
     if cwd is not None and not os.path.isdir(cwd):
         found.append(f"child {child.id!r}: cwd {cwd!r} does not exist; create it or fix cwd")
-    if child.command is not None:
-        program = child.command[0]
-        path_env = (child.env or {}).get("PATH", os.environ.get("PATH", os.defpath))
-        if "/" in program:
-            full = os.path.join(cwd or os.getcwd(), program)
-            ok = os.path.isfile(full) and os.access(full, os.X_OK)
-        else:
-            ok = shutil.which(program, path=path_env) is not None
-        if not ok:
+    for what, argv in (("program", child.command), ("start_check", child.start_check)):
+        if argv is not None and not _runnable(argv[0], cwd, child.env):
+            program = argv[0]
             found.append(
-                f"child {child.id!r}: program {program!r} is not an executable file "
-                + ("" if "/" in program else "on PATH ")
+                f"child {child.id!r}: {what} {program!r} is not an executable file"
+                + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
     ref = getattr(child.target, "ref", None)
@@ -112,6 +223,15 @@ def _account_problems(child: Any) -> list[str]:
             f"uid {os.geteuid()}); drop them or run as root"
         )
     return found
+
+
+def _runnable(program: str, cwd: str | None, env: dict[str, str] | None) -> bool:
+    """Whether `program` would be found and run as the child's env and cwd say."""
+    if "/" in program:
+        full = os.path.join(cwd or os.getcwd(), program)
+        return os.path.isfile(full) and os.access(full, os.X_OK)
+    path_env = (env or {}).get("PATH", os.environ.get("PATH", os.defpath))
+    return shutil.which(program, path=path_env) is not None
 
 
 def _target_problem(ref: str, here: Path) -> str | None:

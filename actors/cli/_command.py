@@ -188,7 +188,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     from supervision import ConfigError, load_engine, load_tree
 
-    from ._check import far_side_warnings, problems
+    from ._check import daemon_warnings, far_side_warnings, loose_problems, problems
     from ._engine import engine_text
     from ._plain import Painter, spec_lines, write
 
@@ -200,16 +200,24 @@ def cmd_check(args: argparse.Namespace) -> int:
         _error(f"{path}: cannot read it ({e.strerror or e})")
         return 1
     except ConfigError as e:
-        for error in e.errors:  # every problem of the file, not only the first
+        # Every problem of the file in one pass: each child's, and what would fail at
+        # run time (a program not on PATH) of the children as written.
+        for error in e.errors:
             _error(error)
-        if len(e.errors) > 1:
-            _error(
-                f"{path}: {_plural(len(e.errors), 'problem')}; the tree would not run as written"
-            )
+        found = loose_problems(path)
+        for problem in found:
+            _error(f"{path}: {problem}")
+        for warning in daemon_warnings(path):
+            _error(f"{path}: {warning}")
+        if len(e.errors) + len(found) > 1:
+            count = _plural(len(e.errors) + len(found), "problem")
+            _error(f"{path}: {count}; the tree would not run as written")
         return 1
     found = problems(path, spec)
     for problem in found:
         _error(f"{path}: {problem}")
+    for warning in daemon_warnings(path):
+        _error(f"{path}: {warning}")
     if found:
         _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
         return 1

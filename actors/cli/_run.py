@@ -28,6 +28,7 @@ from ._check import far_side_warnings
 from ._control import ControlError, ControlSocket, socket_for, timeouts
 from ._controller import Controller
 from ._engine import NodeNames, make_ray_engine, merged
+from ._host_notify import HostNotifier, summary
 from ._logdir import (
     DEFAULT_BACKUPS,
     DEFAULT_MAX_BYTES,
@@ -254,6 +255,7 @@ class Runner:
         self.stop = _StopRequest()
         self.stop.live = self.live
         self.printing = True
+        self.host: HostNotifier | None = None  # the service manager that started us, if any
         # An event as printed: with node names once the run has an engine.
         self.record: Callable[[Event], EventRecord] = EventRecord.from_event
 
@@ -401,6 +403,8 @@ class Runner:
             early = _EarlyPrinter(self, feed)
         for line in monitors.announce():
             self.notice(line)
+        self.host = HostNotifier.from_environ()
+        unsubscribe: Callable[[], None] | None = None
         try:
             try:
                 tree = Tree(spec, log=log, engine=engine)
@@ -411,6 +415,8 @@ class Runner:
                 return 0
             except NannyError as e:
                 self.notice(f"tree {spec.id!r} could not start: {e}")
+                if self.host is not None:
+                    self.host.send([f"STATUS=could not start: {str(e).splitlines()[0]}"])
                 return 1
             finally:
                 self.stop.starting = False
@@ -422,10 +428,17 @@ class Runner:
                 previous[signal.SIGHUP] = signal.signal(
                     signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
                 )
+            if self.host is not None:
+                self.host.ready(lambda: summary(inspector.snapshot(stats=False)))
+                unsubscribe = log.subscribe(self.host.changed)
             return self._serve(tree.ref, spec, control, output, inspector, feed)
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if unsubscribe is not None:
+                unsubscribe()
+            if self.host is not None:
+                self.host.close()
             inspector.close()
             controller.close()
             monitors.close()  # after the tree stopped: its last events are written
@@ -530,6 +543,8 @@ class Runner:
         """Stop in reverse start order, showing the events as they happen."""
         if view is not None:
             view.header.note = f"stopping ({self.stop.why or 'the tree ended'})..."
+        if self.host is not None:
+            self.host.stopping(self.stop.why or "the tree ended")
         stopper = threading.Thread(target=ref.stop, name="nannytree-stop", daemon=True)
         stopper.start()
         while stopper.is_alive():
