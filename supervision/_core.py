@@ -477,6 +477,10 @@ class Supervisor:
             if self._simple:  # a dynamic child without a process is gone (OTP's del_child)
                 self._remove(child)
             self._auto_shutdown(child)
+        elif reason.kind is ExitKind.DAEMONIZED:
+            # Beyond OTP: every restart would fork away again (a configuration error,
+            # not a crash), so the child is left failed until the spec is fixed.
+            self._fail(child, "a configuration error: set pid_file or run it in the foreground")
         else:
             child.own_restart = child.window is not None
             self._restart(child)
@@ -778,16 +782,14 @@ class Supervisor:
                 return
         self._apply_strategy(child)
 
-    def _fail(self, child: _Child) -> None:
+    def _fail(self, child: _Child, why: str = "") -> None:
         """Its restart_limit gave up (section 4.1): as OTP's supervisor of its own that
-        exits `shutdown`, transient, so not restarted and nothing charged to us."""
+        exits `shutdown`, transient, so not restarted and nothing charged to us. Also
+        (`why`) a child that daemonized itself without pid_file (section 14)."""
         child.state, child.next_attempt = "failed", None
-        self._report(
-            EventKind.CHILD_FAILED,
-            child,
-            reason=child.last_exit,
-            detail=_limit(child.window) if child.window is not None else "",
-        )
+        if not why and child.window is not None:
+            why = _limit(child.window)
+        self._report(EventKind.CHILD_FAILED, child, reason=child.last_exit, detail=why)
         if self._simple:  # a dynamic child that is not restarted is gone, as OTP's
             self._remove(child)
         self._auto_shutdown(child)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from supervision import (
     ChildSpec,
+    EventKind,
     ExitKind,
     ExitReason,
     Relaunches,
@@ -13,6 +14,7 @@ from supervision import (
     SupervisorSpec,
     classify_exit,
 )
+from supervision._actions import Report
 
 
 def _running(intensity: int, period: float = 10.0) -> Supervisor:
@@ -107,3 +109,32 @@ def test_a_pid_file_that_never_came_is_a_failed_start_only_with_a_pid_file() -> 
     assert failed.message.startswith("no pid in /run/x.pid within start_timeout=5.0s")
     other = classify_exit(1, exc_type="PidFileError", exc_message="boom")
     assert other.kind is ExitKind.EXCEPTION
+
+
+def test_a_child_that_daemonized_itself_is_left_failed_not_restarted() -> None:
+    """Beyond OTP (docs/otp-semantics.md section 14): every restart would fork away
+    again, so the child is failed at once, nothing is charged, no sibling is touched."""
+    core = Supervisor(
+        SupervisorSpec(
+            id="r",
+            strategy="one_for_all",
+            intensity=1,
+            children=[ChildSpec(id="a", command=["x"]), ChildSpec(id="b", command=["y"])],
+        )
+    )
+    core.start(0.0)
+    core.started("a", 100, 1, 0.0)
+    core.started("b", 101, 1, 0.0)
+    reason = classify_exit(0, detached=(41,), child="a")
+    actions = core.child_exited("a", 1, reason, 1.0)
+    assert all(isinstance(a, Report) for a in actions)  # no restart, no stop of b
+    assert core.which_child("a").state == "failed"
+    assert core.which_child("b").state == "running"
+    failed = [a.event for a in actions if a.event.context is EventKind.CHILD_FAILED]
+    assert [(e.offender, e.reason) for e in failed] == [("a", reason)]
+    assert "set pid_file" in failed[0].detail
+    # Twice more would have gone over intensity=1 had it been charged: it was not.
+    core.restart_child("a", 2.0)
+    core.started("a", 102, 2, 2.0)
+    core.child_exited("a", 2, reason, 3.0)
+    assert core.mode == "running" and core.which_child("a").state == "failed"

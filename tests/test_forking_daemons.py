@@ -174,6 +174,38 @@ def test_a_program_that_daemonizes_without_a_pid_file_is_told_what_to_set(
         tree.stop()
 
 
+def test_a_permanent_child_that_daemonizes_is_left_failed_not_restarted(tmp_path: Path) -> None:
+    """A restart would fork away again: the child is failed at once (a configuration
+    error), its sibling keeps running, and nothing is started again for it."""
+    marker = tmp_path / "marker"
+    script = f"sleep 300 & echo $! > {marker}.tmp; mv {marker}.tmp {marker}; exit 0"
+    spec = SupervisorSpec(
+        id="root",
+        strategy="one_for_all",
+        intensity=1,
+        children=[
+            ChildSpec(id="web", command=["sleep", "300"]),
+            ChildSpec(id="d", command=["sh", "-c", script]),
+        ],
+    )
+    tree = Tree.start(spec)
+    try:
+        web = tree.nanny.which_child("web").get().pid
+        failed = wait_event(tree.ref, EventKind.CHILD_FAILED, "d")
+        assert failed.reason is not None and failed.reason.kind is ExitKind.DAEMONIZED
+        assert "set pid_file" in failed.detail
+        infos = {c.id: c for c in tree.nanny.which_children().get()}
+        assert infos["d"].state == "failed" and infos["d"].pid is None
+        assert infos["web"].state == "running" and infos["web"].pid == web
+        starts = [
+            e for e in tree.events() if e.context is EventKind.CHILD_STARTED and e.offender == "d"
+        ]
+        assert len(starts) == 1
+        wait_until(lambda: not _alive(_marked(marker)), 10, "what it left to be killed")
+    finally:
+        tree.stop()
+
+
 # The first process forks the daemon, says READY=1 and MAINPID=<daemon>, and exits 0.
 MAINPID = textwrap.dedent(
     """
