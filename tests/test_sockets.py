@@ -180,6 +180,44 @@ def test_restarts_refuse_no_connection(tmp_path: Path) -> None:
     assert connected > 15
 
 
+def test_a_replaced_child_keeps_its_socket_and_refuses_nothing(tmp_path: Path) -> None:
+    """`update` replaces a changed child by a new worker with a new template: the socket
+    the old one leaves lingers until the new one takes it, so a client hammering
+    through 10 replacements is never refused, and the socket is the very same one."""
+    port = free_port()
+    spec, out = report_child(tmp_path, "web", sockets=[{"listen": f"127.0.0.1:{port}"}])
+    refused = connected = 0
+    stop = threading.Event()
+
+    def hammer() -> None:
+        nonlocal refused, connected
+        while not stop.is_set():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=10).close()
+                connected += 1
+            except ConnectionRefusedError:
+                refused += 1
+
+    with Tree(SupervisorSpec(id="root", children=[spec])) as tree:
+        first = socket_links(read_report(out)["pid"])
+        client = threading.Thread(target=hammer)
+        client.start()
+        try:
+            for n in range(10):
+                old = children_by_id(tree.ref)["web"].pid
+                changed = dataclasses.replace(spec, env={"ROUND": str(n)})
+                tree.nanny.replace_child("web", changed).get()
+                pid = children_by_id(tree.ref)["web"].pid
+                assert pid not in (None, old)
+                read_report(out, pid)
+        finally:
+            stop.set()
+            client.join()
+        assert socket_links(pid) & first  # the same socket, not one bound again
+    assert refused == 0
+    assert connected > 10
+
+
 def test_a_bind_failure_names_child_socket_address_and_holder(tmp_path: Path) -> None:
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))

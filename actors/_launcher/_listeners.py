@@ -4,7 +4,9 @@ child gets them: systemd's protocol, fds from 3, LISTEN_FDS, LISTEN_PID, LISTEN_
 The launcher binds a socket when a template that names it is first started and
 keeps it, by address, while any template naming it is defined: restarts reuse it,
 so a connection made while the child is down waits in the listen queue instead of
-being refused. The last `Forget` of a template using it closes it (docs/sockets.md).
+being refused. The last `Forget` of a template using it closes it LINGER seconds
+later, unless a template naming the address is defined meanwhile: a child replaced
+by an update (a new worker, a new template) keeps the very socket (docs/sockets.md).
 Every socket is close-on-exec in the launcher: only the children that name it get it.
 """
 
@@ -16,11 +18,13 @@ import fcntl
 import os
 import socket
 import stat
+import time
 
 from ._launched import SpawnError
 from ._procfs import port_holder
 
 FIRST_FD = 3  # SD_LISTEN_FDS_START
+LINGER = 2.0  # seconds an unused socket waits for a successor's template before it closes
 
 
 class _Held:
@@ -38,6 +42,7 @@ class Listeners:
 
     def __init__(self) -> None:
         self._held: dict[str, _Held] = {}
+        self._idle: dict[str, float] = {}  # unused sockets: when each closes (monotonic)
 
     def fds(self, template: int, sockets: list[list[object]]) -> list[int]:
         """The fds of a template's sockets ([name, listen, backlog] each), bound now if
@@ -49,6 +54,7 @@ class Listeners:
             if held is None:
                 held = self._held[listen] = _bind(str(name), listen, backlog)
             held.users.add(template)
+            self._idle.pop(listen, None)
             out.append(held.sock.fileno())
         return out
 
@@ -59,19 +65,38 @@ class Listeners:
             held = self._held.get(str(listen))
             if held is not None:
                 held.users.add(template)
+                self._idle.pop(str(listen), None)
 
     def release(self, template: int) -> None:
-        """The template is forgotten: close each socket no other template uses."""
-        for listen, held in list(self._held.items()):
-            held.users.discard(template)
-            if not held.users:
-                del self._held[listen]
-                _close(held)
+        """The template is forgotten: each socket no other template uses closes
+        LINGER seconds from now, unless a template takes it meanwhile."""
+        for listen, held in self._held.items():
+            if template in held.users:
+                held.users.discard(template)
+                if not held.users:
+                    self._idle[listen] = time.monotonic() + LINGER
+
+    def timeout(self) -> float | None:
+        """Seconds until the next unused socket closes (None: none waits)."""
+        if not self._idle:
+            return None
+        return max(0.0, min(self._idle.values()) - time.monotonic())
+
+    def expire(self) -> None:
+        """Close the unused sockets whose time is up."""
+        if not self._idle:
+            return
+        now = time.monotonic()
+        for listen, when in list(self._idle.items()):
+            if when <= now:
+                del self._idle[listen]
+                _close(self._held.pop(listen))
 
     def close_all(self) -> None:
         for held in self._held.values():
             _close(held)
         self._held.clear()
+        self._idle.clear()
 
     def __len__(self) -> int:
         return len(self._held)

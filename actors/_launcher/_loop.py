@@ -163,9 +163,9 @@ class LauncherLoop:
             timeout = self.scan.timeout()
             if self.daemons.waiting:
                 timeout = min(timeout, PID_FILE_POLL) if timeout is not None else PID_FILE_POLL
-            held = self.groups.timeout()
-            if held is not None:
-                timeout = min(timeout, held) if timeout is not None else held
+            for due in (self.groups.timeout(), self.starter.listeners.timeout()):
+                if due is not None:
+                    timeout = min(timeout, due) if timeout is not None else due
             for key, mask in self.sel.select(timeout):
                 callback: Callable[[int], None] = key.data
                 callback(mask)
@@ -174,6 +174,7 @@ class LauncherLoop:
             if self.daemons.waiting:
                 self.daemons.look()
             self.groups.look()
+            self.starter.listeners.expire()
             if self.scan.under_way:
                 self.flush()  # the exits' reports first: the scan must never delay them
                 self.scan.step()
