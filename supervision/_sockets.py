@@ -175,7 +175,7 @@ def check_account(value: Any, cid: str, name: str) -> str | int | None:
         if 0 <= value < 2**32 - 1:
             return value
     elif isinstance(value, str):
-        if value.isdigit() and int(value) < 2**32 - 1:
+        if value.isascii() and value.isdigit() and int(value) < 2**32 - 1:
             return int(value)
         if _USER.match(value) and len(value) <= 256:
             return value

@@ -173,6 +173,27 @@ def test_a_request_nested_too_deep_is_a_bad_request(tmp_path: Path) -> None:
     }
 
 
+@pytest.mark.parametrize("key", ["user", "group"])
+@pytest.mark.parametrize("digit", ["\u00b2", "\u0663"])
+def test_a_user_or_group_of_non_ascii_digits_is_a_config_error(key: str, digit: str) -> None:
+    # "²".isdigit() but int("²") raised ValueError (found by the toml fuzzer).
+    with pytest.raises(ConfigError, match=key):
+        load_tree(TREE + f'{key} = "{digit}"\n')
+
+
+def test_a_request_whose_op_is_not_a_string_is_answered(tmp_path: Path) -> None:
+    # An op that was a list made the operator-event check raise TypeError
+    # (unhashable), after the answer was computed but before it was sent.
+    from actors import EventLog
+    from actors.cli._controller import Controller
+
+    answers: list[dict[str, object]] = []
+    controller = Controller(None, EventLog(), {}, lambda why: None, lambda: None)  # type: ignore[arg-type]
+    for op in (["stop"], {"a": 1}, 3, None):
+        controller.handle({"op": op, "_peer": {"pid": 1, "uid": 0}}, answers.append)  # type: ignore[arg-type]
+    assert len(answers) == 4 and all(a.get("ok") is False for a in answers), answers
+
+
 @pytest.mark.parametrize("digit", ["\u00b2", "\u0663"])
 def test_a_mainpid_of_non_ascii_digits_is_refused(digit: str) -> None:
     # "²".isdigit() but int("²") raised ValueError; "٣" was read as pid 3.

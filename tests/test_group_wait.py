@@ -41,6 +41,21 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports: each held until all are chosen (a port closed at once
+    may be handed out again by the next bind to port 0)."""
+    held = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
+
+
 def _lines(log: Path) -> list[tuple[int, int, int]]:
     """Each incarnation's "PID GRANDCHILD TRIES", once its grandchild holds the port."""
     if not log.exists():
@@ -132,7 +147,7 @@ def test_many_exits_held_at_once_each_wait_for_their_own_group(tmp_path: Path) -
     """Forty children killed together: forty exits held at once, each released when
     its own group empties (each reap looks only at its group's exits)."""
     n, rounds = 40, 3
-    ports = [_free_port() for _ in range(n)]
+    ports = _free_ports(n)
     logs = [tmp_path / f"binds{i}" for i in range(n)]
     spec = SupervisorSpec(
         id="root",

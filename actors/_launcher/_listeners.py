@@ -163,7 +163,7 @@ def _remove_stale(path: str) -> None:
 def _holder(listen: str) -> str:
     """ "; held by pid N ('comm')" for a TCP port a process listens on, if /proc says."""
     port = listen.rpartition(":")[2]
-    found = port_holder(int(port)) if port.isdigit() else None
+    found = port_holder(int(port)) if port.isascii() and port.isdigit() else None
     return "" if found is None else f"; held by pid {found[0]} ({found[1]!r})"
 
 

@@ -69,7 +69,7 @@ def signal_arg(text: str) -> int:
     import signal
 
     number: int | None = None
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         number = int(text) if int(text) in signal.valid_signals() else None
     elif text.isascii():
         name = text.strip().upper()
@@ -144,7 +144,7 @@ def _size(text: str) -> int:
 
 
 def _count(text: str) -> int:
-    if not text.isdigit() or int(text) > 1000:
+    if not (text.isascii() and text.isdigit()) or int(text) > 1000:
         raise argparse.ArgumentTypeError(f"expected a count from 0 to 1000, not {text!r}")
     return int(text)
 

@@ -70,7 +70,7 @@ class Controller:
                 send({"ok": False, "error": f"{type(e).__name__}: {e}", "kind": "Internal"})
             return
         reply = self._answer(str(op), request)
-        if op in OPERATOR_OPS:
+        if isinstance(op, str) and op in OPERATOR_OPS:
             self._note_action(str(op), request, reply)
         send(reply)
 

@@ -37,7 +37,7 @@ def _seconds(text: str) -> float:
 
 
 def at_least_one(text: str) -> int:
-    if not (text.isdigit() and int(text) >= 1):
+    if not (text.isascii() and text.isdigit() and int(text) >= 1):
         raise argparse.ArgumentTypeError(f"expected an integer >= 1, not {text!r}")
     return int(text)
 

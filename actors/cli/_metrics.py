@@ -54,7 +54,7 @@ def metrics_address(text: str) -> tuple[str, int]:
     if not sep:
         host = "127.0.0.1"
     host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or int(port) > 65535:
+    if not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
         raise ValueError(
             f"--metrics takes PORT or HOST:PORT (such as 9100 or 0.0.0.0:9100), not {text!r}"
         )

@@ -135,7 +135,7 @@ def _size(text: str) -> int:
     digits, unit = text.upper().removesuffix("B"), 1
     if digits[-1:] in units:
         digits, unit = digits[:-1], units[digits[-1]]
-    if not digits.isdigit() or int(digits) <= 0:
+    if not (digits.isascii() and digits.isdigit()) or int(digits) <= 0:
         raise argparse.ArgumentTypeError(f"expected a size such as 10M or 1048576, not {text!r}")
     return int(digits) * unit
 
@@ -143,7 +143,7 @@ def _size(text: str) -> int:
 def _count(text: str) -> int:
     import argparse
 
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise argparse.ArgumentTypeError(f"expected a count >= 0, not {text!r}")
     return int(text)
 
