@@ -378,6 +378,48 @@ def test_a_python_target_runs_as_the_user(open_dir: Path) -> None:
         assert out.read_text() == f"{nobody.pw_uid} {nobody.pw_gid}"
 
 
+NOTIFIER = """
+import os, socket, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.connect(os.environ["NOTIFY_SOCKET"])
+s.send(b"READY=1\\nSTATUS=serving as %d" % os.getuid())
+while True:
+    s.send(b"WATCHDOG=1")
+    time.sleep(0.2)
+"""
+
+
+@root_only
+def test_an_sd_notify_child_as_another_user_reaches_its_notify_socket(open_dir: Path) -> None:
+    """Its notify socket (in a private folder) is the user's: READY=1 arrives, and the
+    watchdog's pings keep it running past several watchdog periods."""
+    import pwd
+
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        pytest.skip(f"{SYSTEM_PYTHON} is needed: another user may not run this venv's")
+    script = open_dir / "notifier.py"
+    script.write_text(NOTIFIER)
+    script.chmod(0o644)
+    spec = ChildSpec(
+        id="svc",
+        command=[SYSTEM_PYTHON, str(script)],
+        user="nobody",
+        ready="sd_notify",
+        watchdog=1.0,
+        start_timeout=10.0,
+    )
+    nobody = pwd.getpwnam("nobody").pw_uid
+    with Tree.start(SupervisorSpec(id="root", children=[spec])) as tree:
+        info = children_by_id(tree.ref)["svc"]
+        assert info.pid is not None
+        assert _status(info.pid)["Uid"][0] == str(nobody)
+        first = info.pid
+        deadline = time.monotonic() + 3.0  # three watchdog periods
+        while time.monotonic() < deadline:
+            assert children_by_id(tree.ref)["svc"].pid == first
+            time.sleep(0.1)
+
+
 def test_an_unknown_user_is_a_start_error_naming_child_and_field() -> None:
     spec = ChildSpec(id="web", command=["sleep", "60"], user="no-such-user-here")
     with pytest.raises(StartError) as caught:

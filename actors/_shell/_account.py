@@ -91,3 +91,16 @@ def _group(value: str | int, cid: str) -> int:
             f"child {cid!r}: field 'group' is {value!r}: no such group on this host; create "
             "it (groupadd --system) or fix the name"
         ) from None
+
+
+def notify_owner(spec: ChildSpec) -> tuple[int, int] | None:
+    """Who must own the child's notify socket: its user's (uid, gid) when it runs as
+    another user; None otherwise, or when that user cannot be taken on (the spawn
+    request reports why)."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        account = resolve(spec)
+    except AccountError:
+        return None
+    return None if account is None else account[0][:2]

@@ -1,7 +1,8 @@
 """sd_notify for command children, as systemd does it (Type=notify, WatchdogSec=).
 
 One `NotifyEndpoint` per child start: a datagram Unix socket in a private 0700
-directory, named to the child by NOTIFY_SOCKET. Children are untrusted:
+directory (owned by the child's user when it runs as another: `owner`), named to
+the child by NOTIFY_SOCKET. Children are untrusted:
 
 - each datagram's sender is known from the kernel (SO_PASSCRED), and only a
   process of the child's tree is heard (systemd's NotifyAccess=all, limited to
@@ -84,6 +85,7 @@ class NotifyEndpoint:
         token: str | None = None,
         member: Callable[[int], bool] | None = None,
         directory: str | None = None,
+        owner: tuple[int, int] | None = None,
     ) -> None:
         self.child = child
         self.watchdog = watchdog
@@ -102,6 +104,9 @@ class NotifyEndpoint:
             self._sock.setblocking(False)
             self._sock.bind(self.path)
             os.chmod(self.path, 0o600)
+            if owner is not None:  # a child run as another user (`user`) must reach it
+                os.chown(self.path, *owner)
+                os.chown(self.directory, *owner)
         except BaseException:
             self.close()
             raise

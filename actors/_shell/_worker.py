@@ -53,6 +53,7 @@ from .._process._port import (
 )
 from .._runtime._actor_loop import LATER, tell_quietly
 from .._runtime._pooled import PooledActor, blocking
+from ._account import notify_owner
 from ._check_run import run_check
 from ._context import TreeContext
 from ._liveness import LivenessWatch, probe_site
@@ -531,7 +532,7 @@ class WorkerActor(PooledActor):
         the same host state, which the launcher then defines once."""
         spec = self.spec
         if spec.notify_socket and self._notify is None:
-            self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog)
+            self._notify = NotifyEndpoint(spec.id, watchdog=spec.watchdog, owner=notify_owner(spec))
         if spec.target is not None and self._payload is None:
             self._payload = pickled_target(spec)
         shape = request_shape(spec, self._payload)
