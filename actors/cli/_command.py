@@ -69,7 +69,7 @@ def signal_arg(text: str) -> int:
     import signal
 
     number: int | None = None
-    if text.isdecimal():  # what int() takes ("１" too, as the core; not "²")
+    if text.isdecimal():  # what int() takes: full-width digits too (as the core), not superscripts
         number = int(text) if int(text) in signal.valid_signals() else None
     elif text.isascii():
         name = text.strip().upper()
