@@ -21,6 +21,7 @@ import pytest
 
 from actors import Tree
 from supervision import ChildSpec, SupervisorSpec
+from tests.nginx import nginx_conf
 from tests.support import wait_until
 
 SIZE = 8 * 1024 * 1024
@@ -114,29 +115,6 @@ def test_the_default_stop_signal_cuts_it(tmp_path: Path) -> None:
     assert errors or got < SIZE
 
 
-NGINX_CONF = """
-{user}
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-worker_processes 1;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {dir}/www;
-        limit_rate 6m;
-    }}
-}}
-"""
-
-
 @pytest.mark.skipif(
     shutil.which("nginx") is None, reason="nginx is not installed (apt install nginx-light)"
 )
@@ -149,10 +127,7 @@ def test_a_real_nginx_finishes_a_download_on_sigquit_and_cuts_it_on_sigterm(
         free = s.getsockname()[1]
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "big").write_bytes(b"x" * SIZE)
-    conf = tmp_path / "nginx.conf"
-    # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 folders.
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=free, user=user))
+    conf = nginx_conf(tmp_path, free, root=tmp_path / "www", server="limit_rate 6m;")
     spec = ChildSpec(
         id="nginx",
         command=["nginx", "-c", str(conf), "-p", str(tmp_path)],
@@ -216,10 +191,8 @@ def test_a_real_nginx_with_daemon_on_is_supervised_through_its_pid_file(tmp_path
         free = s.getsockname()[1]
     (tmp_path / "www").mkdir()
     (tmp_path / "www" / "index.html").write_text("hello\n")
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf = tmp_path / "nginx.conf"
-    text = NGINX_CONF.format(dir=tmp_path, port=free, user=user)
-    conf.write_text(text.replace("daemon off;", "daemon on;"))
+    conf = nginx_conf(tmp_path, free, root=tmp_path / "www", server="limit_rate 6m;")
+    conf.write_text(conf.read_text().replace("daemon off;", "daemon on;"))
     pid_file = tmp_path / "nginx.pid"
     spec = ChildSpec(
         id="nginx",
@@ -297,10 +270,8 @@ def test_a_real_nginx_with_daemon_on_and_no_pid_file_is_told_what_to_set(tmp_pat
         s.bind(("127.0.0.1", 0))
         free = s.getsockname()[1]
     (tmp_path / "www").mkdir()
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf = tmp_path / "nginx.conf"
-    text = NGINX_CONF.format(dir=tmp_path, port=free, user=user)
-    conf.write_text(text.replace("daemon off;", "daemon on;"))
+    conf = nginx_conf(tmp_path, free, root=tmp_path / "www", server="limit_rate 6m;")
+    conf.write_text(conf.read_text().replace("daemon off;", "daemon on;"))
     spec = ChildSpec(
         id="nginx", command=["nginx", "-c", str(conf), "-p", str(tmp_path)], restart="temporary"
     )

@@ -28,6 +28,7 @@ import pytest
 from actors import Tree
 from actors._launcher._group_wait import GROUP_WAIT
 from supervision import ChildSpec, EventKind, Strategy, SupervisorSpec
+from tests.nginx import nginx_command, nginx_conf
 from tests.port_holders import bind_counting, grandchild_holds_port, linger_in_group_of
 from tests.support import wait_event, wait_until
 
@@ -237,37 +238,13 @@ def test_a_group_that_does_not_empty_is_reported_after_the_bound_and_says_so(
 
 # -- nginx ---------------------------------------------------------------------------------
 
-NGINX_CONF = """
-{user}
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-worker_processes 2;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{
-        listen 127.0.0.1:{port};
-        root {dir}/www;
-    }}
-}}
-"""
-
 
 def nginx_spec(folder: Path, port: int) -> ChildSpec:
     """nginx in the foreground on 127.0.0.1:`port`, serving `folder`/www/index.html."""
     (folder / "www").mkdir(exist_ok=True)
     (folder / "www" / "index.html").write_text("up\n")
-    conf = folder / "nginx.conf"
-    # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 folders.
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(NGINX_CONF.format(dir=folder, port=port, user=user))
-    return ChildSpec(id="nginx", command=["nginx", "-c", str(conf), "-p", str(folder)])
+    nginx_conf(folder, port, workers=2, root=folder / "www")
+    return ChildSpec(id="nginx", command=nginx_command(folder))
 
 
 def serves(port: int) -> bool:

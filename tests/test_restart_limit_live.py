@@ -28,6 +28,7 @@ from supervision import (
 )
 from supervision.simulate import Scripted, call, event_sequence, simulate
 from tests import children
+from tests.nginx import nginx_conf
 from tests.support import wait_until
 from tests.test_cli import Proc, _env, cli, pids, status, workers
 
@@ -222,24 +223,6 @@ def test_a_contained_crash_loop_live_and_simulated_alike(nanny_tree):
 
 # -- the finding, with nginx and redis ---------------------------------------------------
 
-NGINX_CONF = """
-{user}
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-worker_processes 1;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{ listen 127.0.0.1:{port}; root {dir}; }}
-}}
-"""
-
 
 def _free_port() -> int:
     with socket.socket() as s:
@@ -249,10 +232,7 @@ def _free_port() -> int:
 
 def _shop(tmp_path: Path, contained: bool) -> tuple[SupervisorSpec, int]:
     web, db = _free_port(), _free_port()
-    conf = tmp_path / "nginx.conf"
-    # As root, nginx's workers would run as nobody, who cannot read pytest's 0700 folders.
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf.write_text(NGINX_CONF.format(dir=tmp_path, port=web, user=user))
+    conf = nginx_conf(tmp_path, web)
     nginx = ChildSpec(
         id="nginx",
         command=["nginx", "-c", str(conf), "-p", str(tmp_path)],

@@ -27,6 +27,7 @@ from supervision import (
     TcpProbe,
     load_tree,
 )
+from tests.nginx import nginx_conf
 from tests.support import wait_event, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,32 +170,11 @@ def test_a_start_check_child_is_never_armed_for_a_restart_ahead() -> None:
     assert ex.sup.exit_plan("b") is None  # the launcher would restart it without its check
 
 
-NGINX_CONF = """
-{user}
-daemon off;
-pid {dir}/nginx.pid;
-error_log {dir}/error.log;
-events {{ worker_connections 64; }}
-http {{
-    access_log off;
-    client_body_temp_path {dir}/body;
-    proxy_temp_path {dir}/proxy;
-    fastcgi_temp_path {dir}/fastcgi;
-    uwsgi_temp_path {dir}/uwsgi;
-    scgi_temp_path {dir}/scgi;
-    server {{ listen 127.0.0.1:{port}; root {dir}; }}
-    {extra}
-}}
-"""
-
-
 def _nginx(tmp_path: Path, extra: str = "") -> tuple[ChildSpec, int]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    user = "user root;" if os.geteuid() == 0 else ""
-    conf = tmp_path / "nginx.conf"
-    conf.write_text(NGINX_CONF.format(user=user, dir=tmp_path, port=port, extra=extra))
+    conf = nginx_conf(tmp_path, port, extra=extra)
     where = ["-c", str(conf), "-p", str(tmp_path)]
     spec = ChildSpec(
         id="nginx",
