@@ -178,6 +178,8 @@ def test_operator_requests_are_events_and_dated_lines_on_disk(tmp_path: Path) ->
         (["reload", "db"], "operator_action", "mon/db", "reload db by uid "),
         (["update"], "operator_action", "mon", "update by uid "),
         (["stop", "nope"], "operator_refused", "mon", "stop nope by uid "),
+        (["reset", "mon"], "operator_action", "mon", "reset mon by uid "),
+        (["logs", "--reopen"], "operator_action", "mon", "logs --reopen by uid "),
     ]
     with Proc("run", str(_tree(tmp_path)), *args, env=env) as run:
         run.expect(r"mon/db child_started")

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 # The requests that act on the tree: each is recorded as an operator event.
 OPERATOR_OPS = frozenset(
     {"start", "stop", "restart", "pause", "resume", "signal", "reload", "reload_child"}
-    | {"add", "shutdown"}
+    | {"add", "shutdown", "reset", "reopen_logs"}
 )
 MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
 log = logging.getLogger("nannytree")
@@ -507,7 +507,9 @@ def operator_event(root: str, op: str, request: dict[str, Any], reply: dict[str,
 def _asked(op: str, request: dict[str, Any]) -> str:
     """The request as the operator would have typed it, after `nannytree`."""
     key = request.get("id")
-    words = [{"reload_child": "reload", "reload": "update"}.get(op, op)]
+    words = [
+        {"reload_child": "reload", "reload": "update", "reopen_logs": "logs --reopen"}.get(op, op)
+    ]
     if op == "signal" and type(request.get("signal")) is int:
         try:
             words.append(signal.Signals(request["signal"]).name.removeprefix("SIG"))
