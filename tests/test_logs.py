@@ -314,13 +314,13 @@ TALK = (
 class Run:
     """`nannytree run` in a subprocess, its logs under `logs`."""
 
-    def __init__(self, tmp_path: Path, *flags: str) -> None:
+    def __init__(self, tmp_path: Path, *flags: str, more: str = "") -> None:
         self.tmp = tmp_path
         self.sock = tmp_path / "t.sock"
         self.logs = tmp_path / "logs"
         self.file = self.logs / "t" / "t" / "talker.log"
         tree = tmp_path / "t.toml"
-        tree.write_text(TREE.format(py=PY, code=TALK))
+        tree.write_text(TREE.format(py=PY, code=TALK) + more)
         self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
         self.env.pop("NANNYTREE_LOG_DIR", None)
         argv = [*CLI, "run", str(tree), "--plain", "--socket", str(self.sock)]
@@ -348,8 +348,8 @@ class Run:
 def run(tmp_path: Path) -> Iterator[Any]:
     runs: list[Run] = []
 
-    def start(*flags: str) -> Run:
-        runs.append(Run(tmp_path, *flags))
+    def start(*flags: str, more: str = "") -> Run:
+        runs.append(Run(tmp_path, *flags, more=more))
         return runs[-1]
 
     yield start
@@ -380,6 +380,31 @@ def test_the_run_reopens_its_logs_after_logrotate_moved_them(run: Any, how: str)
     before, after = numbers(moved.read_bytes()), numbers(r.file.read_bytes())
     assert before and after
     assert before + after == list(range(len(before) + len(after)))
+
+
+SLOW_SIBLING = """
+[[supervisor.children]]
+id = "slow"
+command = ["sleep", "600"]
+ready = 3
+"""
+
+
+def test_a_sighup_while_the_tree_starts_reopens_and_does_not_end_the_run(run: Any) -> None:
+    """SIGHUP's default action would end the run: its handler is set before the start,
+    so a logrotate that signals during a slow start reopens the files instead."""
+    r = run(more=SLOW_SIBLING)
+    wait_until(lambda: grows(r.file), what="the first child's log, its sibling still starting")
+    moved = r.file.with_name("talker.log.1")
+    os.rename(r.file, moved)
+    r.p.send_signal(signal.SIGHUP)
+    wait_until(lambda: grows(r.file), what="a new file at the old path")
+    wait_until(
+        lambda: "slow" in r.cli("status").stdout and r.cli("status").returncode == 0,
+        what="the tree started, every child running",
+    )
+    assert r.p.poll() is None
+    r.stop()
 
 
 def test_logs_says_when_the_file_is_gone(run: Any) -> None:

@@ -354,6 +354,18 @@ class Runner:
         stem = log_name(control.path.name.removesuffix(".sock"))
         return tree_log_folder(base, stem) / "events.jsonl"
 
+    @staticmethod
+    def _reopen_on_hangup(
+        tree: Tree, controller: Controller, previous: dict[signal.Signals, Any]
+    ) -> None:
+        """`logs --reopen`, and SIGHUP where no terminal's hangup means it (a service),
+        reopen the children's log files (docs/logs.md)."""
+        controller.reopen_logs = lambda: reopen_logs(tree)
+        if not _on_a_terminal():
+            previous[signal.SIGHUP] = signal.signal(
+                signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
+            )
+
     def _run(self, control: ControlSocket) -> int:
         if control.replaced_stale:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
@@ -409,6 +421,7 @@ class Runner:
             try:
                 tree = Tree(spec, log=log, engine=engine)
                 monitors.watch(tree)  # before the start: metrics read it while it starts
+                self._reopen_on_hangup(tree, controller, previous)  # a slow start included
                 tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
@@ -423,11 +436,6 @@ class Runner:
                 if early is not None:
                     early.finish()
             inspector.ref = tree.ref
-            controller.reopen_logs = lambda: reopen_logs(tree)
-            if not _on_a_terminal():  # there, SIGHUP is the terminal's hangup
-                previous[signal.SIGHUP] = signal.signal(
-                    signal.SIGHUP, lambda signum, frame: _in_background(lambda: reopen_logs(tree))
-                )
             if self.host is not None:
                 self.host.ready(lambda: summary(inspector.snapshot(stats=False)))
                 unsubscribe = log.subscribe(self.host.changed)
