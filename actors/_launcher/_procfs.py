@@ -6,6 +6,7 @@ gone or was never there: a process may end between any two reads.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterator
@@ -125,10 +126,9 @@ def group_members(pgid: int) -> list[int]:
     return [st.pid for st in stats() if st.pgid == pgid and st.alive]
 
 
-def port_holder(port: int) -> tuple[int, str] | None:
-    """(pid, name) of a process holding a socket that listens on TCP `port` (v4 or v6),
-    or None; read only when a bind failed, so a walk of every process is fine."""
-    links = set()
+def listening_inodes(port: int) -> set[int]:
+    """The inodes of the sockets listening on TCP `port` (any address, v4 or v6)."""
+    inodes: set[int] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table, "rb") as f:
@@ -138,20 +138,30 @@ def port_holder(port: int) -> tuple[int, str] | None:
         for line in lines:
             cols = line.split()
             if len(cols) >= 10 and cols[3] == b"0A" and int(cols[1].rsplit(b":", 1)[1], 16) == port:
-                links.add(f"socket:[{int(cols[9])}]")  # 0A: LISTEN
+                inodes.add(int(cols[9]))  # 0A: LISTEN
+    return inodes
+
+
+def holds_socket(pid: int, links: set[str]) -> bool:
+    """Whether `pid` has an fd on one of these sockets (`socket:[INODE]` links)."""
+    fd_dir = f"/proc/{pid}/fd"
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(fd_dir):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"{fd_dir}/{fd}") in links:
+                    return True
+    return False
+
+
+def port_holder(port: int) -> tuple[int, str] | None:
+    """(pid, name) of a process holding a socket that listens on TCP `port` (v4 or v6),
+    or None; read only when a bind failed, so a walk of every process is fine."""
+    links = {f"socket:[{inode}]" for inode in listening_inodes(port)}
     if not links:
         return None
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            fds = os.listdir(f"/proc/{entry}/fd")
-        except OSError:
-            continue
-        for fd in fds:
+        if entry.isdigit() and holds_socket(int(entry), links):
             try:
-                if os.readlink(f"/proc/{entry}/fd/{fd}") not in links:
-                    continue
                 with open(f"/proc/{entry}/comm", "rb") as f:
                     return int(entry), f.read().strip().decode("utf-8", "replace")[:32]
             except OSError:

@@ -11,41 +11,9 @@ liveness probe (docs/health.md).
 
 from __future__ import annotations
 
-import contextlib
-import os
-
 import psutil
 
-_LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column
-
-
-def listening_inodes(port: int) -> set[int]:
-    """The inodes of the sockets listening on `port` (any address, v4 or v6)."""
-    inodes: set[int] = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table, "rb") as f:
-                lines = f.read().split(b"\n")[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) < 10 or fields[3].decode() != _LISTEN:
-                continue
-            local = fields[1].decode()
-            if int(local.rsplit(":", 1)[1], 16) == port:
-                inodes.add(int(fields[9]))
-    return inodes
-
-
-def _holds(pid: int, links: set[str]) -> bool:
-    fd_dir = f"/proc/{pid}/fd"
-    with contextlib.suppress(OSError):
-        for fd in os.listdir(fd_dir):
-            with contextlib.suppress(OSError):
-                if os.readlink(f"{fd_dir}/{fd}") in links:
-                    return True
-    return False
+from .._launcher._procfs import holds_socket, listening_inodes
 
 
 def process_tree(pid: int) -> list[int]:
@@ -73,10 +41,10 @@ def foreign_holder(port: int, pids: list[int]) -> str | None:
         # forwarded from elsewhere (a container, an SSH tunnel) is not the child's.
         return f"port {port} answers, but no process on this host listens on it (not this child)"
     links = {f"socket:[{inode}]" for inode in inodes}
-    if any(_holds(pid, links) for pid in pids):
+    if any(holds_socket(pid, links) for pid in pids):
         return None
     ours = set(pids)
     for pid in psutil.pids():
-        if pid not in ours and _holds(pid, links):
+        if pid not in ours and holds_socket(pid, links):
             return f"port {port} is held by {_describe(pid)}, not this child"
     return f"port {port} is held by a process this user cannot see, not this child"
