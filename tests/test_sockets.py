@@ -144,40 +144,51 @@ def test_a_python_target_gets_them_too(tmp_path: Path) -> None:
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
+class Hammer:
+    """A client that connects to 127.0.0.1:`port` without pause while in the `with`
+    block, counting the connections made and those refused."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connected = self.refused = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=10).close()
+                self.connected += 1
+            except ConnectionRefusedError:
+                self.refused += 1
+
+    def __enter__(self) -> Hammer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def test_restarts_refuse_no_connection(tmp_path: Path) -> None:
     """A client connecting without pause while the child is SIGKILLed over and over
     is never refused: connections wait in the queue nannytree holds."""
     port = free_port()
     spec, out = report_child(tmp_path, "web", sockets=[{"listen": f"127.0.0.1:{port}"}])
-    refused = connected = 0
-    stop = threading.Event()
-
-    def hammer() -> None:
-        nonlocal refused, connected
-        while not stop.is_set():
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=10).close()
-                connected += 1
-            except ConnectionRefusedError:
-                refused += 1
 
     root = SupervisorSpec(id="root", intensity=100, period=60.0, children=[spec])
     with Tree(root) as tree:
         read_report(out)
-        client = threading.Thread(target=hammer)
-        client.start()
-        try:
+        with Hammer(port) as client:
             for _ in range(15):
                 pid = children_by_id(tree.ref)["web"].pid
                 assert pid is not None
                 read_report(out, pid)  # it accepts
                 os.kill(pid, signal.SIGKILL)
                 wait_until(lambda old=pid: children_by_id(tree.ref)["web"].pid not in (None, old))
-        finally:
-            stop.set()
-            client.join()
-    assert refused == 0
-    assert connected > 15
+    assert client.refused == 0
+    assert client.connected > 15
 
 
 def test_a_replaced_child_keeps_its_socket_and_refuses_nothing(tmp_path: Path) -> None:
@@ -186,23 +197,10 @@ def test_a_replaced_child_keeps_its_socket_and_refuses_nothing(tmp_path: Path) -
     through 10 replacements is never refused, and the socket is the very same one."""
     port = free_port()
     spec, out = report_child(tmp_path, "web", sockets=[{"listen": f"127.0.0.1:{port}"}])
-    refused = connected = 0
-    stop = threading.Event()
-
-    def hammer() -> None:
-        nonlocal refused, connected
-        while not stop.is_set():
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=10).close()
-                connected += 1
-            except ConnectionRefusedError:
-                refused += 1
 
     with Tree(SupervisorSpec(id="root", children=[spec])) as tree:
         first = socket_links(read_report(out)["pid"])
-        client = threading.Thread(target=hammer)
-        client.start()
-        try:
+        with Hammer(port) as client:
             for n in range(10):
                 old = children_by_id(tree.ref)["web"].pid
                 changed = dataclasses.replace(spec, env={"ROUND": str(n)})
@@ -210,12 +208,9 @@ def test_a_replaced_child_keeps_its_socket_and_refuses_nothing(tmp_path: Path) -
                 pid = children_by_id(tree.ref)["web"].pid
                 assert pid not in (None, old)
                 read_report(out, pid)
-        finally:
-            stop.set()
-            client.join()
         assert socket_links(pid) & first  # the same socket, not one bound again
-    assert refused == 0
-    assert connected > 10
+    assert client.refused == 0
+    assert client.connected > 10
 
 
 def test_a_bind_failure_names_child_socket_address_and_holder(tmp_path: Path) -> None:
