@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -21,8 +22,8 @@ from typing import Any
 import pytest
 
 from actors import Tree
-from supervision import ChildSpec, ListenSocket, StartError, SupervisorSpec
-from tests.support import children_by_id, wait_until
+from supervision import ChildSpec, EventKind, ListenSocket, StartError, SupervisorSpec
+from tests.support import children_by_id, wait_event, wait_until
 
 # Writes what it inherited (its pid, the LISTEN_ variables, what each fd from 3 is)
 # to argv[1], then accepts connections and closes each at once.
@@ -360,7 +361,11 @@ def test_a_python_target_runs_as_the_user(open_dir: Path) -> None:
     out = open_dir / "ids"
 
     def ids(out: str) -> None:
-        Path(out + ".tmp").write_text(f"{os.getuid()} {os.getgid()}")
+        # Only modules the launcher has loaded: nobody may not read this interpreter's
+        # files (a Python under /root, as in CI); the next test covers that case.
+        fd = os.open(out + ".tmp", os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, f"{os.getuid()} {os.getgid()}".encode())
+        os.close(fd)
         os.rename(out + ".tmp", out)
         time.sleep(60)
 
@@ -371,6 +376,38 @@ def test_a_python_target_runs_as_the_user(open_dir: Path) -> None:
     with Tree(SupervisorSpec(id="root", children=[spec])):
         wait_until(out.exists)
         assert out.read_text() == f"{nobody.pw_uid} {nobody.pw_gid}"
+
+
+@root_only
+def test_a_python_target_whose_user_cannot_read_the_interpreter_says_so(
+    open_dir: Path,
+) -> None:
+    """The target's imports run as its user: where that user cannot read the stdlib,
+    the failure names the folder; where it can, the target runs."""
+    import colorsys  # a module the launcher never loads: unpickling the target imports it
+
+    out = open_dir / "hsv"
+
+    def convert(out: str) -> None:
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
+        os.write(fd, repr(colorsys.rgb_to_hsv(1, 0, 0)).encode())
+        os.close(fd)
+        time.sleep(60)
+
+    stdlib = os.path.dirname(os.__file__)
+    readable = subprocess.run(["test", "-r", stdlib, "-a", "-x", stdlib], user="nobody").returncode
+    spec = ChildSpec(id="py", target=convert, args=(str(out),), user="nobody")
+    with Tree(SupervisorSpec(id="root", children=[spec], intensity=0)) as tree:
+        if readable == 0:
+            wait_until(out.exists)
+            assert out.read_text() == repr(colorsys.rgb_to_hsv(1, 0, 0))
+            return
+        exited = wait_event(tree.ref, EventKind.CHILD_EXITED, "py")
+        assert exited.reason is not None
+        message = exited.reason.message
+        assert "No module named 'colorsys'" in message
+        assert f"cannot read {stdlib}" in message
+        assert not out.exists()
 
 
 NOTIFIER = """
@@ -511,3 +548,58 @@ def test_ids_the_kernel_refuses_are_a_clear_spawn_error() -> None:
     with pytest.raises(SpawnError, match="cannot take on uid 4294967295") as caught:
         _fork_exec("/bin/true", ["true"], {}, None, None, None, bad)
     assert caught.value.errno in (errno.EINVAL, errno.EPERM)  # EPERM: not root
+
+
+@root_only
+def test_check_says_when_a_python_targets_user_cannot_read_the_interpreter(
+    tmp_path: Path,
+) -> None:
+    root = Path(__file__).resolve().parent.parent
+    tree = tmp_path / "t.toml"
+    tree.write_text(
+        '[supervisor]\nid = "t"\n[[supervisor.children]]\nid = "py"\n'
+        'target = "tests.children:sleep_forever"\nuser = "nobody"\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "check", str(tree)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    stdlib = os.path.dirname(os.__file__)
+    readable = [
+        subprocess.run(["test", "-r", d, "-a", "-x", d], user="nobody").returncode == 0
+        for d in (sys.prefix, stdlib)
+    ]
+    if all(readable):
+        assert "who cannot read" not in done.stderr
+        return
+    assert done.returncode == 1
+    assert "child 'py': field 'user' is 'nobody', who cannot read" in done.stderr
+    assert (sys.prefix if not readable[0] else stdlib) in done.stderr
+
+
+def test_a_forgotten_templates_sockets_close_together(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once one of a template's sockets refuses, its unix socket's file is gone too: no
+    expiry pass closes some and leaves the rest (the clock moves between calls)."""
+    from actors._launcher import _listeners
+
+    clock = iter(range(1000))
+    monkeypatch.setattr(_listeners.time, "monotonic", lambda: float(next(clock)))
+    path = tmp_path / "u.sock"
+    for _ in range(50):
+        held = _listeners.Listeners()
+        sockets: list[list[object]] = [
+            ["t", f"127.0.0.1:{free_port()}", 8],
+            ["u", str(path), 8],
+        ]
+        held.fds(1, sockets)
+        held.release(1)
+        held.expire()  # the clock has moved on past the first deadline only
+        assert len(held) in (0, 2)
+        held.close_all()
+        assert not path.exists()

@@ -326,9 +326,28 @@ def _call_target(
         traceback.print_exception(exc)
         return 0, signal.SIGINT
     except BaseException as exc:
-        _report_error(control_fd, exc)
+        _report_error(control_fd, _with_access_hint(exc))
         return 1, None
     return 0, None
+
+
+def _with_access_hint(exc: BaseException) -> BaseException:
+    """An import that failed because the child's `user` cannot read the interpreter
+    nannytree runs in says so (the target runs as that user, in this interpreter)."""
+    if not isinstance(exc, ImportError):
+        return exc
+    stdlib = os.path.dirname(os.__file__)
+    blocked = [d for d in (sys.prefix, stdlib) if not os.access(d, os.R_OK | os.X_OK)]
+    if not blocked:
+        return exc
+    hint = ImportError(
+        f"{exc}: uid {os.getuid()} (the child's user) cannot read {blocked[0]}, where "
+        "nannytree's Python is; a Python target runs as its user in that interpreter: "
+        "install Python (or the venv) where that user can read it, or run a command"
+    )
+    hint.__cause__ = exc
+    hint.__traceback__ = exc.__traceback__
+    return hint
 
 
 def _finish(code: int, die_by: int | None) -> NoReturn:

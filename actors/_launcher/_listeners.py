@@ -70,11 +70,12 @@ class Listeners:
     def release(self, template: int) -> None:
         """The template is forgotten: each socket no other template uses closes
         LINGER seconds from now, unless a template takes it meanwhile."""
+        when = time.monotonic() + LINGER  # one deadline: a template's sockets close together
         for listen, held in self._held.items():
             if template in held.users:
                 held.users.discard(template)
                 if not held.users:
-                    self._idle[listen] = time.monotonic() + LINGER
+                    self._idle[listen] = when
 
     def timeout(self) -> float | None:
         """Seconds until the next unused socket closes (None: none waits)."""
@@ -87,14 +88,13 @@ class Listeners:
         if not self._idle:
             return
         now = time.monotonic()
-        for listen, when in list(self._idle.items()):
-            if when <= now:
-                del self._idle[listen]
-                _close(self._held.pop(listen))
+        due = [listen for listen, when in self._idle.items() if when <= now]
+        for listen in due:
+            del self._idle[listen]
+        _close([self._held.pop(listen) for listen in due])
 
     def close_all(self) -> None:
-        for held in self._held.values():
-            _close(held)
+        _close(list(self._held.values()))
         self._held.clear()
         self._idle.clear()
 
@@ -102,12 +102,15 @@ class Listeners:
         return len(self._held)
 
 
-def _close(held: _Held) -> None:
-    held.sock.close()
-    if held.path is not None:
-        with contextlib.suppress(OSError):
-            if os.stat(held.path).st_ino == held.inode:  # ours, not a successor's
-                os.unlink(held.path)
+def _close(closing: list[_Held]) -> None:
+    # Paths first: once any of them refuses a connection, none is left on disk.
+    for held in closing:
+        if held.path is not None:
+            with contextlib.suppress(OSError):
+                if os.stat(held.path).st_ino == held.inode:  # ours, not a successor's
+                    os.unlink(held.path)
+    for held in closing:
+        held.sock.close()
 
 
 def _bind(name: str, listen: str, backlog: int) -> _Held:
