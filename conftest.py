@@ -1,0 +1,90 @@
+"""The documentation's examples, run by the README's test command (Sybil).
+
+In README.md and docs/**/*.md:
+
+- a ```python block runs, in one namespace per page, from a fresh empty folder;
+- a ```toml block is loaded as a tree file: a whole file as written, a fragment
+  (child keys, or a table below `[supervisor]`) inside the smallest tree that holds it;
+- `<!-- skip: next -->` before a block says it is not meant to run (a sketch, or a
+  command's output), and is the only way out.
+
+Examples/ files appear on the pages by inclusion (`--8<--`), and run as themselves.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pykka
+import pytest
+from sybil import Example, Sybil
+from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+
+from supervision import load_tree
+
+_VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+_CHILD = '[supervisor]\nid = "doc"\n[[supervisor.children]]\n'
+
+
+def tree_text(fragment: str) -> str:
+    """The smallest tree file holding a page's TOML fragment."""
+    if re.search(r"^\[supervisor\]", fragment, re.MULTILINE):
+        return fragment
+    if re.search(r"^\[", fragment, re.MULTILINE):
+        return '[supervisor]\nid = "doc"\n' + fragment
+    head = _CHILD
+    if not re.search(r"^id\s*=", fragment, re.MULTILINE):
+        head += 'id = "doc-child"\n'
+    if not re.search(r"^(command|target)\s*=", fragment, re.MULTILINE):
+        head += 'command = ["true"]\n'
+    return head + fragment
+
+
+def _load_toml(example: Example) -> None:
+    text = tree_text(example.parsed)
+    values = {name: "8000" for name in _VAR.findall(text)}  # any ${NAME}: a port will do
+    load_tree(text, "doc.toml", vars=values)
+
+
+@pytest.fixture
+def doc_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A page's examples run from an empty folder, as a reader's would, and leave no
+    process or actor behind."""
+    monkeypatch.chdir(tmp_path)
+    yield tmp_path
+    me = psutil.Process()
+    deadline = time.monotonic() + 5.0
+    while (left := [p for p in me.children(recursive=True) if p.is_running()]) and (
+        time.monotonic() < deadline
+    ):
+        psutil.wait_procs(left, timeout=0.1)
+    actors = pykka.ActorRegistry.get_all()
+    if actors:
+        pykka.ActorRegistry.stop_all()
+    if left or actors:
+        for p in left:
+            p.kill()
+        pytest.fail(f"a page's example left behind processes {left} and actors {actors}")
+
+
+def _setup(namespace: dict[str, Any]) -> None:
+    namespace["__name__"] = "__doc_example__"
+    os.environ.setdefault("NO_MKDOCS_2_WARNING", "1")
+
+
+pytest_collect_file = Sybil(
+    parsers=[
+        PythonCodeBlockParser(),
+        CodeBlockParser(language="toml", evaluator=_load_toml),
+        SkipParser(),
+    ],
+    patterns=["README.md", "docs/**/*.md", "docs/*.md"],
+    fixtures=["doc_folder"],
+    setup=_setup,
+).pytest()
