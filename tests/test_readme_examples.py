@@ -1,6 +1,9 @@
-"""The README's testing examples, as they are written there (the service's path
-is this repository's tests/health_service.py)."""
+"""The README's examples that Sybil cannot run alone (its pytest test, its tree file
+under `check`), and the plugin's idioms on this repository's tests/health_service.py."""
 
+import os
+import re
+import subprocess
 import sys
 import urllib.request
 from pathlib import Path
@@ -67,3 +70,37 @@ def test_crash_with_an_exception(nanny_tree):
     tree.crash("w", ValueError("injected"))  # raised inside the running target
     reason = tree.wait_for(EventKind.CHILD_EXITED, "w").reason
     assert reason.kind is ExitKind.EXCEPTION and reason.exc_type == "ValueError"
+
+
+def _readme_block(language: str, containing: str) -> str:
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    blocks = re.findall(rf"```{language}\n(.*?)```", readme, re.DOTALL)
+    found = [b for b in blocks if containing in b]
+    assert len(found) == 1, f"README: one {language} block with {containing!r}"
+    return found[0]
+
+
+def test_the_readme_s_test_example_passes_under_pytest(tmp_path: Path) -> None:
+    """Sybil runs the README's blocks, which only defines the test: pytest runs it."""
+    (tmp_path / "test_readme_web.py").write_text(_readme_block("python", "def test_"))
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout
+
+
+def test_the_readme_s_tree_file_passes_check(tmp_path: Path) -> None:
+    (tmp_path / "shop.toml").write_text(_readme_block("toml", "[supervisor]"))
+    done = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "check", str(tmp_path / "shop.toml")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
