@@ -21,7 +21,7 @@ Every error names the file, the table path (`supervisor.children[2].restart`),
 the bad value and what is allowed. Relative `cwd`, `stdout`, `stderr` and
 `pid_file` paths are relative to the file's directory.
 
-Real daemons (see README "Running real daemons"):
+Real daemons (see docs/how-to/daemons.md):
 
     stop_signal = "QUIT"              # a name or a number; default "TERM"
     kill_mode = "main"                # or "group" (default)
@@ -33,7 +33,7 @@ Real daemons (see README "Running real daemons"):
     user = "www-data"                 # and group: as root, run the child as that user
     start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
 
-The engine that runs the subtrees with a `placement` (README "Across hosts"):
+The engine that runs the subtrees with a `placement` (docs/how-to/ray.md):
 
     [engine]
     kind = "ray"                      # the only one a file can name

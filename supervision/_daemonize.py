@@ -3,7 +3,7 @@
 
 Without a `pid_file` such a command cannot be supervised: its first process exits
 0 at once, which the runtime reports as `daemonized`, kills what it left, and
-restarts it, again and again (README "Running real daemons"). So a command that
+restarts it, again and again (docs/how-to/daemons.md). So a command that
 says so in its arguments is refused when the spec is built; what its arguments do
 not say (nginx's default `daemon on`, a config file's `daemonize yes`) is for
 `nannytree check` to warn about.

@@ -355,7 +355,7 @@ def test_backoff_delays_live_restarts_and_shows_in_which_children(tree):
 
 def test_interpreter_start_variables_need_a_fresh_interpreter(tree, tmp_path):
     # PYTHONOPTIMIZE is read when an interpreter starts: a fork of the launcher
-    # cannot honour it, a fresh interpreter does (the README says which to use).
+    # cannot honour it, a fresh interpreter does (docs/explanation/trust.md says which to use).
     def report(path: str) -> None:
         import sys
 

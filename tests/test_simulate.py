@@ -492,7 +492,7 @@ def test_command_children_are_simulated_too():
 
 @pytest.mark.parametrize("delay", [None, 30.0])
 def test_compare_is_the_mean_of_simulate_with_the_same_arguments(delay):
-    # The README's example: a 1-in-5 s spec; compare() once left out the root restart.
+    # The experiments tutorial's example: a 1-in-5 s spec; compare() once left out the root restart.
     spec = flat(intensity=1, period=5.0)
     faults = {"b": Exponential(30.0, start_duration=0.5)}
     kw = {} if delay is None else {"root_restart_delay": delay}

@@ -4,7 +4,7 @@ The spec travels pickled by cloudpickle, as a local child's target does. A modul
 that is not installed (a script's sibling, the tree file's directory, a tests
 folder: importable on the driver only because its folder is on `sys.path`) is
 pickled by value, the way cloudpickle pickles `__main__`; an installed one, by
-reference: the far node has the same packages (README, "Across hosts").
+reference: the far node has the same packages (docs/how-to/ray.md).
 `unshippable_targets` names what may still fail there, for `check` and `run`.
 Nothing here imports Ray.
 """

@@ -31,7 +31,7 @@ Renewals are due every third of the lease from the subtree's start (as the
 live remote child makes them); one due while the node is cut off fails, and a
 heal that the parent noticed (a renewal failed) renews at once.
 
-Defaults, as measured with Ray 2.60 (README "Across hosts"): `detection` 1.3 s
+Defaults, as measured with Ray 2.60 (docs/how-to/ray.md): `detection` 1.3 s
 (a node lost while its OS still answers), `health_check` 4.2 s (a silent node,
 with the tuned health check of the tests; Ray's own default is about 65 s),
 `unreachable_timeout` None (wait for the engine's verdict), `lease_timeout` 30 s

@@ -64,7 +64,7 @@ def run_schedule(seed: int, margin: float = MARGIN) -> Outcome:
 
 @dataclass
 class Totals:
-    """What a number of schedules came to: the README's figure."""
+    """What a number of schedules came to: the figure in docs/explanation/design.md."""
 
     schedules: int = 0
     decisions: int = 0  # compared, the trees' starts left out
