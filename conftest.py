@@ -2,7 +2,9 @@
 
 In README.md and docs/**/*.md:
 
-- a ```python block runs, in one namespace per page, from a fresh empty folder;
+- a ```python block runs, in one namespace per page, from a fresh empty folder; a
+  block that only includes an examples/ file (`--8<-- "examples/x.py"`) does not:
+  the file runs as itself, in CI or in a test;
 - a ```toml block is loaded as a tree file: a whole file as written, a fragment
   (child keys, or a table below `[supervisor]`) inside the smallest tree that holds it;
 - `<!-- skip: next -->` before a block says it is not meant to run (a sketch, or a
@@ -24,7 +26,7 @@ import psutil
 import pykka
 import pytest
 from sybil import Example, Sybil
-from sybil.parsers.markdown import CodeBlockParser, PythonCodeBlockParser, SkipParser
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from supervision import load_tree
 
@@ -46,7 +48,23 @@ def tree_text(fragment: str) -> str:
     return head + fragment
 
 
+def _included_only(source: str) -> bool:
+    return all(
+        not line.strip() or line.lstrip().startswith("--8<--") for line in source.splitlines()
+    )
+
+
+def _run_python(example: Example) -> None:
+    if _included_only(example.parsed):
+        return
+    # Padded so a traceback names the page's own line.
+    code = compile("\n" * example.line + example.parsed, example.path, "exec")
+    exec(code, example.namespace)
+
+
 def _load_toml(example: Example) -> None:
+    if _included_only(example.parsed):
+        return
     text = tree_text(example.parsed)
     values = {name: "8000" for name in _VAR.findall(text)}  # any ${NAME}: a port will do
     load_tree(text, "doc.toml", vars=values)
@@ -80,7 +98,7 @@ def _setup(namespace: dict[str, Any]) -> None:
 
 pytest_collect_file = Sybil(
     parsers=[
-        PythonCodeBlockParser(),
+        CodeBlockParser(language="python", evaluator=_run_python),
         CodeBlockParser(language="toml", evaluator=_load_toml),
         SkipParser(),
     ],
