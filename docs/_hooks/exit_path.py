@@ -15,6 +15,7 @@ sequence diagram. Run by the docs build (docs/_hooks/pictures.py); needs matplot
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
 import signal
@@ -76,6 +77,24 @@ def _first(hops: list[Hop], label: str, what: str, t0: float) -> float:
     raise RuntimeError(f"no {label} {what} hop after the kill: the path changed; update {__file__}")
 
 
+def _successor(hops: list[Hop], t0: float) -> tuple[float | None, str, str, str]:
+    """The report that the new process runs: Respawned when the launcher restarted it
+    ahead (an armed restart), else Spawned (the worker asked for a spawn)."""
+    with contextlib.suppress(RuntimeError):
+        return (
+            _first(hops, "reader", "Respawned", t0),
+            "launcher",
+            READER,
+            "Respawned: the successor runs",
+        )
+    return (
+        _first(hops, "reader", "Spawned", t0),
+        "launcher",
+        READER,
+        "Spawned: the new child runs",
+    )
+
+
 def measure(kills: int) -> list[Exit]:
     from actors import NannyActor
     from supervision import ChildSpec, EventKind, SupervisorSpec
@@ -112,7 +131,6 @@ def measure(kills: int) -> list[Exit]:
             )
             seen = list(hops)
             reason = str(exited.reason) if exited.reason is not None else "?"
-            ms = (exited.time - t0) * 1e3
             steps: list[tuple[float | None, str, str, str]] = [
                 (0.0, "child", "child", f"kill -9 {info.pid}"),
                 (None, "child", "launcher", "reaps it, kills its group, starts its successor"),
@@ -133,7 +151,7 @@ def measure(kills: int) -> list[Exit]:
                     _first(seen, "core exited", "str", t0),
                     "NannyActor",
                     "core",
-                    f"child_exited(now): restart; event child_exited at {ms:.2f} ms",
+                    "child_exited(now): restart",
                 ),
                 (
                     _first(seen, "worker start", "int", t0),
@@ -141,12 +159,7 @@ def measure(kills: int) -> list[Exit]:
                     "WorkerActor",
                     "Start: adopt the launcher's successor",
                 ),
-                (
-                    _first(seen, "reader", "Respawned", t0),
-                    "launcher",
-                    READER,
-                    "Respawned: the successor runs",
-                ),
+                _successor(seen, t0),
                 (
                     _first(seen, "nanny", "StartDone", t0),
                     "WorkerActor",
@@ -157,9 +170,11 @@ def measure(kills: int) -> list[Exit]:
                     _first(seen, "core started", "str", t0),
                     "NannyActor",
                     "core",
-                    f"started(now): event child_started at {(started.time - t0) * 1e3:.2f} ms",
+                    "started(now): child_started",
                 ),
             ]
+            # In the order they happened (the kill and the launcher's untimed step first).
+            steps[2:] = sorted(steps[2:], key=lambda step: step[0] or 0.0)
             exits.append(Exit(steps, (started.time - t0) * 1e3))
     finally:
         ref.stop()
@@ -177,18 +192,18 @@ def draw(exits: list[Exit], out: Path) -> None:
     shown = min(exits, key=lambda e: abs(e.total - median))
     x = {lane: i for i, lane in enumerate(LANES)}
     rows = len(shown.steps)
-    fig, ax = plt.subplots(figsize=(11, 0.5 * rows + 1.6))
+    fig, ax = plt.subplots(figsize=(8.5, 0.42 * rows + 1.2))
     for lane, i in x.items():
         ax.plot([i, i], [-0.6, rows - 0.4], color="#bbbbbb", lw=1, zorder=0)
-        ax.text(i, -0.8, lane, ha="center", va="bottom", fontsize=10, weight="bold")
+        ax.text(i, -0.8, lane, ha="center", va="bottom", fontsize=10.5, weight="bold")
     for row, (ms, a, b, label) in enumerate(shown.steps):
         y = row
         stamp = "not timed" if ms is None else f"+{ms:.2f} ms"
-        ax.text(-0.4, y, stamp, ha="right", va="center", fontsize=9, family="monospace")
+        ax.text(-0.3, y, stamp, ha="right", va="center", fontsize=10, family="monospace")
         colour = "#c0392b" if row < 2 else "#1f4e79"
         if a == b:
             ax.plot([x[a]], [y], marker="x", color=colour, ms=10, mew=2)
-            ax.text(x[a] + 0.12, y, label, va="center", fontsize=9)
+            ax.text(x[a] + 0.12, y, label, va="center", fontsize=10)
             continue
         ax.annotate(
             "",
@@ -197,18 +212,19 @@ def draw(exits: list[Exit], out: Path) -> None:
             arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 1.4},
         )
         left = min(x[a], x[b])
-        ax.text(left + 0.08, y - 0.18, label, va="bottom", fontsize=8.5)
-    ax.set_xlim(-1.3, len(LANES) + 1.2)
+        ax.text(left + 0.06, y - 0.15, label, va="bottom", fontsize=10)
+    ax.set_xlim(-1.1, len(LANES) - 0.5)
     ax.set_ylim(rows - 0.3, -1.6)
     ax.axis("off")
     ax.set_title(
-        f"One exit's path, measured: kill -9 to child_started in {shown.total:.2f} ms "
-        f"(the median of {len(exits)} kills; {totals[0]:.2f} to {totals[-1]:.2f} ms)",
+        f"One exit's path, measured: kill -9 to child_started in {shown.total:.2f} ms\n"
+        f"(the median of {len(exits)} kills; fastest {totals[0]:.2f} ms, "
+        f"slowest {totals[-1]:.2f} ms)",
         fontsize=10,
         loc="left",
     )
     fig.tight_layout()
-    fig.savefig(out, metadata={"Date": None} if out.suffix == ".svg" else None)
+    fig.savefig(out, bbox_inches="tight", metadata={"Date": None} if out.suffix == ".svg" else None)
     plt.close(fig)
 
 
