@@ -191,6 +191,10 @@ class NannyHost:
 
 @dataclass
 class RayHandle:
+    """One started remote subtree incarnation, as `RayEngine.spawn` returns it: its
+    Ray actor, the node it runs on, its incarnation number, its name, and the token
+    of its fence."""
+
     actor: Any
     node: str
     incarnation: int
