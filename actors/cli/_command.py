@@ -41,7 +41,7 @@ from ._control import (
     stream,
 )
 from ._engine import add_engine_flags
-from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, USAGE
+from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, TIMED_OUT, USAGE
 from ._monitors import add_monitor_flags, monitor_options
 from ._records import EventRecord, Node
 from ._text import printable
@@ -706,9 +706,10 @@ def _parser() -> argparse.ArgumentParser:
         "wait",
         parents=[client],
         help="block until the tree (or these children) is ready; waits for the tree to start",
-        description="Exit 0 once ready; 1 if it never will be (the tree ended, a supervisor "
-        "gave up for good), at once, with the reason; 3 if no tree started within the "
-        "timeout; 4 if something was not ready when it ran out, naming what and why.",
+        description=f"Exit {OK} once ready; {FAILED} if it never will be (the tree ended, a "
+        "supervisor gave up for good), at once, with the reason; "
+        f"{NOT_RUNNING} if no tree started within the timeout; {TIMED_OUT} if something "
+        "was not ready when it ran out, naming what and why.",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="children to wait for (none: all)")
     p.add_argument(

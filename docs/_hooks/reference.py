@@ -48,9 +48,23 @@ def on_page_markdown(markdown: str, **kwargs: Any) -> str:
 # -- cells ------------------------------------------------------------------------------------
 
 
+_CODE_SPAN = re.compile(r"(`+).+?\1")
+
+
 def cell(text: str) -> str:
-    """Text for a table cell: a pipe would end the cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text for a table cell: a pipe would end the cell, unless in a code span (the
+    tables extension reads those whole, and would show the backslash)."""
+    parts, at = [], 0
+    for span in _CODE_SPAN.finditer(text):
+        parts += [_bare(text[at : span.start()]), span[0]]
+        at = span.end()
+    parts.append(_bare(text[at:]))
+    return "".join(parts).replace("\n", " ")
+
+
+def _bare(text: str) -> str:
+    """Text out of code spans: a pipe ends a cell, and <runtime dir> would be a tag."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def code(text: str) -> str:
@@ -209,17 +223,17 @@ def _argument(action: argparse.Action) -> str:
         return code(f"{names} {metavar}")
     metavar = str(action.metavar or action.dest)
     if action.nargs in ("*", "?"):
-        return code(f"[{metavar}]" + ("..." if action.nargs == "*" else ""))
+        return code(f"[{metavar} ...]" if action.nargs == "*" else f"[{metavar}]")
     return code(metavar)
 
 
 def _arg_default(action: argparse.Action) -> str:
     default = action.default
-    if action.nargs == 0 or default in (None, argparse.SUPPRESS) or default == []:
+    if action.nargs == 0 or isinstance(default, bool):
         return ""
-    if isinstance(default, Path):
-        default = str(default)
-    return code(str(default))
+    if isinstance(default, Path | str | int | float) and default != argparse.SUPPRESS:
+        return code(str(default))
+    return ""  # None, or a flag's own "not given" marker
 
 
 def _arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
@@ -250,7 +264,8 @@ def cli() -> str:
         table(("Command", "What it does"), [(f"[{n}](#{n})", helps[n]) for n in sub.choices]),
     ]
     for name, p in sub.choices.items():
-        text = f"### nannytree {name} {{#{name}}}\n\n{helps[name]}.\n\n"
+        what = helps[name]
+        text = f"### nannytree {name} {{#{name}}}\n\n{what[:1].upper()}{what[1:]}.\n\n"
         if p.description:
             text += p.description + "\n\n"
         text += f"```text\n{_usage(p)}\n```\n\n"
