@@ -26,6 +26,7 @@ from ._config import (
     SUPERVISOR_KEYS,
     WORKER_KEYS,
 )
+from ._probes import LIVENESS_PERIOD, READY_PERIOD
 from ._sockets import SOCKET_KEYS
 
 
@@ -411,7 +412,8 @@ _PROBE_TIMING = {
     "period": KeyDoc(
         "float (seconds)",
         "{spec}.period",
-        "Between attempts. None: 0.1 s as readiness, 10 s as liveness.",
+        f"Between attempts. None: {READY_PERIOD:g} s as readiness, {LIVENESS_PERIOD:g} s "
+        "as liveness.",
     ),
 }
 

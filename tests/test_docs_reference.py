@@ -258,3 +258,18 @@ def test_the_site_builds_strict_and_renders_every_public_name(tmp_path: Path) ->
             missing = [p for p in module.__all__ if f"{name}.{p}" not in anchors]
             assert not missing, f"{name}: not rendered (a docstring missing?): {missing}"
     assert "actors.pytest_plugin.nanny_tree" in anchors
+
+
+def test_the_engine_defaults_read_from_the_source_are_ray_engines_own() -> None:
+    """The hook reads RayEngine's defaults from its source: the docs build without Ray."""
+    pytest.importorskip("ray")
+    import inspect
+
+    from actors.ray import RayEngine
+
+    read = hook.init_defaults(ROOT / "actors" / "ray.py", "RayEngine")
+    params = inspect.signature(RayEngine).parameters
+    assert read == {
+        n: hook.NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
+        for n, p in params.items()
+    }

@@ -14,10 +14,10 @@ An unknown marker fails the build. tests/test_docs_reference.py checks the outpu
 from __future__ import annotations
 
 import argparse
+import ast
 import dataclasses
 import enum
 import functools
-import inspect
 import re
 import signal
 import sys
@@ -107,10 +107,10 @@ def toml_value(value: Any) -> str:
 
 
 @functools.cache
-def spec_classes() -> dict[str, tuple[type, str]]:
-    """The classes a key maps to, by name: the class and the page anchor it has."""
+def spec_classes() -> dict[str, tuple[Any, str]]:
+    """The classes a key maps to, by name: the class (for RayEngine, which needs Ray to
+    import, its parameters' defaults read from its source) and its page anchor."""
     import supervision
-    from actors.ray import RayEngine
 
     names = (
         "ChildSpec",
@@ -128,16 +128,46 @@ def spec_classes() -> dict[str, tuple[type, str]]:
         "ListenSocket",
         "EngineConfig",
     )
-    found: dict[str, tuple[type, str]] = {
+    found: dict[str, tuple[Any, str]] = {
         n: (getattr(supervision, n), f"supervision.{n}") for n in names
     }
-    found["RayEngine"] = (RayEngine, "actors.ray.RayEngine")
+    engine = init_defaults(ROOT / "actors" / "ray.py", "RayEngine")
+    found["RayEngine"] = (engine, "actors.ray.RayEngine")
     return found
 
 
+def init_defaults(path: Path, name: str) -> dict[str, Any]:
+    """The defaults of class `name`'s __init__ parameters, from its source (a literal,
+    or a module constant bound to one); NO_DEFAULT for a parameter without one."""
+    tree = ast.parse(path.read_text())
+    constants = {
+        target.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+    init = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__")
+    args = init.args
+    positional = [*args.posonlyargs, *args.args][1:]  # not self
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults))
+    pairs = [*zip(positional, [*defaults, *args.defaults], strict=True)]
+    pairs += zip(args.kwonlyargs, args.kw_defaults, strict=True)
+
+    def value(node: ast.expr | None) -> Any:
+        if node is None:
+            return NO_DEFAULT
+        if isinstance(node, ast.Name) and node.id in constants:
+            node = constants[node.id]
+        return ast.literal_eval(node)
+
+    return {arg.arg: value(node) for arg, node in pairs}
+
+
 def field_default(mapped: str) -> Any:
-    """The default of "Class.field": the dataclass field's, or the parameter's of a class
-    that is not a dataclass (RayEngine); NO_DEFAULT when it has none. KeyError when the
+    """The default of "Class.field": the dataclass field's, or the parameter's of
+    RayEngine (read from its source); NO_DEFAULT when it has none. KeyError when the
     class or the field does not exist."""
     owner, name = mapped.split(".")
     cls = spec_classes()[owner][0]
@@ -149,8 +179,7 @@ def field_default(mapped: str) -> Any:
         if f.default_factory is not dataclasses.MISSING:
             return f.default_factory()
         return NO_DEFAULT
-    param = inspect.signature(cls).parameters[name]
-    return NO_DEFAULT if param.default is inspect.Parameter.empty else param.default
+    return cls[name]
 
 
 def shown_default(key: str, doc: Any) -> str:
