@@ -19,8 +19,9 @@ MEANINGS: dict[int, str] = {
     "a child not found; `wait`: it will never be ready (the tree ended, a supervisor "
     "gave up for good).",
     USAGE: "Bad usage: unknown command or flag, a bad value (argparse's own), `logs` "
-    "without an ID, an engine flag the engine refuses; also several trees run and "
-    "none was named (`--tree` or `--socket`).",
+    "without an ID; `run`: engine settings the engine refuses, or detection flags "
+    "without an engine; also several trees run and none was named (`--tree` or "
+    "`--socket`).",
     NOT_RUNNING: "Not running: no tree found (`ls` found none; `wait`: none started "
     "within `--timeout`), or `status` shows a child that is not running, as "
     "`systemctl status` does.",
