@@ -191,6 +191,10 @@ class NannyHost:
 
 @dataclass
 class RayHandle:
+    """One started remote subtree incarnation, as `RayEngine.spawn` returns it: its
+    Ray actor, the node it runs on, its incarnation number, its name, and the token
+    of its fence."""
+
     actor: Any
     node: str
     incarnation: int
@@ -206,6 +210,7 @@ class RayEngine:
     `init_kwargs`, the health check and most of `log_file` do not apply).
 
     Detection and fencing (docs/multihost.md sections 3-5), seconds, None = off:
+
     - `lease_timeout` (default 30): a remote subtree stops its children when its
       parent has not renewed its lease for three quarters of it, and the parent
       restarts a subtree of a lost node elsewhere only once the lease has run out

@@ -118,6 +118,8 @@ _PROBE_KEYS = {
     "exec": ("exec", "timeout", "period"),
 }
 _LIVENESS_KEYS = ("failures", "initial_delay")
+LOG_READY_KEYS = ("log", "stream")  # ready = { log = "regex", stream = "stderr" }
+FILE_READY_KEYS = ("file",)  # ready = { file = "path" }
 _READY_TABLES = (
     '{ tcp = 8000 }, { http = "http://127.0.0.1:8000/health" }, { exec = ["prog", "arg"] }, '
     '{ log = "regex" } or { file = "path" }'
@@ -728,7 +730,7 @@ class _Loader:
             return value
         if type(value) in (int, float) and 0 < value < float("inf"):
             return float(value)
-        if isinstance(value, dict) and list(value) == ["file"]:
+        if isinstance(value, dict) and list(value) == list(FILE_READY_KEYS):
             return ReadyFile(self.path(value, path, "file"))
         if (
             isinstance(value, dict)
@@ -738,7 +740,7 @@ class _Loader:
                 path, value, f"expected one kind of readiness in the table: {_READY_TABLES}"
             )
         if isinstance(value, dict) and "log" in value:
-            self.check_keys(value, path, ("log", "stream"))
+            self.check_keys(value, path, LOG_READY_KEYS)
             try:
                 return LogLine(value["log"], value.get("stream", "both"))
             except SpecError as e:

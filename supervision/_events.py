@@ -10,40 +10,89 @@ from ._reasons import ExitKind, ExitReason
 
 
 class EventKind(StrEnum):
+    """What happened in a tree: `EVENT_KIND_MEANINGS` says what each kind means."""
+
     SUPERVISOR_STARTED = "supervisor_started"
     CHILD_STARTED = "child_started"
-    START_FAILED = "start_failed"  # OTP's start_error
-    CHILD_EXITED = "child_exited"  # ended by itself (OTP's child_terminated report)
-    CHILD_TERMINATED = "child_terminated"  # stopped by its supervisor
-    STALE_EXIT_IGNORED = "stale_exit_ignored"  # from an incarnation that is not current
-    RESTART_SCHEDULED = "restart_scheduled"  # a failed restart is retried via the mailbox
+    START_FAILED = "start_failed"
+    CHILD_EXITED = "child_exited"
+    CHILD_TERMINATED = "child_terminated"
+    STALE_EXIT_IGNORED = "stale_exit_ignored"
+    RESTART_SCHEDULED = "restart_scheduled"
     CHILD_DELETED = "child_deleted"
-    CHILD_PAUSED = "child_paused"  # its process group was stopped (SIGSTOP)
-    CHILD_RESUMED = "child_resumed"  # and continued (SIGCONT)
+    CHILD_PAUSED = "child_paused"
+    CHILD_RESUMED = "child_resumed"
     MAX_INTENSITY_REACHED = "reached_max_restart_intensity"
     AUTO_SHUTDOWN = "auto_shutdown"
     SUPERVISOR_STOPPED = "supervisor_stopped"
-    CHILD_NOTE = "child_note"  # a child misbehaved, without a decision (a closed channel)
-    CHILD_SIGNALLED = "child_signalled"  # signal_child: which signal went to the child
-    CHILD_RELOADED = "child_reloaded"  # reload_child: the check passed, the signal went
-    CHILD_UNHEALTHY = "child_unhealthy"  # a liveness probe failed (detail: which, why)
-    CHILD_HEALTHY = "child_healthy"  # its liveness probe passed, first or after failing
-    CHILD_FAILED = "child_failed"  # its restart_limit was exceeded: left stopped, "failed"
-    RESTARTS_RESET = "restarts_reset"  # reset_restarts: an intensity window was emptied
+    CHILD_NOTE = "child_note"
+    CHILD_SIGNALLED = "child_signalled"
+    CHILD_RELOADED = "child_reloaded"
+    CHILD_UNHEALTHY = "child_unhealthy"
+    CHILD_HEALTHY = "child_healthy"
+    CHILD_FAILED = "child_failed"
+    RESTARTS_RESET = "restarts_reset"
     # `nannytree update` (docs/update.md): each step, by the supervisor it acted on.
-    UPDATE_REFUSED = "update_refused"  # the file or a run-time check failed: nothing stopped
-    UPDATE_CHILD_REMOVED = "update_child_removed"  # stopped and deleted: the file dropped it
-    UPDATE_CHILD_REPLACED = "update_child_replaced"  # its new spec runs, at its place
-    UPDATE_CHILD_ADDED = "update_child_added"  # started where the file puts it
-    UPDATE_CHILD_MOVED = "update_child_moved"  # its place in the start order, not restarted
-    UPDATE_SPEC_STORED = "update_spec_stored"  # a nested supervisor's spec, in its parent
-    UPDATE_STEP_FAILED = "update_step_failed"  # detail: which step, why
-    UPDATE_DONE = "update_done"  # detail: what was applied, what failed
-    # An operator's request through the control socket (stop, start, restart, signal,
-    # pause, resume, reload, add, shutdown): detail says what was asked, by whom, and
-    # what came of it; REFUSED when it was not carried out (detail: why).
+    UPDATE_REFUSED = "update_refused"
+    UPDATE_CHILD_REMOVED = "update_child_removed"
+    UPDATE_CHILD_REPLACED = "update_child_replaced"
+    UPDATE_CHILD_ADDED = "update_child_added"
+    UPDATE_CHILD_MOVED = "update_child_moved"
+    UPDATE_SPEC_STORED = "update_spec_stored"
+    UPDATE_STEP_FAILED = "update_step_failed"
+    UPDATE_DONE = "update_done"
+    # An operator's request through the control socket.
     OPERATOR_ACTION = "operator_action"
     OPERATOR_REFUSED = "operator_refused"
+
+
+EVENT_KIND_MEANINGS: dict[EventKind, str] = {
+    EventKind.SUPERVISOR_STARTED: "A supervisor started, its children with it.",
+    EventKind.CHILD_STARTED: "A child started (and passed its readiness); `pid` is its process.",
+    EventKind.START_FAILED: "A child could not be started (OTP's start_error); the "
+    "reason says why.",
+    EventKind.CHILD_EXITED: "A child ended by itself (OTP's child_terminated report); "
+    "the reason says how.",
+    EventKind.CHILD_TERMINATED: "Its supervisor stopped a child.",
+    EventKind.STALE_EXIT_IGNORED: "An exit from an incarnation that is not the current "
+    "one was ignored.",
+    EventKind.RESTART_SCHEDULED: "A restart was put off (detail: the delay): a failed "
+    "restart retried through the mailbox, a backoff's wait, or a subtree pending a node.",
+    EventKind.CHILD_DELETED: "A child's spec was deleted (a temporary child that "
+    "ended, or delete_child).",
+    EventKind.CHILD_PAUSED: "A child's process group was stopped (SIGSTOP).",
+    EventKind.CHILD_RESUMED: "A paused child's process group was continued (SIGCONT).",
+    EventKind.MAX_INTENSITY_REACHED: "A supervisor reached its restart intensity: it "
+    "stops its children and gives up, its parent deciding next (OTP's "
+    "reached_max_restart_intensity).",
+    EventKind.AUTO_SHUTDOWN: "A supervisor shut itself down: its significant children "
+    "ended (detail: its auto_shutdown).",
+    EventKind.SUPERVISOR_STOPPED: "A supervisor stopped.",
+    EventKind.CHILD_NOTE: "A child misbehaved, without a decision (a closed channel).",
+    EventKind.CHILD_SIGNALLED: "signal_child: which signal went to the child.",
+    EventKind.CHILD_RELOADED: "reload_child: the check passed and the signal went.",
+    EventKind.CHILD_UNHEALTHY: "A liveness probe failed (detail: which, and why).",
+    EventKind.CHILD_HEALTHY: "Its liveness probe passed, the first time or after failing.",
+    EventKind.CHILD_FAILED: "Its restart_limit was exceeded: left stopped, in state "
+    '"failed", its siblings running.',
+    EventKind.RESTARTS_RESET: "reset_restarts: an intensity window was emptied.",
+    EventKind.UPDATE_REFUSED: "`nannytree update`: the file or a run-time check failed; "
+    "nothing was stopped.",
+    EventKind.UPDATE_CHILD_REMOVED: "`update`: a child the file dropped was stopped and deleted.",
+    EventKind.UPDATE_CHILD_REPLACED: "`update`: a child's new spec runs, at its place.",
+    EventKind.UPDATE_CHILD_ADDED: "`update`: a new child started where the file puts it.",
+    EventKind.UPDATE_CHILD_MOVED: "`update`: a child's place in the start order changed; "
+    "not restarted.",
+    EventKind.UPDATE_SPEC_STORED: "`update`: a nested supervisor's new spec was stored "
+    "in its parent.",
+    EventKind.UPDATE_STEP_FAILED: "`update`: a step failed (detail: which, and why).",
+    EventKind.UPDATE_DONE: "`update` ended (detail: what was applied, what failed).",
+    EventKind.OPERATOR_ACTION: "An operator's request through the control socket (stop, "
+    "start, restart, signal, pause, resume, reload, add, shutdown) was carried out; "
+    "detail: what was asked, by whom, what came of it.",
+    EventKind.OPERATOR_REFUSED: "An operator's request was not carried out (detail: why).",
+}
+"""What each EventKind means (the site's reference is made from it)."""
 
 
 @dataclass(frozen=True)

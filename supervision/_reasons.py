@@ -9,25 +9,55 @@ from enum import StrEnum
 
 
 class ExitKind(StrEnum):
-    NORMAL = "normal"  # exit code in the spec's normal_exit_codes
-    SHUTDOWN = "shutdown"  # the supervisor stopped it, or a supervisor gave up
-    EXIT_CODE = "exit_code"  # any other exit code
-    KILLED = "killed"  # killed by a signal the supervisor did not send
-    EXCEPTION = "exception"  # a Python target raised
-    START_FAILURE = "start_failure"  # could not be spawned at all
-    START_TIMEOUT = "start_timeout"  # not ready within start_timeout
-    MEMORY_LIMIT = "memory_limit"  # stopped for using more than memory_limit
-    LAUNCHER_DIED = "launcher_died"  # the process that spawned it died
-    ACTOR_CRASHED = "actor_crashed"  # a bug in the actor that owned it
-    WATCHDOG = "watchdog"  # alive but silent: no heartbeat within the spec's watchdog
-    UNHEALTHY = "unhealthy"  # alive but failing: its liveness probe failed too often
-    # A command's first process exited 0 leaving a process of its tree running: it
-    # forked itself into the background without a pid_file (those were killed).
+    """Why a child stopped, in one word: `EXIT_KIND_MEANINGS` says what each means."""
+
+    NORMAL = "normal"
+    SHUTDOWN = "shutdown"
+    EXIT_CODE = "exit_code"
+    KILLED = "killed"
+    EXCEPTION = "exception"
+    START_FAILURE = "start_failure"
+    START_TIMEOUT = "start_timeout"
+    MEMORY_LIMIT = "memory_limit"
+    LAUNCHER_DIED = "launcher_died"
+    ACTOR_CRASHED = "actor_crashed"
+    WATCHDOG = "watchdog"
+    UNHEALTHY = "unhealthy"
     DAEMONIZED = "daemonized"
     # Multi-host (a remote subtree): all abnormal; a remote give-up crosses as SHUTDOWN.
-    REMOTE_CRASH = "remote_crash"  # the remote supervisor's process died (cause kept)
-    NODE_DOWN = "node_down"  # its node was declared dead (Erlang's noconnection)
-    REMOTE_UNRESPONSIVE = "remote_unresponsive"  # the opt-in liveness ping timed out
+    REMOTE_CRASH = "remote_crash"
+    NODE_DOWN = "node_down"
+    REMOTE_UNRESPONSIVE = "remote_unresponsive"
+
+
+EXIT_KIND_MEANINGS: dict[ExitKind, str] = {
+    ExitKind.NORMAL: "It exited with a code in the spec's normal_exit_codes (default 0).",
+    ExitKind.SHUTDOWN: "Its supervisor stopped it (a stop, a restart of its group, the "
+    "tree's shutdown), or a supervisor gave up.",
+    ExitKind.EXIT_CODE: "It exited with any other code (in `code`).",
+    ExitKind.KILLED: "A signal the supervisor did not send killed it (in `signal`).",
+    ExitKind.EXCEPTION: "A Python target raised: the exception's type, message and "
+    "traceback text travel with the reason.",
+    ExitKind.START_FAILURE: "It could not be started: the program is missing or not "
+    "executable, start_check failed, it exited while its readiness was awaited, or "
+    "sooner than min_uptime.",
+    ExitKind.START_TIMEOUT: "It was not ready within start_timeout.",
+    ExitKind.MEMORY_LIMIT: "It was stopped for using more than memory_limit (RSS of "
+    "its process tree).",
+    ExitKind.LAUNCHER_DIED: "The launcher process that spawned it died, and its children with it.",
+    ExitKind.ACTOR_CRASHED: "The actor that owned it crashed (a bug in nannytree).",
+    ExitKind.WATCHDOG: "Alive but silent: no heartbeat within the spec's watchdog "
+    "(WATCHDOG=1, or actors.child.heartbeat()).",
+    ExitKind.UNHEALTHY: "Alive but failing: its liveness probe failed `failures` times in a row.",
+    ExitKind.DAEMONIZED: "A command's first process exited 0 leaving a process of its "
+    "tree running: it forked itself into the background without a pid_file (those "
+    "processes were killed).",
+    ExitKind.REMOTE_CRASH: "A remote subtree: its supervisor's process died (the cause is kept).",
+    ExitKind.NODE_DOWN: "A remote subtree: its node was declared dead (Erlang's noconnection).",
+    ExitKind.REMOTE_UNRESPONSIVE: "A remote subtree: the opt-in liveness ping "
+    "(liveness_timeout) went unanswered.",
+}
+"""What each ExitKind means (the site's reference is made from it)."""
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from ._control import (
     stream,
 )
 from ._engine import add_engine_flags
+from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, TIMED_OUT, USAGE
 from ._monitors import add_monitor_flags, monitor_options
 from ._records import EventRecord, Node
 from ._text import printable
@@ -51,9 +52,6 @@ if TYPE_CHECKING:
 # Client commands (status, logs, events, ...) import only what they print with:
 # rich, pykka, psutil and the nanny come in with the commands that need them,
 # so a client answers fast (measured in tests/benchmarks/bench_cli.py).
-
-NOT_RUNNING = 3  # as systemctl status: some child (or the whole tree) is not running
-USAGE = 2
 
 
 def _error(message: object) -> None:
@@ -160,10 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         engine = load_engine(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
     except ConfigError as e:
         _error(e)
-        return 1
+        return FAILED
     except OSError as e:  # the file went between the two reads
         _error(f"{args.file}: cannot read it ({e.strerror or e})")
-        return 1
+        return FAILED
     opts = _run_options(args)
     opts.source = Path(args.file)
     opts.engine_file = engine
@@ -198,7 +196,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         spec = load_tree(path.read_bytes(), str(path), vars=dict(os.environ))
     except OSError as e:
         _error(f"{path}: cannot read it ({e.strerror or e})")
-        return 1
+        return FAILED
     except ConfigError as e:
         # Every problem of the file in one pass: each child's, and what would fail at
         # run time (a program not on PATH) of the children as written.
@@ -212,7 +210,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         if len(e.errors) + len(found) > 1:
             count = _plural(len(e.errors) + len(found), "problem")
             _error(f"{path}: {count}; the tree would not run as written")
-        return 1
+        return FAILED
     found = problems(path, spec)
     for problem in found:
         _error(f"{path}: {problem}")
@@ -220,7 +218,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         _error(f"{path}: {warning}")
     if found:
         _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
-        return 1
+        return FAILED
     for warning in far_side_warnings(spec, path.resolve().parent, _engine_check):
         _error(f"{path}: {warning}")
     nodes = list(_walk_spec(spec))
@@ -236,7 +234,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     engine = load_engine(path.read_bytes(), str(path), vars=dict(os.environ))
     if engine is not None:
         print(printable(f"engine: {engine_text(engine)}"))
-    return 0
+    return OK
 
 
 def _engine_check() -> Callable[[Any], Any] | None:
@@ -287,13 +285,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     answer = _request(args, {"op": "status"})
     if answer is None:
-        return 1
+        return FAILED
     root = Node.from_dict(answer["tree"])
     if args.id is not None:
         found = _find(root, args.id)
         if not found:
             _error(f"no child {args.id!r} in tree {root.id!r}")
-            return 1
+            return FAILED
         root = Node(**{**root.to_dict(), "children": found})
     else:
         found = []
@@ -310,7 +308,7 @@ def cmd_status(args: argparse.Namespace) -> int:
             lines += ["", *detail_lines(paint, detail)]
         write(sys.stdout, lines)
     down = [n for _, n in root.walk() if n.state not in ("running",)]
-    return NOT_RUNNING if down else 0
+    return NOT_RUNNING if down else OK
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -323,7 +321,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
             continue
         fields = (hello.get("tree", sock.stem), f"pid {hello.get('pid')}", sock)
         print("\t".join(printable(f) for f in fields))
-    return 0 if found else NOT_RUNNING
+    return OK if found else NOT_RUNNING
 
 
 def _action(op: str) -> Callable[[argparse.Namespace], int]:
@@ -335,9 +333,9 @@ def _action(op: str) -> Callable[[argparse.Namespace], int]:
             request["with_dependents"] = True
         answer = _request(args, request)
         if answer is None:
-            return 1
+            return FAILED
         print(printable(answer["message"], lines=True))
-        return 0
+        return OK
 
     return run
 
@@ -353,12 +351,12 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.reopen:
         answer = _request(args, {"op": "reopen_logs"})
         if answer is None:
-            return 1
+            return FAILED
         print(printable(answer["message"], lines=True))
-        return 0
+        return OK
     if args.id is None:
         _error("give a child's ID (or --reopen)")
-        return 2
+        return USAGE
     request = {
         "op": "logs",
         "id": args.id,
@@ -367,7 +365,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     }
     answer = _request(args, request)
     if answer is None:
-        return 1
+        return FAILED
     text = _last_lines(answer["message"], args.lines)
     if text:
         print(printable(text, lines=True), flush=True)
@@ -377,15 +375,15 @@ def cmd_logs(args: argparse.Namespace) -> int:
             "has the tree start a new one"
         )
         if not args.follow:
-            return 1
+            return FAILED
     if not args.follow:
-        return 0
+        return OK
     try:
         if answer.get("path"):
             return _follow_file(sock, str(answer["path"]))
         return _follow_capture(sock, request, answer["message"])
     except KeyboardInterrupt:
-        return 0
+        return OK
 
 
 def _tree_alive(sock: Path) -> bool:
@@ -427,7 +425,7 @@ def _follow_file(sock: Path, path: str, poll: float = 0.2) -> int:
                     fd, position = None, 0
             if time.monotonic() - checked > 1.0:
                 if not _tree_alive(sock):
-                    return 0
+                    return OK
                 checked = time.monotonic()
             time.sleep(poll)
     finally:
@@ -451,11 +449,11 @@ def _follow_capture(sock: Path, request: dict[str, Any], seen: str, poll: float 
         try:
             answer = call(sock, request, timeout=10.0)
         except NoTree:
-            return 0
+            return OK
         except NoAnswer:  # busy (a remote restart): the next poll may answer
             continue
         if not answer.get("ok"):
-            return 0 if answer.get("kind") == "Stopping" else 1
+            return OK if answer.get("kind") == "Stopping" else FAILED
         text = answer["message"]
         fresh = _new_part(seen, text)
         if fresh:
@@ -475,9 +473,9 @@ def cmd_add(args: argparse.Namespace) -> int:
     extra = [_json_or_text(a) for a in args.args] if args.json else list(args.args)
     answer = _request(args, {"op": "add", "id": args.id, "args": extra})
     if answer is None:
-        return 1
+        return FAILED
     print(printable(answer["message"]))
-    return 0
+    return OK
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
@@ -487,9 +485,9 @@ def cmd_reload(args: argparse.Namespace) -> int:
     if not ids:
         answer = _request(args, {"op": "reload"})
         if answer is None:
-            return 1
+            return FAILED
         print(printable(answer["message"], lines=True))
-        return 0
+        return OK
     failed = False
     for key in ids:
         answer = _request(args, {"op": "reload_child", "id": key})
@@ -497,7 +495,7 @@ def cmd_reload(args: argparse.Namespace) -> int:
             failed = True
             continue
         print(printable(answer["message"], lines=True))
-    return 1 if failed else 0
+    return FAILED if failed else OK
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -509,9 +507,9 @@ def cmd_wait(args: argparse.Namespace) -> int:
 def cmd_shutdown(args: argparse.Namespace) -> int:
     answer = _request(args, {"op": "shutdown"})
     if answer is None:
-        return 1
+        return FAILED
     print(printable(answer["message"], lines=True))
-    return 0
+    return OK
 
 
 def cmd_events(args: argparse.Namespace) -> int:
@@ -526,14 +524,14 @@ def cmd_events(args: argparse.Namespace) -> int:
             elif "end" in message:
                 if message.get("ok") is False:
                     _error(message["end"])
-                    return 1
-                return 0
+                    return FAILED
+                return OK
             elif not message.get("ok", True):
                 _error(message.get("error"))
-                return 1
+                return FAILED
     except KeyboardInterrupt:
-        return 0
-    return 0
+        return OK
+    return OK
 
 
 # -- the parser ------------------------------------------------------------------------------
@@ -543,8 +541,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="nannytree",
         description="Run Erlang/OTP-style supervision trees of OS processes from TOML files.",
-        epilog="Exit status: 0 done, 1 failed, 2 bad usage, 3 not running (no tree "
-        "found, or `status` shows a child that is not running), 4 timed out (`wait`).",
+        epilog=EPILOG,
     )
     parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -709,9 +706,10 @@ def _parser() -> argparse.ArgumentParser:
         "wait",
         parents=[client],
         help="block until the tree (or these children) is ready; waits for the tree to start",
-        description="Exit 0 once ready; 1 if it never will be (the tree ended, a supervisor "
-        "gave up for good), at once, with the reason; 3 if no tree started within the "
-        "timeout; 4 if something was not ready when it ran out, naming what and why.",
+        description=f"Exit {OK} once ready; {FAILED} if it never will be (the tree ended, a "
+        "supervisor gave up for good), at once, with the reason; "
+        f"{NOT_RUNNING} if no tree started within the timeout; {TIMED_OUT} if something "
+        "was not ready when it ran out, naming what and why.",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="children to wait for (none: all)")
     p.add_argument(
@@ -774,4 +772,4 @@ def main(argv: Sequence[str] | None = None) -> int:
         return USAGE
     except ControlError as e:
         _error(e)
-        return 1
+        return FAILED

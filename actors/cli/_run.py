@@ -28,6 +28,7 @@ from ._check import far_side_warnings
 from ._control import ControlError, ControlSocket, socket_for, timeouts
 from ._controller import Controller
 from ._engine import NodeNames, make_ray_engine, merged
+from ._exit import FAILED, OK, USAGE
 from ._host_notify import HostNotifier, summary
 from ._logdir import (
     DEFAULT_BACKUPS,
@@ -131,7 +132,7 @@ class _StopRequest:
                 sys.stdout.write("\x1b[?25h")  # show the cursor rich had hidden
             sys.stderr.write(f"\nnannytree: {name} again: exiting without waiting\n")
             sys.stderr.flush()
-            os._exit(1)
+            os._exit(FAILED)
         self.request(name)
 
 
@@ -216,13 +217,13 @@ def _outcome(log: EventLog, root: str) -> tuple[int, str]:
                 message += "\nits stderr ended with:\n" + "\n".join(
                     f"    | {line}" for line in tail.splitlines()
                 )
-            return 1, message
+            return FAILED, message
         if event.context is EventKind.AUTO_SHUTDOWN:
-            return 0, (
+            return OK, (
                 f"tree {root!r} shut itself down: significant child {event.offender!r} "
                 f"ended (auto_shutdown = {event.detail})"
             )
-    return 1, f"tree {root!r} stopped by itself"
+    return FAILED, f"tree {root!r} stopped by itself"
 
 
 def _stop_event(root: str, why: str) -> Event:
@@ -278,7 +279,7 @@ class Runner:
             control = ControlSocket.bind(self.opts.socket or socket_for(self.spec.id))
         except ControlError as e:
             self.notice(str(e))
-            return 1
+            return FAILED
         try:
             return self._run(control)
         finally:
@@ -375,12 +376,12 @@ class Runner:
             self.notice(
                 f"cannot make the children's log folder: {e}; pass --log-dir DIR or --child-output"
             )
-            return 1
+            return FAILED
         try:
             engine = self._engine(control, spec)
         except ValueError as e:
             self.notice(f"{e}")
-            return 2
+            return USAGE
         log = EventLog()
         # Served before the start, so `status` answers at once during a slow one.
         names = NodeNames(engine) if engine is not None else None
@@ -399,7 +400,7 @@ class Runner:
         except (OSError, ValueError, ControlError) as e:
             inspector.close()
             self.notice(str(e))
-            return 1
+            return FAILED
         info.update(monitors.info())
         previous = {
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
@@ -425,12 +426,12 @@ class Runner:
                 tree._start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
-                return 0
+                return OK
             except NannyError as e:
                 self.notice(f"tree {spec.id!r} could not start: {e}")
                 if self.host is not None:
                     self.host.send([f"STATUS=could not start: {str(e).splitlines()[0]}"])
-                return 1
+                return FAILED
             finally:
                 self.stop.starting = False
                 if early is not None:
@@ -493,7 +494,7 @@ class Runner:
             feed.close()
         if stopped_by_us:
             self.notice(f"tree {spec.id!r} stopped ({self.stop.why})")
-            return 0
+            return OK
         status, message = _outcome(log, spec.id)
         self.notice(message)
         return status

@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 
 from ._control import Ambiguous, ControlError, NoAnswer, NoTree, call, find_socket
+from ._exit import FAILED, INTERRUPTED, NOT_RUNNING, TIMED_OUT
+from ._exit import OK as READY
 from ._text import printable
 
-READY = 0
-FAILED = 1  # it will never be ready: the tree ended, a supervisor gave up for good
-NOT_RUNNING = 3  # no tree answered within the timeout
-TIMED_OUT = 4  # the tree runs, but something was not ready when the timeout ran out
 POLL = 0.02  # seconds between looks for a socket that is not there yet
 MARGIN = 10.0  # seconds the client waits for the server's answer past its timeout
 
@@ -38,7 +36,7 @@ def cmd_wait(args: argparse.Namespace) -> int:
     try:
         return _wait(args)
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
 
 
 def _wait(args: argparse.Namespace) -> int:

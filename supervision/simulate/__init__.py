@@ -9,6 +9,7 @@ the same fault model and seeds and returns a `Table`; `sweep(build, faults,
 All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
 
 How it models a tree (the same as `actors.NannyActor`, in virtual time):
+
 - Each supervisor is an actor with a FIFO mailbox: child exits and restart
   retries queue while it is busy. It carries out the core's actions in order;
   a start takes the child's `start_duration`, a stop its `stop_duration`
@@ -62,6 +63,7 @@ Faults are keyed by a worker's path below the root: "web" for a child of the
 root, "pool/w1" for a child of the nested supervisor "pool". A worker without
 a fault model never fails. Below a simple_one_for_one supervisor a path names
 its children by template or by id:
+
 - "pool/w", the template "w" of "pool": every child started from it gets its
   own copy of the model (its own random draws, its own relative script); an
   absolute `Scripted` exit there ends, at its time, the process of each of
@@ -70,6 +72,7 @@ its children by template or by id:
 - "pool/w-2", a child's id as the live tree gives it: the child of the second
   `start_child` on "pool" (ids count from 1 in each incarnation of "pool", a
   failed start included, and are never reused), whatever "pool/w" says.
+
 The most specific key wins, a child's own id before its template's, from the
 innermost supervisor out ("pool/sub-1/x" before "pool/sub/x" when "sub" is
 the template of "pool" and "x" a worker of it).

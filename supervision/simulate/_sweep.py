@@ -92,6 +92,7 @@ class SweepRow:
 
 
 METRICS = ("availability", "restarts", "give_ups", "time_to_give_up", "unhealthy")
+"""The metrics a sweep row holds, by name (`SweepRow.metric`, a heatmap's `metric`)."""
 
 
 @dataclass(frozen=True)
