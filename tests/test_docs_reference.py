@@ -237,7 +237,6 @@ def test_the_testing_page_documents_the_plugin_and_every_export_of_actors_testin
 
 def test_the_site_builds_strict_and_renders_every_public_name(tmp_path: Path) -> None:
     """The whole site (mkdocs build --strict), then each public name's anchor."""
-    pytest.importorskip("mkdocs")
     site = tmp_path / "site"
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
