@@ -1,6 +1,8 @@
 """The how-to guides' files and commands (docs/how-to/): what a page tells a reader
 to run, run here.
 
+- from-xprocess-mirakuru.md: examples/how-to/test_web_service.py, the fixtures the
+  page shows, passes under pytest with the plugin.
 - container.md: contrib/container/Dockerfile cannot be built here (no container
   engine), so its pieces are checked one by one: the tree file it copies passes
   `nannytree check`, its CMD line runs that tree with the children's output and
@@ -17,6 +19,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -27,6 +30,7 @@ from tests.support import wait_until
 from tests.test_cli import CLI, ROOT, Proc, _env, cli
 
 CONTAINER = ROOT / "contrib" / "container"
+EXAMPLES = ROOT / "examples" / "how-to"
 IN_IMAGE = "/etc/nannytree/tree.toml"  # where the Dockerfile copies tree.toml
 
 
@@ -166,3 +170,16 @@ def test_under_tini_orphans_are_reaped_and_sigterm_reaches_nannytree(tmp_path: P
     left, rc, out = _orphans_of_pid_1([tini, "--"], tmp_path)
     assert left == [], out
     assert rc == 0 and "stopped (SIGTERM)" in out, out
+
+
+def test_the_pytest_example_replacing_xprocess_and_mirakuru_passes() -> None:
+    example = EXAMPLES / "test_web_service.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert re.search(r"^3 passed", done.stdout, re.MULTILINE), done.stdout
