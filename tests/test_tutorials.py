@@ -296,3 +296,57 @@ def test_supervise_your_services(tmp_path: Path) -> None:
 
     shown = page_commands(page)
     assert shown <= ran, f"the page shows commands this test does not run: {shown - ran}"
+
+
+# -- Test with real processes -----------------------------------------------------------------
+
+
+def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """pytest run in `folder`, as the reader runs it there: a process of its own, and
+    no configuration but what the folder has."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_test_with_real_processes(tmp_path: Path) -> None:
+    page = PAGES / "testing.md"
+    shop = tmp_path / "shop"
+    shop.mkdir()
+    for name in ("shop.toml", "worker.py", "test_shop.py"):
+        shutil.copy(EXAMPLES / "shop" / name, shop)
+
+    # 3. run them: every test passes, the ones the page lists
+    out = pytest_in(shop, "-v", "test_shop.py")
+    assert out.returncode == 0, out.stdout + out.stderr
+    passed = re.findall(r"^(test_shop\.py::\w+) PASSED", out.stdout, re.M)
+    (shown,) = [b for b in fenced(page, "console") if "$ pytest -v test_shop.py" in b]
+    assert passed == re.findall(r"^(test_shop\.py::\w+) PASSED", shown, re.M)
+    assert re.search(r"=+ 5 passed in [\d.]+s =+$", out.stdout, re.M), out.stdout
+    assert living_left(shop) == []
+
+    # 5. misspell the worker's script: strict mode catches its crash, with the cause
+    toml = shop / "shop.toml"
+    toml.write_text(toml.read_text().replace('"worker.py", "orders"', '"wroker.py", "orders"'))
+    out = pytest_in(shop, "-v", "test_shop.py")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "strict mode: tree 'shop' had " in out.stdout
+    assert re.search(r"shop/worker child_exited pid=\d+ reason=exit code 2", out.stdout)
+    assert f"can't open file '{shop / 'wroker.py'}'" in out.stdout
+    assert "nannytree stderr of crashed children: tree 'shop'" in out.stdout
+    assert "test_shop.py::test_the_worker_raises PASSED" in out.stdout
+    assert living_left(shop) == []
+
+
+def living_left(folder: Path) -> list[psutil.Process]:
+    """Processes still running in `folder` (the tests' children would be)."""
+    left = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if p.cwd() == str(folder) and p.status() != psutil.STATUS_ZOMBIE:
+                left.append(p)
+    return left
