@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import io
 import json
 import os
 import re
@@ -350,3 +351,35 @@ def living_left(folder: Path) -> list[psutil.Process]:
             if p.cwd() == str(folder) and p.status() != psutil.STATUS_ZOMBIE:
                 left.append(p)
     return left
+
+
+# -- Experiment with restart strategies --------------------------------------------------------
+
+
+def fences(page: Path) -> list[tuple[str, str]]:
+    """(info, text) of every fenced block on `page`, in order."""
+    return re.findall(r"^```(\S*)[^\n]*\n(.*?)^```$", page.read_text(), re.M | re.S)
+
+
+def test_experiment_with_restart_strategies(tmp_path: Path, monkeypatch: Any) -> None:
+    """The page's Python, run in order in one namespace from an empty folder (as the
+    reader pastes it): each block prints what the text block after it shows, and
+    the two plots land in the folder."""
+    monkeypatch.chdir(tmp_path)
+    blocks = fences(PAGES / "experiments.md")
+    namespace: dict[str, Any] = {"__name__": "__tutorial__"}
+    compared = 0
+    for (info, code), (after, shown) in zip(blocks, [*blocks[1:], ("", "")], strict=True):
+        if info != "python":
+            continue
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "experiments.md", "exec"), namespace)
+        if after == "text":
+            assert printed.getvalue() == shown, code
+            compared += 1
+        else:
+            assert printed.getvalue() == "", f"prints what the page does not show:\n{code}"
+    assert compared == 8
+    for picture in ("timeline.png", "sweep.png"):
+        assert (tmp_path / picture).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
