@@ -175,6 +175,23 @@ def test_supervise_your_services(tmp_path: Path) -> None:
     assert out.startswith("shop.toml: ok: tree 'shop', 4 workers under 2 supervisors\n"), out
     assert re.search(r"└─ mail\s+rest_for_one\s+permanent\s+infinity\s+max 1 restart in 5s", out)
     assert f"python3 -m http.server {port} --bind 127.0.0.1" in out
+    # ... and what it says of the page's mistake (in a copy: the tree stays as it is)
+    wrong = tmp_path / "wrong"
+    wrong.mkdir()
+    (wrong / "shop.toml").write_text(
+        (shop / "shop.toml")
+        .read_text()
+        .replace(
+            'command = ["python3", "worker.py", "orders"]\n',
+            'command = ["python3", "worker.py", "orders"]\nrestart = "sometimes"\n',
+        )
+    )
+    mistake = subprocess.run(
+        [*CLI, "check", "shop.toml"], cwd=wrong, env=env, capture_output=True, text=True
+    )
+    assert mistake.returncode == 1
+    (shown,) = [b for b in fenced(page, "console") if '"sometimes"' in b]
+    assert shown == "$ nannytree check shop.toml\n" + mistake.stderr
 
     # 4. run, on a terminal: the live view
     seen: set[int] = set()
