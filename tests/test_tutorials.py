@@ -193,13 +193,41 @@ def test_supervise_your_services(tmp_path: Path) -> None:
     (shown,) = [b for b in fenced(page, "console") if '"sometimes"' in b]
     assert shown == "$ nannytree check shop.toml\n" + mistake.stderr
 
-    # 4. run, on a terminal: the live view
+    # 4. without a terminal, or with --plain: a line per event, as the page shows them
+    (shown,) = [b for b in fenced(page, "console") if b.startswith("$ nannytree run ")]
+    command, *expected = shown.splitlines()
+    args = command.removeprefix("$ nannytree ").split()
+    with subprocess.Popen(
+        [*CLI, *args],
+        cwd=shop,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    ) as plain:
+        assert plain.stdout is not None
+        lines = [plain.stdout.readline().rstrip("\n") for _ in expected]
+        nannytree("wait", "--ready")  # started, not only starting
+        plain.send_signal(signal.SIGINT)
+        rest = plain.stdout.read()
+        assert plain.wait(30) == 0, rest
+    ran.add(" ".join(args))
+
+    def same(line: str) -> str:
+        line = line.replace(env["NANNYTREE_LOG_DIR"], "/home/me/.local/state/nannytree")
+        line = line.replace(env["XDG_RUNTIME_DIR"], "/run/user/1000")
+        return re.sub(r"\d+", "N", line)
+
+    assert [same(line) for line in lines] == [same(line) for line in expected], lines
+    assert "nannytree: tree 'shop' stopped (SIGINT)" in rest
+
+    # ... and on a terminal: the live view
     seen: set[int] = set()
     with LiveRun(["run", "shop.toml"], shop, env) as run:
         run.wait_screen(r"└─ sender\s+running\s+\d+")
         screen = run.text()
         assert "nannytree shop  one_for_one, max 5 restarts in 30s" in screen
-        assert "Ctrl-C stops the tree  ·  children's output: " in screen
+        assert "Ctrl-C stops the tree  ·  children's output:" in screen
         assert (tmp_path / "logs" / "shop" / "shop" / "worker.log").exists()
         assert re.search(r"└─ mail \(rest_for_one\)\s+running", screen), screen
 
@@ -312,8 +340,8 @@ def test_supervise_your_services(tmp_path: Path) -> None:
         "shop/web",
     ]
 
-    shown = page_commands(page)
-    assert shown <= ran, f"the page shows commands this test does not run: {shown - ran}"
+    commands = page_commands(page)
+    assert commands <= ran, f"the page shows commands this test does not run: {commands - ran}"
 
 
 # -- Test with real processes -----------------------------------------------------------------
