@@ -31,6 +31,7 @@ from sybil.parsers.markdown import CodeBlockParser, SkipParser
 from supervision import load_tree
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
+_ROOT = Path(__file__).parent  # where `--8<--` paths start (mkdocs.yml: base_path)
 _CHILD = '[supervisor]\nid = "doc"\n[[supervisor.children]]\n'
 
 
@@ -63,11 +64,18 @@ def _run_python(example: Example) -> None:
 
 
 def _load_toml(example: Example) -> None:
-    if _included_only(example.parsed):
+    if _included_only(example.parsed):  # the included tree files, as they are
+        for line in example.parsed.split():
+            if line != "--8<--":
+                text = (_ROOT / line.strip('"')).read_text()
+                load_tree(text, line.strip('"'), vars=_any_vars(text))
         return
     text = tree_text(example.parsed)
-    values = {name: "8000" for name in _VAR.findall(text)}  # any ${NAME}: a port will do
-    load_tree(text, "doc.toml", vars=values)
+    load_tree(text, "doc.toml", vars=_any_vars(text))
+
+
+def _any_vars(text: str) -> dict[str, str]:
+    return {name: "8000" for name in _VAR.findall(text)}  # any ${NAME}: a port will do
 
 
 @pytest.fixture
