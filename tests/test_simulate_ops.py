@@ -144,6 +144,10 @@ def test_stop_stops_the_tree_and_ends_the_run_even_with_a_root_restart_delay():
     stop = result.calls[0]
     assert stop.value.kind is ExitKind.SHUTDOWN
     assert kinds(result)[-3:] == [K.CHILD_TERMINATED, K.CHILD_TERMINATED, K.SUPERVISOR_STOPPED]
+    # The operator stopped it: the root's exit is recorded, but it did not give up.
+    assert [t for t, _ in result.tree.root_exits] == [5.0]
+    assert result.tree.give_ups == 0 and result.tree.time_to_give_up is None
+    assert "gave up 0 times (first never)" in str(result)
 
 
 def test_a_call_on_a_supervisor_that_is_not_there_is_noproc():

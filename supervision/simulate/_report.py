@@ -171,6 +171,7 @@ class Accounts:
     tree_uptime: float = 0.0
     intensity_reached: int = 0
     root_exits: list[tuple[float, ExitReason]] = field(default_factory=list)
+    give_ups: list[float] = field(default_factory=list)  # root exits not asked for
 
     @classmethod
     def for_tree(cls, paths: Mapping[str, ChildType]) -> Accounts:
@@ -235,7 +236,7 @@ class Accounts:
             )
         uptime = self.tree_uptime + (duration - self.tree_since if self.tree_up else 0.0)
         workers = [c for c in children.values() if c.type == "worker"]
-        gave_up = [t for t, r in self.root_exits]
+        gave_up = self.give_ups
         tree = TreeReport(
             duration=duration,
             uptime=uptime,

@@ -891,6 +891,8 @@ class _Simulation:
     def root_exited(self, reason: ExitReason) -> None:
         self.accounts.set_root_running(False, self.now)
         self.accounts.root_exits.append((self.now, reason))
+        if not self.stop_requested:  # an operator's stop is no give-up
+            self.accounts.give_ups.append(self.now)
         if self.root_restart_delay is None or self.stop_requested:
             self.ended_at = self.now
         else:
