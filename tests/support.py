@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -75,3 +78,18 @@ def wait_until(condition: Callable[[], bool], timeout: float = TIMEOUT, what: st
         if time.monotonic() > deadline:
             raise TimeoutError(f"not true within {timeout}s: {what or condition}")
         time.sleep(0.01)
+
+
+def run_pytest(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """pytest in a process of its own (a reader's test file, a plugin's behaviour), run
+    from `cwd`, with no cache written."""
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -5,14 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from actors import aio, testing
 from supervision import ChildSpec, EventKind, ExitKind, Strategy, SupervisorSpec
+from tests.support import run_pytest
 
 
 class Boom(Exception):
@@ -231,14 +230,7 @@ def test_a_module_scoped_fixture_keeps_its_trees_for_the_module(tmp_path):
     (tmp_path / "test_inner.py").write_text(MODULE_FIXTURE)
     out = tmp_path / "pids"
     env = {**os.environ, "PIDS_OUT": str(out)}
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-        timeout=50,
-    )
+    run = run_pytest("-q", str(tmp_path), cwd=tmp_path, env=env, timeout=50)
     assert run.returncode == 0, run.stdout + run.stderr
     pids = [int(p) for p in out.read_text().split()]
     assert len(pids) == 2

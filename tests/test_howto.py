@@ -19,14 +19,13 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support import wait_until
+from tests.support import run_pytest, wait_until
 from tests.test_cli import CLI, ROOT, Proc, _env, cli
 
 CONTAINER = ROOT / "contrib" / "container"
@@ -174,12 +173,6 @@ def test_under_tini_orphans_are_reaped_and_sigterm_reaches_nannytree(tmp_path: P
 
 def test_the_pytest_example_replacing_xprocess_and_mirakuru_passes() -> None:
     example = EXAMPLES / "test_web_service.py"
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(example)],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
+    done = run_pytest("-q", str(example), cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(r"^3 passed", done.stdout, re.MULTILINE), done.stdout

@@ -11,6 +11,7 @@ from pathlib import Path
 from actors import testing
 from actors.testing import free_port
 from supervision import ChildSpec, EventKind, ExitKind, HttpProbe, Strategy, SupervisorSpec
+from tests.support import run_pytest
 
 SERVICE = str(Path(__file__).with_name("health_service.py"))
 
@@ -83,13 +84,7 @@ def _readme_block(language: str, containing: str) -> str:
 def test_the_readme_s_test_example_passes_under_pytest(tmp_path: Path) -> None:
     """Sybil runs the README's blocks, which only defines the test: pytest runs it."""
     (tmp_path / "test_readme_web.py").write_text(_readme_block("python", "def test_"))
-    done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_pytest("-q", str(tmp_path), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "1 passed" in done.stdout
 

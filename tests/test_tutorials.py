@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 
 from actors.testing import free_port, wait_gone
-from tests.support import wait_until
+from tests.support import run_pytest, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "tutorials"
@@ -350,13 +350,7 @@ def test_supervise_your_services(tmp_path: Path) -> None:
 def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """pytest run in `folder`, as the reader runs it there: a process of its own, and
     no configuration but what the folder has."""
-    return subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
-        cwd=folder,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_pytest(*args, cwd=folder)
 
 
 def test_test_with_real_processes(tmp_path: Path) -> None:
