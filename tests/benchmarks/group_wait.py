@@ -20,14 +20,10 @@ Median and p95 of each; for nginx also how many restarts took over 0.4 s.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import statistics
-import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[2]
+from tests.benchmarks.ab import alternate, print_table
 
 ROUND = r"""
 import json, os, shutil, signal, socket, sys, tempfile, time
@@ -140,42 +136,16 @@ print(json.dumps(out))
 """
 
 
-def _round(checkout: Path, n: int) -> dict[str, list[float]]:
-    env = dict(os.environ, PYTHONPATH=f"{checkout}{os.pathsep}{HERE}")
-    out = subprocess.run(
-        [sys.executable, "-c", ROUND, str(n)],
-        cwd=checkout,
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return json.loads(out.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
-def _row(samples: list[float | None]) -> str:
-    xs = sorted(s * 1000 for s in samples if s is not None)
-    if not xs:
-        return "-"
-    p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
-    return f"{statistics.median(xs):6.2f} / {p95:6.2f} ms (n={len(xs)})"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("old", type=Path, help="a checkout of the code before the change")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--n", type=int, default=20)
     args = parser.parse_args()
-    results: dict[str, dict[str, list[float]]] = {"before": {}, "after": {}}
-    for _ in range(args.rounds):
-        for label, checkout in (("before", args.old.resolve()), ("after", HERE)):
-            for name, samples in _round(checkout, args.n).items():
-                results[label].setdefault(name, []).extend(samples)
-    print(f"{'figure':<14} {'before (median / p95)':>30} {'after (median / p95)':>30}")
-    for name in ("nginx", "python", "command", "wait_nginx", "wait_python", "wait_command"):
-        before, after = results["before"][name], results["after"][name]
-        print(f"{name:<14} {_row(before):>30} {_row(after):>30}")
+    results = alternate(ROUND, args.old, args.rounds, args.n)
+    print_table(
+        results, ("nginx", "python", "command", "wait_nginx", "wait_python", "wait_command")
+    )
     for label in ("before", "after"):
         slow = sum(t > 0.4 for t in results[label]["nginx"])
         retries = sum(results[label]["nginx_retries"])

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from actors import Tree
 from supervision import ChildSpec, ListenSocket, SupervisorSpec, parse_signal
+from tests.benchmarks.ab import p95
 
 print = functools.partial(print, flush=True)
 
@@ -187,10 +188,10 @@ def main() -> int:
     for r in results:
         times = sorted(r["times"])  # type: ignore[type-var]
         median = statistics.median(times) * 1000
-        p95 = times[int(0.95 * (len(times) - 1))] * 1000
+        slow = p95(times) * 1000
         print(
             f"  {r['mode']:<9} {r['ok']:>9} {r['refused']:>8} {r['failed']:>7}  "
-            f"{median:.1f} / {p95:.1f}"
+            f"{median:.1f} / {slow:.1f}"
         )
     return 0
 
