@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import signal
 import subprocess
 import sys
 import time
@@ -93,3 +95,20 @@ def run_pytest(
         text=True,
         timeout=timeout,
     )
+
+
+def interrupt_run(p: subprocess.Popen[Any]) -> None:
+    """Stop a `nannytree run` as Ctrl-C does; if it does not end, SIGKILL it and every
+    descendant it had, so no test leaves one behind."""
+    if p.poll() is not None:
+        return
+    family = psutil.Process(p.pid).children(recursive=True)
+    p.send_signal(signal.SIGINT)
+    try:
+        p.wait(15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+    for proc in family:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()

@@ -9,7 +9,6 @@ with a deadline.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import fcntl
 import io
 import json
@@ -38,7 +37,7 @@ from actors.cli._control import AlreadyRunning, ControlError, ControlSocket
 from actors.cli._status import EventRecord, Node
 from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
-from tests.support import wait_until
+from tests.support import interrupt_run, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "actors.cli"]
@@ -133,17 +132,7 @@ class Proc:
 
     def close(self) -> None:
         """Never leave it behind: SIGINT, then SIGKILL with every descendant."""
-        if self.p.poll() is None:
-            family = psutil.Process(self.p.pid).children(recursive=True)
-            self.p.send_signal(signal.SIGINT)
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-            for proc in family:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    proc.kill()
+        interrupt_run(self.p)
         self._reader.join(5)
         if self.p.stdout is not None:
             self.p.stdout.close()

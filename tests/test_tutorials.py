@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 
 from actors.testing import free_port, wait_gone
-from tests.support import run_pytest, wait_until
+from tests.support import interrupt_run, run_pytest, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "tutorials"
@@ -104,17 +104,7 @@ class LiveRun:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self.p.poll() is None:
-            family = psutil.Process(self.p.pid).children(recursive=True)
-            self.p.send_signal(signal.SIGINT)
-            try:
-                self.p.wait(15)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-            for proc in family:
-                with contextlib.suppress(psutil.NoSuchProcess):
-                    proc.kill()
+        interrupt_run(self.p)
         self.reader.join(5)
         os.close(self.master)
 
