@@ -9,8 +9,6 @@ import dataclasses
 import importlib
 import importlib.util
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -235,19 +233,10 @@ def test_the_testing_page_documents_the_plugin_and_every_export_of_actors_testin
         assert f"actors.testing.{name}" in documented, name
 
 
-def test_the_site_builds_strict_and_renders_every_public_name(tmp_path: Path) -> None:
+@pytest.mark.timeout(900)  # the session's first build draws the pictures
+def test_the_site_builds_strict_and_renders_every_public_name(built_site: Path) -> None:
     """The whole site (mkdocs build --strict), then each public name's anchor."""
-    site = tmp_path / "site"
-    done = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(site)],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    site = built_site
     html = "".join((site / "reference" / p[:-3] / "index.html").read_text() for p in API)
     html += (site / "reference" / "api-testing" / "index.html").read_text()
     anchors = set(re.findall(r'id="((?:actors|supervision)\.[\w.]+)"', html))

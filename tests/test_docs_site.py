@@ -23,7 +23,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -247,23 +246,9 @@ def serve(folder: Path) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, str]]:
-    out = tmp_path_factory.mktemp("site")
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-6000:]}"
-    with serve(out) as url:
-        yield out, url
+def site(built_site: Path) -> Iterator[tuple[Path, str]]:
+    with serve(built_site) as url:
+        yield built_site, url
     assert not living_descendants(), "the site's build or a browser left a process behind"
 
 
