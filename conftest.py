@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import os
 import re
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
-import pykka
 import pytest
 from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser, SkipParser
 
 from supervision import load_tree
+from tests.support import fail_if_left_behind
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 _ROOT = Path(__file__).parent  # where `--8<--` paths start (mkdocs.yml: base_path)
@@ -84,19 +82,7 @@ def doc_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path
     process or actor behind."""
     monkeypatch.chdir(tmp_path)
     yield tmp_path
-    me = psutil.Process()
-    deadline = time.monotonic() + 5.0
-    while (left := [p for p in me.children(recursive=True) if p.is_running()]) and (
-        time.monotonic() < deadline
-    ):
-        psutil.wait_procs(left, timeout=0.1)
-    actors = pykka.ActorRegistry.get_all()
-    if actors:
-        pykka.ActorRegistry.stop_all()
-    if left or actors:
-        for p in left:
-            p.kill()
-        pytest.fail(f"a page's example left behind processes {left} and actors {actors}")
+    fail_if_left_behind("a page's example")
 
 
 def _setup(namespace: dict[str, Any]) -> None:

@@ -3,17 +3,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pykka
 import pytest
 
 from supervision import SupervisorSpec
-from tests.support import forget_log, living_descendants, remember_log
+from tests.support import fail_if_left_behind, forget_log, remember_log
 
 LEAK_DEADLINE = 5.0
 
@@ -35,18 +33,7 @@ def children_log_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
 def no_process_left_behind() -> Iterator[None]:
     """Every test must leave no process and no actor behind (invariant 4)."""
     yield
-    deadline = time.monotonic() + LEAK_DEADLINE
-    while (left := living_descendants()) and time.monotonic() < deadline:
-        psutil.wait_procs(left, timeout=0.1)
-    if left:
-        described = [f"{p.pid} {p.cmdline()}" for p in left]
-        for p in left:
-            p.kill()
-        pytest.fail(f"test left processes behind: {described}")
-    actors = pykka.ActorRegistry.get_all()
-    if actors:
-        pykka.ActorRegistry.stop_all()
-        pytest.fail(f"test left actors running: {actors}")
+    fail_if_left_behind("test", LEAK_DEADLINE)
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from typing import Any
 
 import psutil
 import pykka
+import pytest
 
 from supervision import ChildInfo, Event, EventKind
 
@@ -29,6 +30,23 @@ def living_descendants() -> list[psutil.Process]:
         except psutil.NoSuchProcess:
             pass
     return alive
+
+
+def fail_if_left_behind(who: str, deadline: float = 5.0) -> None:
+    """After `who` (a test, a page's examples): every descendant gone within `deadline`
+    seconds and no actor running, else kill or stop them and fail, naming them."""
+    end = time.monotonic() + deadline
+    while (left := living_descendants()) and time.monotonic() < end:
+        psutil.wait_procs(left, timeout=0.1)
+    if left:
+        described = [f"{p.pid} {p.cmdline()}" for p in left]
+        for p in left:
+            p.kill()
+        pytest.fail(f"{who} left processes behind: {described}")
+    actors = pykka.ActorRegistry.get_all()
+    if actors:
+        pykka.ActorRegistry.stop_all()
+        pytest.fail(f"{who} left actors running: {actors}")
 
 
 _logs: dict[str, Any] = {}
