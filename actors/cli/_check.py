@@ -222,7 +222,7 @@ def _account_problems(child: Any) -> list[str]:
             f"child {child.id!r}: user/group need nannytree to run as root (it runs as "
             f"uid {os.geteuid()}); drop them or run as root"
         )
-    elif wanted and not found and getattr(child, "target", None) is not None:
+    elif not found and getattr(child, "user", None) is not None and getattr(child, "target", None):
         found += _interpreter_problems(child)
     return found
 
@@ -231,24 +231,28 @@ def _interpreter_problems(child: Any) -> list[str]:
     """A Python target runs as its user in nannytree's interpreter, and imports as that
     user: the user must be able to read the interpreter's files (a venv under /root,
     say, it cannot)."""
+    import pwd
     import subprocess
 
     folders = list(dict.fromkeys((sys.prefix, os.path.dirname(os.__file__))))
     test = ["test"]
     for folder in folders:
         test += [*(["-a"] if len(test) > 1 else []), "-r", folder, "-a", "-x", folder]
-    try:
-        done = subprocess.run(test, user=child.user, group=child.group, check=False)
+    try:  # with the ids the child gets: its user's groups too (as initgroups)
+        user = child.user
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+        groups = os.getgrouplist(entry.pw_name, entry.pw_gid)
+        group = child.group if child.group is not None else entry.pw_gid
+        done = subprocess.run(test, user=user, group=group, extra_groups=groups, check=False)
     except (OSError, ValueError, KeyError):
         return []  # the user or group is reported above, or cannot be taken on here
     if done.returncode == 0:
         return []
-    who = child.user if child.user is not None else f"group {child.group}"
     return [
-        f"child {child.id!r}: field 'user' is {who!r}, who cannot read {' or '.join(folders)}, "
-        "where nannytree's Python is; a Python target runs as its user in that "
-        "interpreter: install Python (or the venv) where that user can read it, or give a "
-        "command"
+        f"child {child.id!r}: field 'user' is {child.user!r}, who cannot read "
+        f"{' or '.join(folders)}, where nannytree's Python is; a Python target runs as its "
+        "user in that interpreter: install Python (or the venv) where that user can read "
+        "it, or give a command"
     ]
 
 
