@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
+import re
+import select
 import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -130,3 +137,53 @@ def interrupt_run(p: subprocess.Popen[Any]) -> None:
     for proc in family:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
+
+
+class LiveRun:
+    """`nannytree run` on a terminal (a pty, 120x40), its screen read by a thread."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        master, slave = os.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "actors.cli", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            cwd=cwd,
+            env=env,
+        )
+        os.close(slave)
+        self.master = master
+        self.chunks: list[bytes] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        while True:
+            ready, _, _ = select.select([self.master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(self.master, 65536)
+                except OSError:
+                    return
+                if not data:
+                    return
+                self.chunks.append(data)
+            elif self.p.poll() is not None:
+                return
+
+    def text(self) -> str:
+        raw = b"".join(self.chunks).decode(errors="replace")
+        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
+
+    def wait_screen(self, pattern: str, deadline: float = 20.0) -> None:
+        wait_until(lambda: re.search(pattern, self.text()) is not None, deadline, pattern)
+
+    def __enter__(self) -> LiveRun:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        interrupt_run(self.p)
+        self.reader.join(5)
+        os.close(self.master)

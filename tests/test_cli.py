@@ -9,19 +9,15 @@ with a deadline.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import io
 import json
 import os
 import queue
 import re
-import select
 import signal
 import stat
-import struct
 import subprocess
 import sys
-import termios
 import threading
 import time
 from pathlib import Path
@@ -34,10 +30,11 @@ from rich.console import Console
 from actors._launcher._runtime_dir import runtime_dir
 from actors.cli._command import signal_arg
 from actors.cli._control import AlreadyRunning, ControlError, ControlSocket
+from actors.cli._control import call as control_call
 from actors.cli._status import EventRecord, Node
 from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
-from tests.support import interrupt_run, wait_until
+from tests.support import LiveRun, interrupt_run, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "actors.cli"]
@@ -841,51 +838,38 @@ def test_the_screen_keeps_the_latest_events_that_fit():
 
 def test_run_shows_the_live_view_on_a_terminal_and_stops_on_ctrl_c(tmp_path, env, three):
     """On a terminal (a pty), `run` draws the live view; SIGINT stops it cleanly."""
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
     sock = tmp_path / "l.sock"
-    p = subprocess.Popen(
-        [*CLI, "run", str(three), "--socket", str(sock)],
-        stdin=slave,
-        stdout=slave,
-        stderr=slave,
-        env={**env, "TERM": "xterm-256color"},
-        cwd=ROOT,
-    )
-    os.close(slave)
-    chunks: list[bytes] = []
-
-    def screen_text() -> str:
-        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", b"".join(chunks).decode(errors="replace"))
-
-    def read_until(pattern: str) -> None:
-        deadline = time.monotonic() + DEADLINE
-        while not re.search(pattern, screen_text()):
-            assert time.monotonic() < deadline, f"no {pattern!r} on screen:\n{screen_text()}"
-            ready, _, _ = select.select([master], [], [], 0.2)
-            if ready:
-                try:
-                    chunks.append(os.read(master, 65536))
-                except OSError:
-                    break
-
-    try:
-        read_until(r"mailer\s+running\s+\d+")
+    with LiveRun(["run", str(three), "--socket", str(sock)], ROOT, env) as run:
+        run.wait_screen(r"mailer\s+running\s+\d+", DEADLINE)
         children = pids(status(sock, env))
-        text = screen_text()
+        text = run.text()
         assert "nannytree three  one_for_all, max 5 restarts in 10s" in text
         assert f"children's output: {tmp_path / 'logs' / 'l'}" in text
         assert re.search(r"├─ web\s+running\s+\d+", text)
-        p.send_signal(signal.SIGINT)
-        read_until(r"nannytree: tree 'three' stopped \(SIGINT\)")
-        assert p.wait(30) == 0
-        assert re.search(r"└─ mailer\s+stopped\s+-", screen_text())
-        assert wait_gone(list(children.values())) == []
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        os.close(master)
+        run.p.send_signal(signal.SIGINT)
+        run.wait_screen(r"nannytree: tree 'three' stopped \(SIGINT\)", DEADLINE)
+        assert run.p.wait(30) == 0
+        assert re.search(r"└─ mailer\s+stopped\s+-", run.text())
+    assert wait_gone(list(children.values())) == []
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_the_stopped_view_shows_a_child_added_just_before_the_stop(tmp_path, env, three, attempt):
+    """`update` adds a child and `shutdown` follows at once (over the socket, no CLI
+    start in between), inside one refresh of the view: the last frame still lists the
+    new child, because the view reads the tree once more before the stop."""
+    sock = tmp_path / "u.sock"
+    with LiveRun(["run", str(three), "--socket", str(sock)], ROOT, env) as run:
+        run.wait_screen(r"mailer\s+running\s+\d+", DEADLINE)
+        with three.open("a") as f:
+            f.write('\n[[supervisor.children]]\nid = "late"\ncommand = ["sleep", "600"]\n')
+        assert control_call(sock, {"op": "reload"})["message"] == "added: late"
+        children = [c.pid for c in psutil.Process(run.p.pid).children(recursive=True)]
+        control_call(sock, {"op": "shutdown"})
+        assert run.p.wait(30) == 0
+        run.reader.join(5)
+        assert re.search(r"└─ late\s+stopped\s+-", run.text()), run.text()
+    assert wait_gone(children) == []
 
 
 # -- pieces ------------------------------------------------------------------------------------

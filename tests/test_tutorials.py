@@ -9,19 +9,14 @@ so a page cannot grow a step that nothing follows.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import io
 import json
 import os
 import re
-import select
 import shutil
 import signal
-import struct
 import subprocess
 import sys
-import termios
-import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -29,7 +24,7 @@ from typing import Any
 import psutil
 
 from actors.testing import free_port, wait_gone
-from tests.support import interrupt_run, run_pytest, wait_until
+from tests.support import LiveRun, run_pytest, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ROOT / "docs" / "tutorials"
@@ -62,51 +57,6 @@ def events(text: str) -> list[tuple[str, str, str | None, str | None]]:
         if m:
             found.append((m[1], m[2], m[3], m[4]))
     return found
-
-
-class LiveRun:
-    """`nannytree run` on a terminal (a pty), its screen read by a thread."""
-
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        master, slave = os.openpty()
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-        self.p = subprocess.Popen(
-            [*CLI, *args], stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env
-        )
-        os.close(slave)
-        self.master = master
-        self.chunks: list[bytes] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
-
-    def _read(self) -> None:
-        while True:
-            ready, _, _ = select.select([self.master], [], [], 0.2)
-            if ready:
-                try:
-                    data = os.read(self.master, 65536)
-                except OSError:
-                    return
-                if not data:
-                    return
-                self.chunks.append(data)
-            elif self.p.poll() is not None:
-                return
-
-    def text(self) -> str:
-        raw = b"".join(self.chunks).decode(errors="replace")
-        return re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw)
-
-    def wait_screen(self, pattern: str) -> None:
-        wait_until(lambda: re.search(pattern, self.text()) is not None, DEADLINE, pattern)
-
-    def __enter__(self) -> LiveRun:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        interrupt_run(self.p)
-        self.reader.join(5)
-        os.close(self.master)
 
 
 def workers(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:

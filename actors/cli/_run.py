@@ -178,19 +178,24 @@ class _Snapshots(threading.Thread):
     def run(self) -> None:
         ref = self.inspector.ref
         while not self.done.is_set() and ref is not None and ref.is_alive():
-            try:
-                snapshot = self.inspector.snapshot()
-                if snapshot.state != "stopped":  # keep the last full tree for the end
-                    self.latest, self.busy = snapshot, False
-            except pykka.ActorDeadError:
-                pass
-            except timeouts():
-                self.busy = True
-            except Exception:  # the view must outlive any one bad answer
-                if not self.failed:  # once: it would repeat four times a second
-                    log.exception("the live view could not read the tree")
-                self.failed = self.busy = True
+            self.take()
             self.done.wait(self.interval)
+
+    def take(self, stats: bool = True) -> None:
+        """Read the tree now (also called from the main thread, just before the stop,
+        so the stopped tree shows a child an `update` added since the last read)."""
+        try:
+            snapshot = self.inspector.snapshot(stats)
+            if snapshot.state != "stopped":  # keep the last full tree for the end
+                self.latest, self.busy = snapshot, False
+        except pykka.ActorDeadError:
+            pass
+        except timeouts():
+            self.busy = True
+        except Exception:  # the view must outlive any one bad answer
+            if not self.failed:  # once: it would repeat four times a second
+                log.exception("the live view could not read the tree")
+            self.failed = self.busy = True
 
 
 def _as_stopped(root: Node) -> Node:
@@ -552,6 +557,8 @@ class Runner:
         """Stop in reverse start order, showing the events as they happen."""
         if view is not None:
             view.header.note = f"stopping ({self.stop.why or 'the tree ended'})..."
+        if snapshots is not None:
+            snapshots.take(stats=False)
         if self.host is not None:
             self.host.stopping(self.stop.why or "the tree ended")
         stopper = threading.Thread(target=ref.stop, name="nannytree-stop", daemon=True)
