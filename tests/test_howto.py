@@ -13,6 +13,7 @@ to run, run here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -132,16 +133,22 @@ def _orphans_of_pid_1(prefix: list[str], tmp_path: Path) -> tuple[list[str], int
             timeout=10,
         )
 
-        def sleeps() -> list[psutil.Process]:
-            return [p for p in pid_1.children() if p.name() == "sleep"]
+        def sleeps() -> list[str]:
+            """PID 1's sleeps, each with its status; one reaped as we read is gone."""
+            found = []
+            for p in pid_1.children():
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    if p.name() == "sleep":
+                        found.append(f"sleep {p.status()}")
+            return found
 
         assert len(sleeps()) == 2, "the orphans are PID 1's"
 
         wait_until(
-            lambda: all(p.status() == psutil.STATUS_ZOMBIE for p in sleeps()),
+            lambda: all(s == f"sleep {psutil.STATUS_ZOMBIE}" for s in sleeps()),
             what="the orphans exited",
         )
-        left = [f"{p.name()} {p.status()}" for p in sleeps()]
+        left = sleeps()
         pid_1.send_signal(signal.SIGTERM)
         out, _ = unshare.communicate(timeout=30)
         return left, unshare.returncode, out
