@@ -317,7 +317,7 @@ def test_the_live_view_outlives_timeouts_and_errors() -> None:
         def is_alive(self) -> bool:
             return True
 
-        def snapshot(self) -> Any:
+        def snapshot(self, stats: bool = True) -> Any:
             self.calls += 1
             if self.answers:
                 raise self.answers.pop(0)
