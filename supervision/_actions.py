@@ -20,10 +20,17 @@ from ._spec import AnySpec, Shutdown
 
 @dataclass(frozen=True)
 class StartChild:
-    """Start one child; answer with Supervisor.started() or .start_failed()."""
+    """Start one child; answer with Supervisor.started() or .start_failed().
+
+    `settle` (seconds, an operator's replace_child or insert_child): a worker that
+    counts as started once its process runs (`ready="started"`) counts only once it
+    has stayed up this long; an exit before fails the start, so a replacement that
+    exits at once is left stopped instead of crash-looping into the intensity.
+    """
 
     child_id: str
     spec: AnySpec
+    settle: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -137,6 +137,7 @@ class _Child:
 class _Start:
     child_id: str
     ctx: StartContext
+    settle: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -521,8 +522,12 @@ class Supervisor:
 
     # -- inputs: the API (section 9) -------------------------------------------
 
-    def start_child(self, spec_or_args: AnySpec | Sequence[Any] | None, now: float) -> list[Action]:
-        """Add and start a child; simple_one_for_one takes extra args instead of a spec."""
+    def start_child(
+        self, spec_or_args: AnySpec | Sequence[Any] | None, now: float, *, settle: float = 0.0
+    ) -> list[Action]:
+        """Add and start a child; simple_one_for_one takes extra args instead of a spec.
+        `settle`: see StartChild (an update's added child)."""
+        settle = _settle(settle)
         self._expect_running()
         self._now = now
         if self._simple:
@@ -547,7 +552,7 @@ class Supervisor:
                     raise AlreadyStarted(self.name, spec.id, existing.pid)
                 raise AlreadyPresent(self.name, spec.id)
         self._add(_Child(spec))
-        self._plan.append(_Start(spec.id, "api_start"))
+        self._plan.append(_Start(spec.id, "api_start", settle))
         return self._advance()
 
     def terminate_child(
@@ -606,12 +611,17 @@ class Supervisor:
 
     # -- beyond OTP: an update in place (docs/otp-semantics.md, section 13) ------
 
-    def replace_child(self, key: str, spec: AnySpec, now: float) -> list[Action]:
+    def replace_child(
+        self, key: str, spec: AnySpec, now: float, *, settle: float = 0.0
+    ) -> list[Action]:
         """Stop the child, give it `spec` at the same place in the start order, start it.
 
         Answers as restart_child does; a failed start leaves the child stopped with
-        the new spec (and why, in its last exit), as restart_child would.
+        the new spec (and why, in its last exit), as restart_child would. `settle`:
+        see StartChild (what `nannytree update` passes, so that a replacement that
+        exits at once fails its start instead of charging the intensity).
         """
+        settle = _settle(settle)
         self._expect_running()
         self._now = now
         self._refuse_simple("replace_child", "stop the tree and run it again")
@@ -624,7 +634,7 @@ class Supervisor:
             (
                 _Terminate(child.id, "replace"),
                 _Swap(child.id, spec),
-                _Start(child.id, "api_restart"),
+                _Start(child.id, "api_restart", settle),
             )
         )
         return self._advance()
@@ -645,12 +655,14 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
-    def insert_child(self, spec: AnySpec, after: str | None, now: float) -> list[Action]:
+    def insert_child(
+        self, spec: AnySpec, after: str | None, now: float, *, settle: float = 0.0
+    ) -> list[Action]:
         """start_child at a place: right after the child `after` (None: first)."""
         self._refuse_simple("insert_child", "use start_child()")
         if after is not None:
             self._find(after)
-        actions = self.start_child(spec, now)
+        actions = self.start_child(spec, now, settle=settle)
         self._put_after(spec.id, after)
         return actions
 
@@ -923,7 +935,7 @@ class Supervisor:
                     continue
                 child.state = "starting"
                 self._pending = step
-                self._out.append(StartChild(child.id, child.spec))
+                self._out.append(StartChild(child.id, child.spec, step.settle))
             elif isinstance(step, _Terminate):
                 child = self._lookup(step.child_id)
                 if child is None or not child.alive:
@@ -937,6 +949,7 @@ class Supervisor:
                 child = self._lookup(step.child_id)
                 if child is not None:
                     child.spec = step.spec
+                    child.fresh_window()  # the new spec's restart_limit, if any
             elif isinstance(step, _TerminateAll):
                 live = [c for c in self._children.values() if c.alive]
                 if not live:
@@ -1100,3 +1113,10 @@ class Supervisor:
 def _limit(window: RestartWindow) -> str:
     """A child's restart_limit as its events name it."""
     return f"restart_limit intensity={window.intensity} period={window.period:g}"
+
+
+def _settle(value: float) -> float:
+    """An operator's settle time, checked where it comes in (see StartChild)."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1e6:
+        raise ValueError(f"settle must be seconds >= 0 (a number below 1e6), not {value!r}")
+    return float(value)

@@ -114,16 +114,16 @@ class ChildNotPaused(ChildError):
 class StartError(ChildError):
     """A child failed to start (OTP's `{error, Reason}` / `failed_to_start_child`).
 
-    `reason` is the ExitReason that describes the failure.
+    `reason` is the ExitReason that describes the failure; `why` the message without
+    the supervisor and child: the reason and the last lines the child wrote.
     """
 
     def __init__(self, supervisor: str, child: str, reason: Any) -> None:
         self.reason = reason
         text = f"failed to start: {reason}"
         said = _said(getattr(reason, "stderr_tail", ""))
-        super().__init__(
-            supervisor, child, f"{text}; its output ended with:{said}" if said else text
-        )
+        self.why = f"{text}; its output ended with:{said}" if said else text
+        super().__init__(supervisor, child, self.why)
 
 
 # Control characters a child may write (C0 but newline and tab, DEL, C1, bidi):

@@ -10,6 +10,7 @@ from supervision import (
     ChildSpec,
     EventKind,
     SpecError,
+    StartChild,
     StartError,
     Strategy,
     SupervisorSpec,
@@ -52,6 +53,40 @@ def test_a_failed_replacement_stays_stopped_with_the_new_spec_and_says_why():
     # A later replacement of it works (it is not running: nothing to stop).
     fixed = worker("b", min_uptime=3.0)
     assert ex.ok("replace_child", "b", fixed).state == "running"
+
+
+def test_a_replacement_takes_its_new_restart_limit():
+    """A restart_limit an update adds holds from the replacement on: the flapping
+    child is left failed by its own limit, its supervisor charged nothing."""
+    ex = sup_of(worker("a"), worker("b"), intensity=5, period=60.0)
+    ex.ok("replace_child", "b", worker("b", restart_limit=(1, 60.0)))
+    for _ in range(2):
+        ex.clock.advance(1.0)
+        ex.exit("b")
+        ex.drain()
+    assert ex.sup.which_child("b").state == "failed"
+    assert ex.sup.restart_times == () and ex.sup.mode == "running"
+    assert ex.live() == ["a"]
+
+
+def test_an_operators_settle_goes_with_its_start_only():
+    """replace_child and insert_child hand their `settle` to the start they ask for
+    (what `nannytree update --settle` means); the restarts that follow have none."""
+    ex = sup_of(worker("a"), worker("b"))
+    mark = len(ex.actions)
+    ex.run(ex.sup.replace_child("b", worker("b", min_uptime=1.0), ex.clock.now, settle=1.5))
+    ex.run(ex.sup.insert_child(worker("c"), "a", ex.clock.now, settle=0.25))
+    starts = [a for a in ex.actions[mark:] if isinstance(a, StartChild)]
+    assert [(a.child_id, a.settle) for a in starts] == [("b", 1.5), ("c", 0.25)]
+    mark = len(ex.actions)
+    ex.exit("b")
+    ex.drain()
+    starts = [a for a in ex.actions[mark:] if isinstance(a, StartChild)]
+    assert [(a.child_id, a.settle) for a in starts] == [("b", 0.0)]
+    for bad in (-1.0, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="settle must be seconds >= 0"):
+            ex.sup.replace_child("b", worker("b"), ex.clock.now, settle=bad)
+    assert ex.sup.which_child("b").state == "running"
 
 
 def test_a_replaced_temporary_child_is_not_removed_by_its_stop():

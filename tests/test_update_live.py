@@ -148,6 +148,56 @@ def test_a_typo_is_refused_and_a_start_failure_converges_once_the_file_is_fixed(
     assert wait_gone(sorted(set(before.values()) | set(after.values()))) == []
 
 
+def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(tmp_path, env):
+    """A changed command that runs and exits at once (a bad flag) and has no readiness:
+    counted as started once it runs, it would crash-loop into the root's intensity and
+    end the whole tree. The update's settle (1 s by default) makes it a failed start:
+    it stays stopped with its new spec, no restart is charged, every other child keeps
+    its pid, and the fixed file converges. `--settle 0` keeps the old meaning."""
+    tree, sock = tmp_path / "t.toml", str(tmp_path / "t.sock")
+    good = HEAD + worker("ticker", 600) + apps()
+    with started(tree, good, sock, env, "shop/apps/app") as run:
+        before = pids(status(Path(sock), env))
+        bad = '["sh", "-c", "echo unknown flag --frobnicate >&2; exit 3"]'
+        tree.write_text(good.replace('["sleep", "600"]', bad))
+        out = update(sock, env)
+        assert out.returncode == 1, out
+        assert "failed: replace ticker: failed to start: exit code 3" in out.stderr, out
+        assert "unknown flag --frobnicate" in out.stderr, out
+        now = status(Path(sock), env)
+        ticker = node(now, "shop/ticker")
+        assert (ticker["state"], ticker["pid"], ticker["restarts"]) == ("stopped", None, 0)
+        assert node(now, "shop")["restarts"] == 0  # nothing charged
+        alive = pids(now)
+        assert alive == {k: v for k, v in before.items() if k != "shop/ticker"}
+        kinds = [e["what"] for e in events(sock, env) if e.get("who", "").endswith("ticker")]
+        assert "child_exited" not in kinds, kinds  # a failed start, not a crash
+        # The fix converges.
+        tree.write_text(good.replace('"600"', '"604"'))
+        out = update(sock, env)
+        assert (out.returncode, out.stdout.strip()) == (0, "changed: ticker"), out
+        assert psutil.Process(pids(status(Path(sock), env))["shop/ticker"]).cmdline() == [
+            "sleep",
+            "604",
+        ]
+        # --settle 0: started once it runs; its own restart_limit contains the loop.
+        limited = bad + "\nrestart_limit = { intensity = 2, period = 60 }"
+        tree.write_text(good.replace('["sleep", "600"]', limited))
+        out = cli("update", "--settle", "0", "--socket", sock, env=env)
+        assert (out.returncode, out.stdout.strip()) == (0, "changed: ticker"), out
+        run.expect(r"shop/ticker child_failed")
+        now = status(Path(sock), env)
+        assert node(now, "shop/ticker")["state"] == "failed"
+        assert pids(now) == {k: v for k, v in alive.items()}
+        # A settle that is not a number of seconds is refused, naming the flag's meaning.
+        refused = cli("update", "--settle", "-1", "--socket", sock, env=env)
+        assert refused.returncode == 1
+        assert "settle must be seconds from 0 to 600, not -1.0" in refused.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(before.values())) == []
+
+
 def test_a_changed_env_in_a_nested_supervisor_restarts_only_that_child(tmp_path, env):
     tree, sock = tmp_path / "n.toml", str(tmp_path / "n.sock")
     text = HEAD + worker("ticker", 600) + apps("1") + worker("last", 603)

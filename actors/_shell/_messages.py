@@ -28,6 +28,8 @@ class Start:
     arm: ArmExit | None = None
     # In a run of starts: the spawn its supervisor sent ahead (a PendingSpawn, done).
     spawned: Any = None
+    # An operator's replace or insert: seconds a ready="started" child must stay up.
+    settle: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -363,18 +363,27 @@ class NannyActor(pykka.ThreadingActor):
 
     # Beyond OTP, for an update in place (docs/update.md).
 
-    def replace_child(self, key: str, spec: AnySpec) -> Any:
+    def replace_child(self, key: str, spec: AnySpec, settle: float = 0.0) -> Any:
         """Stop the child, give it `spec` at the same place, start it (answers as
-        restart_child; a failed start leaves it stopped with the new spec)."""
-        return self._call_core(self._core.replace_child(key, spec, time.monotonic()))
+        restart_child; a failed start leaves it stopped with the new spec).
+
+        `settle` seconds: a worker without readiness counts as started only once it
+        has stayed up that long, so one that exits at once fails the start (and stays
+        stopped) instead of crash-looping into the intensity. `nannytree update`
+        passes its `--settle` (1 s by default).
+        """
+        return self._call_core(self._core.replace_child(key, spec, time.monotonic(), settle=settle))
 
     def store_childspec(self, key: str, spec: AnySpec) -> Any:
         """Keep `spec` for a nested supervisor (or a stopped worker), touching nothing."""
         return self._call_core(self._core.store_childspec(key, spec, time.monotonic()))
 
-    def insert_child(self, spec: AnySpec, after: str | None) -> Any:
-        """start_child, placed right after the child `after` (None: first)."""
-        return self._call_core(self._core.insert_child(spec, after, time.monotonic()))
+    def insert_child(self, spec: AnySpec, after: str | None, settle: float = 0.0) -> Any:
+        """start_child, placed right after the child `after` (None: first); `settle`
+        as for replace_child (a failed start adds nothing)."""
+        return self._call_core(
+            self._core.insert_child(spec, after, time.monotonic(), settle=settle)
+        )
 
     def move_child(self, key: str, after: str | None) -> Any:
         """Move a child in the start order, right after `after` (None: first)."""
@@ -630,7 +639,7 @@ class NannyActor(pykka.ThreadingActor):
             if isinstance(action, Report):
                 self._record(action.event)
             elif isinstance(action, StartChild):
-                queue.extend(self._start_child(action.child_id, action.spec))
+                queue.extend(self._start_child(action.child_id, action.spec, action.settle))
             elif isinstance(action, TerminateChild):
                 self._grant()
                 reason, when = self._terminate_in_turn(action.child_id, action.spec.shutdown)
@@ -704,7 +713,7 @@ class NannyActor(pykka.ThreadingActor):
         self._tokens += 1
         return self._tokens
 
-    def _start_child(self, child_id: str, spec: AnySpec) -> list[Action]:
+    def _start_child(self, child_id: str, spec: AnySpec, settle: float = 0.0) -> list[Action]:
         """Tell the child to start; the core gets its answer as a message (StartDone),
         or now (the actions that follow) when it was started ahead in a run."""
         ahead = self._runs.take(child_id)
@@ -721,7 +730,9 @@ class NannyActor(pykka.ThreadingActor):
         self._starting = _Starting(token, child_id)
         if isinstance(spec, ChildSpec):
             worker, arm = self._worker_for(child_id, spec), self._exit_plan(child_id)
-            if not self._send_ahead(Member(child_id, worker, token, arm)):
+            if settle > 0:  # an operator's start, alone: no run of starts waits on it
+                worker.tell(Start(token, arm, settle=settle))
+            elif not self._send_ahead(Member(child_id, worker, token, arm)):
                 worker.tell(Start(token, arm))
             return []
         incarnation = self._nested_incarnations.get(child_id, 0) + 1

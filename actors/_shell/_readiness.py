@@ -48,10 +48,12 @@ def wait_ready(
     prober: Prober | None = None,
     site: Callable[[], ProbeSite] | None = None,
     waiting: Waiting | None = None,
+    settle: float = 0.0,
 ) -> bool:
     """True once the child is ready; False if it exited or start_timeout passed.
     `take_note` gets what an sd_notify child says meanwhile (STATUS=, MAINPID=);
-    `waiting.error` what the last probe said."""
+    `waiting.error` what the last probe said; `settle`: seconds a "started" child
+    must stay up (an operator's replace or insert)."""
     ready, timeout = spec.ready, spec.start_timeout
     waiting = Waiting() if waiting is None else waiting
     if isinstance(ready, TcpProbe | HttpProbe | ExecProbe):
@@ -69,7 +71,7 @@ def wait_ready(
         # Forked or Exited: its answer is waited for, a little past that.
         return proc.wait_ready(timeout + KILL_REPORT_GRACE)
     if ready == "started":
-        return True
+        return settle <= 0 or proc.wait(settle) is None
     if ready == "notify":
         return proc.wait_ready(timeout)
     if isinstance(ready, float):

@@ -183,7 +183,7 @@ class WorkerActor(PooledActor):
         if isinstance(message, ProcessNote):
             return self._on_note(message)
         if isinstance(message, Start):
-            return self._start(message.token, message.arm, message.spawned)
+            return self._start(message.token, message.arm, message.spawned, message.settle)
         if isinstance(message, PrepareStart):
             return self._prepare_start()
         if isinstance(message, Unstart):
@@ -262,14 +262,20 @@ class WorkerActor(PooledActor):
 
     # -- start ------------------------------------------------------------------
 
-    def _start(self, token: int, arm: ArmExit | None, spawned: PendingSpawn | None = None) -> None:
+    def _start(
+        self,
+        token: int,
+        arm: ArmExit | None,
+        spawned: PendingSpawn | None = None,
+        settle: float = 0.0,
+    ) -> None:
         if token in self._withdrawn:  # withdrawn before it came: nothing of it may run
             self._withdrawn.discard(token)
             if spawned is not None and spawned.child is not None:
                 self._kill_now(spawned.child)
             return
         try:
-            pid = self._start_process(spawned)
+            pid = self._start_process(spawned, settle)
         except StartProblem as failed:
             if spawned is None or not spawned.cancelled:  # a cancelled one never ran
                 self._last_exit = failed.reason
@@ -337,7 +343,7 @@ class WorkerActor(PooledActor):
 
         return notify
 
-    def _start_process(self, spawned: PendingSpawn | None = None) -> int:
+    def _start_process(self, spawned: PendingSpawn | None = None, settle: float = 0.0) -> int:
         if self._proc is not None:
             if self._proc.exit is None:
                 if spawned is not None and spawned.child is not None:
@@ -372,6 +378,7 @@ class WorkerActor(PooledActor):
                 self._context.prober,
                 lambda: probe_site(self.spec),
                 waiting,
+                settle,
             )
         if not ready_now:
             exit = proc.exit

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._control import (
+    UPDATE_SETTLE,
     Ambiguous,
     ControlError,
     NoAnswer,
@@ -478,12 +479,26 @@ def cmd_add(args: argparse.Namespace) -> int:
     return OK
 
 
+def _settle_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--settle",
+        type=float,
+        metavar="SECONDS",
+        help="a replaced or added child without readiness counts as started once it has "
+        f"stayed up this long (default {UPDATE_SETTLE:g}; 0: once it runs); one that exits "
+        "sooner is left stopped with its new spec, charging no restart intensity",
+    )
+
+
 def cmd_reload(args: argparse.Namespace) -> int:
     """`reload` alone (or `update`): apply the edited tree file; `reload ID...`: reload
     those children in place, as their spec's `reload` says (systemctl reload)."""
     ids = getattr(args, "ids", None) or []
     if not ids:
-        answer = _request(args, {"op": "reload"})
+        request: dict[str, Any] = {"op": "reload"}
+        if args.settle is not None:
+            request["settle"] = args.settle
+        answer = _request(args, request)
         if answer is None:
             return FAILED
         print(printable(answer["message"], lines=True))
@@ -697,10 +712,12 @@ def _parser() -> argparse.ArgumentParser:
         "with no ID, apply the edited tree file",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="children to reload (none: the file)")
+    _settle_flag(p)
     p.set_defaults(func=cmd_reload)
     p = sub.add_parser(
         "update", parents=[client], help="apply the edited tree file (supervisorctl update)"
     )
+    _settle_flag(p)
     p.set_defaults(func=cmd_reload)
     p = sub.add_parser(
         "wait",

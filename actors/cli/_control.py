@@ -37,6 +37,10 @@ MAX_CLIENTS = 64  # connections served at once; one more is refused with a messa
 SEND_TIMEOUT = 10.0  # a client that reads nothing for this long is dropped
 ACCEPT_BACKOFF = 0.1  # seconds to wait when accept() finds no free descriptor
 OP_TIMEOUT = 600.0
+# Seconds a child that `update` replaces or adds must stay up to count as started
+# (supervisord's startsecs), unless it has a readiness of its own.
+UPDATE_SETTLE = 1.0
+UPDATE_SETTLE_MAX = 600.0
 
 Send = Callable[[dict[str, Any]], bool]
 

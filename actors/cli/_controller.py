@@ -128,7 +128,7 @@ class Controller:
         if op == "restart" and request.get("id") == "all":
             return {"message": self._restart_all()}
         if op == "reload":
-            return {"message": self._reload()}
+            return {"message": self._reload(request)}
         if op == "reload_child":
             key = request.get("id")
             if not isinstance(key, str):
@@ -257,15 +257,16 @@ class Controller:
             children
         )
 
-    def _reload(self) -> str:
+    def _reload(self, request: dict[str, Any]) -> str:
         """As `supervisorctl update`: the tree as the edited file says, diffed against
         the live tree (docs/update.md: actors/cli/_update.py carries out what
         supervision.plan_update decides). Children the file did not change keep
         running, untouched."""
         from supervision import ConfigError
 
-        from ._update import Updater
+        from ._update import Updater, settle_of
 
+        settle = settle_of(request)
         if self.reload_source is None:
             raise ValueError("this tree was not run from a file; nothing to reload")
         if self._updater is None:
@@ -282,7 +283,7 @@ class Controller:
                 old.id, f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed"
             )
         try:
-            message, live = self._updater.update(old, new)
+            message, live = self._updater.update(old, new, settle)
         except Exception:
             self._keep_live(old)
             raise

@@ -42,9 +42,24 @@ from supervision import (
 
 from .. import EventLog
 from ._check import _child_problems
-from ._control import OP_TIMEOUT, timeouts
+from ._control import OP_TIMEOUT, UPDATE_SETTLE, UPDATE_SETTLE_MAX, timeouts
 
 Ref = pykka.ActorRef[Any]
+
+
+def settle_of(request: dict[str, Any]) -> float:
+    """The `settle` of an update request (`nannytree update --settle`), checked."""
+    value = request.get("settle", UPDATE_SETTLE)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= UPDATE_SETTLE_MAX
+    ):
+        raise ValueError(
+            f"settle must be seconds from 0 to {UPDATE_SETTLE_MAX:g}, not {value!r}: "
+            "how long a replaced or added child must stay up to count as started"
+        )
+    return float(value)
 
 
 class UpdateRefused(ValueError):
@@ -219,8 +234,13 @@ class Updater:
         self._here = here or Path.cwd()
         self._lock = threading.Lock()
 
-    def update(self, stored: SupervisorSpec, new: SupervisorSpec) -> tuple[str, SupervisorSpec]:
+    def update(
+        self, stored: SupervisorSpec, new: SupervisorSpec, settle: float = UPDATE_SETTLE
+    ) -> tuple[str, SupervisorSpec]:
         """Apply `new` to the running tree; its answer, and the live tree after.
+        `settle`: seconds each replaced or added worker without readiness must stay up
+        to count as started (one that exits sooner fails its start and stays stopped,
+        charging no intensity; 0: started once its process runs).
 
         Raises UpdateRefused (nothing stopped) or UpdateFailed (what was applied,
         what failed: the tree is left as the message says, and the next update
@@ -244,7 +264,7 @@ class Updater:
                     f"update refused, nothing stopped: {len(found)} problem"
                     f"{'s' if len(found) > 1 else ''} in what it would start:\n{listed}",
                 )
-            outcome = self.carry_out(root, plan)
+            outcome = self.carry_out(root, plan, settle)
             after = read_live(root, stored).spec
         message = summary(plan, outcome)
         if _settings(stored) != _settings(new):
@@ -262,7 +282,7 @@ class Updater:
         self._event(tree, EventKind.UPDATE_REFUSED, None, detail=detail)
         return UpdateRefused(why)
 
-    def carry_out(self, root: Ref, plan: UpdatePlan) -> Outcome:
+    def carry_out(self, root: Ref, plan: UpdatePlan, settle: float = 0.0) -> Outcome:
         """Each step through its supervisor's API, in order, each awaited and recorded.
         A start that fails is recorded and the rest goes on (the child stays stopped
         with its new spec); any other failure stops the update there, but the
@@ -275,9 +295,9 @@ class Updater:
                 outcome.skipped.append(step)
                 continue
             try:
-                pid = self._take(root, step)
+                pid = self._take(root, step, settle)
             except StartError as e:
-                why = f"failed to start: {e.reason}"
+                why = e.why  # with the last lines the child wrote
                 outcome.failed.append((step, why))
                 self._failed(step, why, plan)
                 continue
@@ -293,7 +313,7 @@ class Updater:
                 self._event(step.supervisor, kind, step.child, pid=pid, detail=_detail(step))
         return outcome
 
-    def _take(self, root: Ref, step: UpdateStep) -> int | None:
+    def _take(self, root: Ref, step: UpdateStep, settle: float) -> int | None:
         nanny = nanny_at(root, step.supervisor)  # "" (restart all): the root
         proxy = nanny.proxy()
         answer: Any
@@ -302,9 +322,9 @@ class Updater:
         elif isinstance(step, DeleteOld):
             answer = proxy.delete_child(step.child)
         elif isinstance(step, Replace):
-            answer = proxy.replace_child(step.child, step.spec)
+            answer = proxy.replace_child(step.child, step.spec, settle)
         elif isinstance(step, Insert):
-            answer = proxy.insert_child(step.spec, step.after)
+            answer = proxy.insert_child(step.spec, step.after, settle)
         elif isinstance(step, Move):
             answer = proxy.move_child(step.child, step.after)
         elif isinstance(step, StoreSpec):
