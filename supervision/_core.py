@@ -327,15 +327,17 @@ class Supervisor:
 
     # -- inputs: life cycle --------------------------------------------------
 
-    def start(self, now: float) -> list[Action]:
-        """Start every child in spec order (section 2)."""
+    def start(self, now: float, *, settle: float = 0.0) -> list[Action]:
+        """Start every child in spec order (section 2); `settle`: see StartChild (a
+        subtree an update replaced or added)."""
+        settle = _settle(settle)
         self._expect_idle()
         if self.mode != "new":
             raise RuntimeError(f"supervisor {self.name!r} was already started")
         self._now = now
         self.mode = "running"
         self._report(EventKind.SUPERVISOR_STARTED, detail=self.spec.strategy.value)
-        self._plan.extend(_Start(c.id, "init") for c in self._children.values())
+        self._plan.extend(_Start(c.id, "init", settle) for c in self._children.values())
         return self._advance()
 
     def shutdown(self, now: float, reason: ExitReason | None = None) -> list[Action]:

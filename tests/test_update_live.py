@@ -198,6 +198,36 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
     assert wait_gone(sorted(before.values())) == []
 
 
+def test_a_replaced_subtree_whose_child_exits_at_once_fails_and_the_tree_runs_on(tmp_path, env):
+    """The settle goes into a supervisor the update replaces whole (its strategy
+    changed): a grandchild that exits at once fails the subtree's start, which stays
+    stopped with its new spec; the root and its other child are untouched."""
+    tree, sock = tmp_path / "t.toml", str(tmp_path / "t.sock")
+    good = HEAD + worker("ticker", 600) + apps()
+    with started(tree, good, sock, env, "shop/apps/app") as run:
+        before = pids(status(Path(sock), env))
+        broken = good.replace('id = "apps"\n', 'id = "apps"\nstrategy = "one_for_all"\n')
+        broken = broken.replace('["sleep", "602"]', '["sh", "-c", "exit 5"]')
+        tree.write_text(broken)
+        out = update(sock, env)
+        assert out.returncode == 1, out
+        assert "failed: replace apps: failed to start: exit code 5" in out.stderr, out
+        now = status(Path(sock), env)
+        assert node(now, "shop/apps")["state"] == "stopped"
+        assert node(now, "shop")["restarts"] == 0
+        assert pids(now) == {"shop/ticker": before["shop/ticker"]}
+        tree.write_text(broken.replace('["sh", "-c", "exit 5"]', '["sleep", "606"]'))
+        out = update(sock, env)
+        assert (out.returncode, out.stdout.strip()) == (0, "changed: apps"), out
+        assert psutil.Process(pids(status(Path(sock), env))["shop/apps/app"]).cmdline() == [
+            "sleep",
+            "606",
+        ]
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(before.values())) == []
+
+
 def test_a_changed_env_in_a_nested_supervisor_restarts_only_that_child(tmp_path, env):
     tree, sock = tmp_path / "n.toml", str(tmp_path / "n.sock")
     text = HEAD + worker("ticker", 600) + apps("1") + worker("last", 603)

@@ -146,9 +146,13 @@ class ReadOutput:
 
 @dataclass(frozen=True)
 class InitTree:
-    """Start the children in order; answered by StartDone or StartFailed to the parent."""
+    """Start the children in order; answered by StartDone or StartFailed to the parent.
+
+    `settle`: as Start's, for each child (a subtree an update replaced or added).
+    """
 
     token: int
+    settle: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -550,7 +550,7 @@ class NannyActor(pykka.ThreadingActor):
                 parent, StartDone(child_id, token, None, incarnation)
             )
             self._init_reply = answer_parent
-        self._run(self._core.start(now))
+        self._run(self._core.start(now, settle=message.settle))
         return _LATER if parent is None else None
 
     def on_start(self) -> None:
@@ -746,7 +746,7 @@ class NannyActor(pykka.ThreadingActor):
             self._starting = None
             return self._core.start_failed(child_id, _crash_reason(e), time.monotonic())
         self._starting.nested = nested
-        nested.tell(InitTree(token))
+        nested.tell(InitTree(token, settle))
         return []
 
     def _worker_for(self, child_id: str, spec: ChildSpec) -> pykka.ActorRef[WorkerActor]:
