@@ -437,7 +437,9 @@ def test_simple_one_for_one_failed_restart_is_retried():
     assert ex.log[-2:] == [("start_failed", "w-1"), ("start", "w-1")]
 
 
-@pytest.mark.parametrize("extra", ["abc", b"abc", 42, worker("x")], ids=repr)
+@pytest.mark.parametrize(
+    "extra", ["abc", b"abc", 42, worker("x")], ids=["str", "bytes", "int", "spec"]
+)
 def test_simple_one_for_one_start_child_takes_a_tuple_of_extra_args(extra):
     ex = simple()
     reply = ex.call("start_child", extra)

@@ -255,7 +255,7 @@ def test_a_python_child_error_with_a_lone_surrogate_is_still_reported() -> None:
 
 # -- the long run, as a soak test ------------------------------------------------------------
 
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "20"))
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_FUZZ_SECONDS", "20"))  # per target
 
 
 @pytest.mark.soak
@@ -266,7 +266,7 @@ SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "20"))
     ids=_name,
 )
 def test_fuzz_soak(make: Callable[[], Target], tmp_path: Path) -> None:
-    """Each target for NANNYTREE_SOAK_SECONDS (python -m tests.fuzz runs it longer)."""
+    """Each target for NANNYTREE_FUZZ_SECONDS (python -m tests.fuzz runs it longer)."""
     seed = random.randrange(1 << 32)  # rerun: python -m tests.fuzz TARGET --seed N
     report = fuzz(make(), 10**9, seconds=SOAK_SECONDS, seed=seed, out=tmp_path)
     assert not report.findings, f"seed {seed}: {report.summary()}"
