@@ -125,10 +125,11 @@ def _orphans_of_pid_1(prefix: list[str], tmp_path: Path) -> tuple[list[str], int
         ready = cli("wait", "--ready", "--timeout", "20", env=env)
         assert ready.returncode == 0, ready.stdout + ready.stderr
         pid_1 = psutil.Process(unshare.pid).children()[0]
-        # As `docker exec app sh -c 'sleep 1 &'` does: its sleeps outlive it and
-        # are re-parented to PID 1 (before nsenter hears that sh ended).
+        # As `docker exec app sh -c 'sleep 600 &'` does: its sleeps outlive it and
+        # are re-parented to PID 1 (before nsenter hears that sh ended). They end when
+        # the test kills them, not after a time a loaded machine could outrun.
         subprocess.run(
-            ["nsenter", "-t", str(pid_1.pid), "-p", "-m", "sh", "-c", "sleep 1 & sleep 1 &"],
+            ["nsenter", "-t", str(pid_1.pid), "-p", "-m", "sh", "-c", "sleep 600 & sleep 600 &"],
             check=True,
             timeout=10,
         )
@@ -143,6 +144,10 @@ def _orphans_of_pid_1(prefix: list[str], tmp_path: Path) -> tuple[list[str], int
             return found
 
         assert len(sleeps()) == 2, "the orphans are PID 1's"
+        for orphan in pid_1.children():
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if orphan.name() == "sleep":
+                    orphan.kill()
 
         wait_until(
             lambda: all(s == f"sleep {psutil.STATUS_ZOMBIE}" for s in sleeps()),
@@ -154,10 +159,12 @@ def _orphans_of_pid_1(prefix: list[str], tmp_path: Path) -> tuple[list[str], int
         return left, unshare.returncode, out
     finally:
         if unshare.poll() is None:
-            for p in psutil.Process(unshare.pid).children(recursive=True):
-                p.kill()
+            with contextlib.suppress(psutil.NoSuchProcess):
+                for p in psutil.Process(unshare.pid).children(recursive=True):
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        p.kill()
             unshare.kill()
-            unshare.wait()
+            unshare.communicate()  # reaped, its pipe closed
 
 
 @pytest.mark.skipif(not _pid_namespace_works(), reason="no PID namespace here (unshare)")
