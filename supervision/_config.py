@@ -391,34 +391,59 @@ class _Loader:
     # -- supervisors -----------------------------------------------------------------
 
     def supervisor(self, table: dict[str, Any], path: str, *, nested: bool) -> SupervisorSpec:
-        self.check_keys(table, path, SUPERVISOR_KEYS if nested else ROOT_KEYS)
-        sid = self.ident(table, path)
-        kw: dict[str, Any] = {"id": sid}
-        if "strategy" in table:
-            kw["strategy"] = self.enum(table, path, "strategy", Strategy)
-        if "auto_shutdown" in table:
-            kw["auto_shutdown"] = self.enum(table, path, "auto_shutdown", AutoShutdown)
-        for key in ("intensity", "max_children"):
+        # Every problem of the supervisor's own keys is recorded and its children are
+        # still read, so one pass of `check` lists a bad strategy and a bad child alike.
+        problems: list[ConfigError] = []
+        kw: dict[str, Any] = {}
+
+        def read(key: str, reader: Callable[[], Any]) -> None:
             if key in table:
-                kw[key] = self.integer(table, path, key)
-        if "period" in table:
-            kw["period"] = self.seconds(table, path, "period")
-        self.child_fields(table, path, kw)
-        if "placement" in table:
-            kw["placement"] = self.placement(table["placement"], f"{path}.placement")
+                try:
+                    kw[key] = reader()
+                except ConfigError as e:
+                    problems.extend(e.errors)
+
+        allowed = SUPERVISOR_KEYS if nested else ROOT_KEYS
+        try:
+            self.check_keys(table, path, allowed)
+        except ConfigError as e:
+            problems.extend(e.errors)
+        try:
+            kw["id"] = self.ident(table, path)
+        except ConfigError as e:
+            problems.extend(e.errors)
+        read("strategy", lambda: self.enum(table, path, "strategy", Strategy))
+        read("auto_shutdown", lambda: self.enum(table, path, "auto_shutdown", AutoShutdown))
+        read("intensity", lambda: self.integer(table, path, "intensity"))
+        read("max_children", lambda: self.integer(table, path, "max_children"))
+        read("period", lambda: self.seconds(table, path, "period"))
+        for key in ("restart", "shutdown", "significant", "backoff"):  # child_fields stops
+            # at its first problem: one key at a time
+            try:
+                self.child_fields({key: table[key]} if key in table else {}, path, kw)
+            except ConfigError as e:
+                problems.extend(e.errors)
+        read("placement", lambda: self.placement(table["placement"], f"{path}.placement"))
         raw = table.get("children", [])
         if not isinstance(raw, list) or not all(isinstance(c, dict) for c in raw):
-            raise self.error(
-                f"{path}.children",
-                raw,
-                "expected [[...children]] tables, one per child",
+            problems.append(
+                self.error(
+                    f"{path}.children", raw, "expected [[...children]] tables, one per child"
+                )
             )
+            raw = []
         outer = self.log_defaults
-        self.log_defaults = {**outer, **self.log_fields(table, path)}
+        try:
+            self.log_defaults = {**outer, **self.log_fields(table, path)}
+        except ConfigError as e:
+            problems.extend(e.errors)
+        self.errors.extend(problems)  # in file order: the supervisor's keys, then its children
         try:
             children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
         finally:
             self.log_defaults = outer
+        if problems:
+            raise _Skipped  # recorded above
         try:
             return SupervisorSpec(children=children, **kw)
         except SpecError as e:
@@ -432,8 +457,17 @@ class _Loader:
         before = len(self.errors)
         for i, table in enumerate(raw):
             where = f"{path}[{i}]"
+            cid = table.get("id")
+            if isinstance(cid, str) and cid in seen:  # reported, and the child still read
+                self.errors.append(
+                    self.error(
+                        f"{where}.id", cid, f"duplicate id (also {seen[cid]}); ids must be unique"
+                    )
+                )
+            elif isinstance(cid, str):
+                seen[cid] = where
             try:
-                specs.append(self._one_child(table, where, seen, auto_shutdown))
+                specs.append(self._one_child(table, where, auto_shutdown))
             except ConfigError as e:
                 self.errors.extend(e.errors)  # reported with the others; the next child is read
                 self.errors.extend(self.more_problems(table, where, e.errors))
@@ -478,15 +512,8 @@ class _Loader:
         self,
         table: dict[str, Any],
         where: str,
-        seen: dict[str, str],
         auto_shutdown: AutoShutdown | None,
     ) -> AnySpec:
-        cid = self.ident(table, where)
-        if cid in seen:
-            raise self.error(
-                f"{where}.id", cid, f"duplicate id (also {seen[cid]}); ids must be unique"
-            )
-        seen[cid] = where
         spec = self.child(table, where)
         if spec.significant and auto_shutdown in (None, AutoShutdown.NEVER):
             raise self.error(

@@ -352,6 +352,30 @@ def test_a_bad_file_names_file_path_value_and_fix(text, path, fragments):
         assert fragment in message, message
 
 
+def test_one_pass_reports_the_supervisors_keys_and_every_child_behind_them():
+    """A bad strategy does not hide its children's problems, nor does a duplicate id the
+    rest of that child's: `check` lists them all at once."""
+    text = (
+        '[supervisor]\nid = "r"\nstrategy = "one_for_al"\nintensity = -1\n'
+        '[[supervisor.children]]\nid = "a"\ncommand = ["true"]\n'
+        '[[supervisor.children]]\nid = "a"\ncommand = ["true"]\nrestart = "sometimes"\n'
+        '[[supervisor.children]]\nid = "sub"\nstrategy = "all"\nshutdown = "soon"\n'
+        '[[supervisor.children.children]]\nid = "x"\ncommand = ["y"]\nshutdown = -1\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_tree(text, "t.toml")
+    assert [e.path for e in info.value.errors] == [
+        "supervisor.strategy",
+        "supervisor.intensity",
+        "supervisor.children[1].id",
+        "supervisor.children[1].restart",
+        "supervisor.children[2].strategy",
+        "supervisor.children[2].shutdown",
+        "supervisor.children[2].children[0].shutdown",
+    ]
+    assert str(info.value).startswith("t.toml: 7 problems:\n  t.toml: supervisor.strategy")
+
+
 def test_a_target_that_cannot_be_imported_says_why():
     text = _child('id = "c"\ntarget = "no_such_module_x:run"\n')
     with pytest.raises(ConfigError) as info:
