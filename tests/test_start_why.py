@@ -330,6 +330,36 @@ def test_check_warns_of_a_redis_config_that_daemonizes(tmp_path: Path) -> None:
     assert "warning: child 'redis': its config redis.conf says `daemonize yes`" in done.stderr
 
 
+def test_check_names_a_pid_file_folder_and_accounts_missing_here_even_beside_load_errors(
+    tmp_path: Path,
+) -> None:
+    """The run-time problems of a child are listed whether or not another child (or the
+    supervisor) has load errors: a pid_file the daemon cannot write, an unknown user."""
+    tree = tmp_path / "t.toml"
+    body = (
+        '[[supervisor.children]]\nid = "legacy"\ncommand = ["sleep", "60"]\n'
+        'pid_file = "no-such-folder/legacy.pid"\nuser = "no-such-user-xyz"\n'
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for head in ('[supervisor]\nid = "t"\n', '[supervisor]\nid = "t"\nstrategy = "all"\n'):
+        tree.write_text(head + body)
+        done = subprocess.run(
+            [*CLI, "check", str(tree)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 1
+        folder = tmp_path / "no-such-folder"
+        assert f"child 'legacy': pid_file '{folder}/legacy.pid' is in a folder" in done.stderr
+        assert f"create {folder} or fix pid_file" in done.stderr
+        assert "child 'legacy': field 'user' is 'no-such-user-xyz': no such user" in done.stderr
+        assert ("strategy" in head) == ('supervisor.strategy is "all"' in done.stderr)
+    folder.mkdir()
+    tree.write_text('[supervisor]\nid = "t"\n' + body.replace('user = "no-such-user-xyz"\n', ""))
+    done = subprocess.run(
+        [*CLI, "check", str(tree)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_an_integer_beyond_toml_s_64_bits_is_a_load_error_not_an_overflow() -> None:
     with pytest.raises(ConfigError) as info:
         load_tree(f"[supervisor]\nid = 't'\nperiod = {10**400}\n", "t.toml")

@@ -48,9 +48,9 @@ def problems(path: Path, spec: Any) -> list[str]:
 
 def loose_problems(path: Path) -> list[str]:
     """The run-time problems of a file that did not load (a program not on PATH, a
-    missing cwd), read from its tables as written: reported in the same pass as its
-    load errors. Children whose command or cwd is itself malformed are skipped (the
-    load errors name them)."""
+    missing cwd or pid_file folder, an unknown user), read from its tables as written:
+    reported in the same pass as its load errors. Children whose command or cwd is
+    itself malformed are skipped (the load errors name them)."""
     here = path.resolve().parent
     try:
         raw = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -84,6 +84,7 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
     target, check = table.get("target"), table.get("start_check")
     if not (isinstance(check, list) and check and all(isinstance(a, str) for a in check)):
         check = None  # malformed: a load error says so
+    user, group, pid_file = table.get("user"), table.get("group"), table.get("pid_file")
     return SimpleNamespace(
         id=table["id"],
         command=command,
@@ -91,6 +92,9 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
         cwd=str(here / cwd) if cwd else None,
         env=env if isinstance(env, dict) else None,
         target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
+        user=user if isinstance(user, str) else None,
+        group=group if isinstance(group, str) else None,
+        pid_file=str(here / pid_file) if isinstance(pid_file, str) and pid_file else None,
     )
 
 
@@ -192,6 +196,13 @@ def _child_problems(child: Any, here: Path) -> list[str]:
                 + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
+    pid_file = getattr(child, "pid_file", None)
+    if isinstance(pid_file, str) and not os.path.isdir(os.path.dirname(pid_file) or "."):
+        folder = os.path.dirname(pid_file)
+        found.append(
+            f"child {child.id!r}: pid_file {pid_file!r} is in a folder that does not exist, "
+            f"so the daemon cannot write it; create {folder} or fix pid_file"
+        )
     ref = getattr(child.target, "ref", None)
     if isinstance(ref, str):
         problem = _target_problem(ref, here)
