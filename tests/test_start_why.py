@@ -348,16 +348,23 @@ def test_check_names_a_pid_file_folder_and_accounts_missing_here_even_beside_loa
         )
         assert done.returncode == 1
         folder = tmp_path / "no-such-folder"
-        assert f"child 'legacy': pid_file '{folder}/legacy.pid' is in a folder" in done.stderr
-        assert f"create {folder} or fix pid_file" in done.stderr
+        assert (
+            f"child 'legacy': pid_file '{folder}/legacy.pid': folder '{folder}' does not exist; "
+            "create it or fix the path"
+        ) in done.stderr
         assert "child 'legacy': field 'user' is 'no-such-user-xyz': no such user" in done.stderr
         assert ("strategy" in head) == ('supervisor.strategy is "all"' in done.stderr)
     folder.mkdir()
-    tree.write_text('[supervisor]\nid = "t"\n' + body.replace('user = "no-such-user-xyz"\n', ""))
-    done = subprocess.run(
-        [*CLI, "check", str(tree)], env=env, capture_output=True, text=True, timeout=60
-    )
-    assert done.returncode == 0, done.stderr
+    body = body.replace('user = "no-such-user-xyz"\n', "")
+    probe = 'liveness = { exec = ["no-such-probe-y"] }\n'
+    for extra, rc in ((probe, 1), ("", 0)):  # the checks `update` runs, `check` runs too
+        tree.write_text('[supervisor]\nid = "t"\n' + body + extra)
+        done = subprocess.run(
+            [*CLI, "check", str(tree)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == rc, done.stderr
+        said = "child 'legacy': liveness probe program 'no-such-probe-y' is not an executable"
+        assert (said in done.stderr) == bool(extra), done.stderr
 
 
 def test_an_integer_beyond_toml_s_64_bits_is_a_load_error_not_an_overflow() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from supervision import UnresolvedTarget, asks_to_daemonize
+from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 
@@ -84,7 +84,12 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
     target, check = table.get("target"), table.get("start_check")
     if not (isinstance(check, list) and check and all(isinstance(a, str) for a in check)):
         check = None  # malformed: a load error says so
-    user, group, pid_file = table.get("user"), table.get("group"), table.get("pid_file")
+    user, group = table.get("user"), table.get("group")
+    files = {
+        key: value if value == "capture" else str(here / value)
+        for key in ("pid_file", "stdout", "stderr")
+        if isinstance(value := table.get(key), str) and value
+    }
     return SimpleNamespace(
         id=table["id"],
         command=command,
@@ -94,7 +99,12 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
         target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
         user=user if isinstance(user, str) else None,
         group=group if isinstance(group, str) else None,
-        pid_file=str(here / pid_file) if isinstance(pid_file, str) and pid_file else None,
+        pid_file=files.get("pid_file"),
+        stdout=files.get("stdout"),
+        stderr=files.get("stderr"),
+        ready=None,
+        liveness=None,
+        reload=None,
     )
 
 
@@ -188,7 +198,8 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     cwd = child.cwd
     if cwd is not None and not os.path.isdir(cwd):
         found.append(f"child {child.id!r}: cwd {cwd!r} does not exist; create it or fix cwd")
-    for what, argv in (("program", child.command), ("start_check", child.start_check)):
+    programs = [("program", child.command), ("start_check", child.start_check)]
+    for what, argv in [*programs, *_probe_commands(child)]:
         if argv is not None and not _runnable(argv[0], cwd, child.env):
             program = argv[0]
             found.append(
@@ -196,13 +207,18 @@ def _child_problems(child: Any, here: Path) -> list[str]:
                 + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
-    pid_file = getattr(child, "pid_file", None)
-    if isinstance(pid_file, str) and not os.path.isdir(os.path.dirname(pid_file) or "."):
-        folder = os.path.dirname(pid_file)
-        found.append(
-            f"child {child.id!r}: pid_file {pid_file!r} is in a folder that does not exist, "
-            f"so the daemon cannot write it; create {folder} or fix pid_file"
-        )
+    files = {"pid_file": child.pid_file, "stdout": child.stdout, "stderr": child.stderr}
+    if isinstance(child.ready, ReadyFile):
+        files["ready file"] = child.ready.path
+    for name, path in files.items():
+        if path is None or path == "capture":
+            continue
+        folder = os.path.dirname(os.path.abspath(path))
+        if not os.path.isdir(folder):
+            found.append(
+                f"child {child.id!r}: {name} {str(path)!r}: folder {folder!r} does not exist; "
+                "create it or fix the path"
+            )
     ref = getattr(child.target, "ref", None)
     if isinstance(ref, str):
         problem = _target_problem(ref, here)
@@ -210,6 +226,21 @@ def _child_problems(child: Any, here: Path) -> list[str]:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
     found += _account_problems(child)
     return found
+
+
+def _probe_commands(child: Any) -> Iterator[tuple[str, list[str]]]:
+    """The programs a child's probes and reload check run."""
+    if isinstance(child.ready, ExecProbe):
+        yield "ready probe program", list(child.ready.argv)
+    probe = getattr(child.liveness, "probe", None)
+    if isinstance(probe, ExecProbe):
+        yield "liveness probe program", list(probe.argv)
+    reload = child.reload
+    check = reload.check if isinstance(reload, Reload) else None
+    if isinstance(reload, tuple):
+        check = reload[0]
+    if check:
+        yield "reload check program", list(check)
 
 
 def _account_problems(child: Any) -> list[str]:
@@ -225,7 +256,8 @@ def _account_problems(child: Any) -> list[str]:
                 lookup(value)
             except KeyError:
                 found.append(
-                    f"child {child.id!r}: field {name!r} is {value!r}: no such {name} here"
+                    f"child {child.id!r}: field {name!r} is {value!r}: no such {name} on this "
+                    f"host; create it ({name}add --system) or fix the name"
                 )
     wanted = (getattr(child, "user", None), getattr(child, "group", None)) != (None, None)
     if wanted and os.geteuid() != 0:

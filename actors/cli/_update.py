@@ -6,8 +6,6 @@ by step through each supervisor's API, each step an event. See docs/update.md.
 from __future__ import annotations
 
 import dataclasses
-import os
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,12 +20,9 @@ from supervision import (
     DeleteOld,
     Event,
     EventKind,
-    ExecProbe,
     Insert,
     Move,
     NannyError,
-    ReadyFile,
-    Reload,
     Replace,
     StartAgain,
     StartError,
@@ -143,62 +138,13 @@ def _workers(spec: AnySpec) -> Iterator[ChildSpec]:
 
 
 def problems(plan: UpdatePlan, here: Path) -> list[str]:
-    """Every run-time problem of the children the plan would start, one line each:
-    those of `nannytree check` (program, cwd, target), and the folders of the files
-    they would write, and the programs of their probes and reload check."""
+    """Every run-time problem of the children the plan would start, one line each: those
+    of `nannytree check` (programs, probes, cwd, the folders of the files they write,
+    target, user)."""
     found: list[str] = []
     for child in starting_workers(plan):
         found += _child_problems(child, here)
-        found += _more_problems(child)
     return list(dict.fromkeys(found))
-
-
-def _more_problems(child: ChildSpec) -> list[str]:
-    found = []
-    files = {"pid_file": child.pid_file, "stdout": child.stdout, "stderr": child.stderr}
-    if isinstance(child.ready, ReadyFile):
-        files["ready file"] = child.ready.path
-    for name, path in files.items():
-        if path is None or path == "capture":
-            continue
-        folder = os.path.dirname(os.path.abspath(path))
-        if not os.path.isdir(folder):
-            found.append(
-                f"child {child.id!r}: {name} {str(path)!r}: folder {folder!r} does not exist; "
-                "create it or fix the path"
-            )
-    for what, argv in _probe_commands(child):
-        program = argv[0]
-        if _runnable(program, child):
-            continue
-        found.append(
-            f"child {child.id!r}: {what} program {program!r} is not an executable file"
-            + ("" if "/" in program else " on PATH")
-            + "; install it or give its full path"
-        )
-    return found
-
-
-def _probe_commands(child: ChildSpec) -> Iterator[tuple[str, list[str]]]:
-    if isinstance(child.ready, ExecProbe):
-        yield "ready probe", list(child.ready.argv)
-    probe = getattr(child.liveness, "probe", None)
-    if isinstance(probe, ExecProbe):
-        yield "liveness probe", list(probe.argv)
-    reload = child.reload
-    check = reload.check if isinstance(reload, Reload) else None
-    if isinstance(reload, tuple):
-        check = reload[0]
-    if check:
-        yield "reload check", list(check)
-
-
-def _runnable(program: str, child: ChildSpec) -> bool:
-    if "/" in program:
-        full = os.path.join(str(child.cwd or os.getcwd()), program)
-        return os.path.isfile(full) and os.access(full, os.X_OK)
-    path_env = (child.env or {}).get("PATH", os.environ.get("PATH", os.defpath))
-    return shutil.which(program, path=path_env) is not None
 
 
 # -- carrying a plan out -----------------------------------------------------------------
