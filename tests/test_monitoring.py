@@ -148,6 +148,40 @@ def test_metrics_follow_crashes_stops_and_starts(tmp_path: Path) -> None:
     assert lines[-1]["what"] == "supervisor_stopped"
 
 
+def test_a_child_its_restart_limit_gave_up_on_is_failed_in_the_metrics(tmp_path: Path) -> None:
+    """Every child is in exactly one state, `failed` included (its restart_limit was
+    exceeded), while its siblings run on."""
+    env = _env(tmp_path)
+    sock = tmp_path / "m.sock"
+    tree = tmp_path / "mon.toml"
+    tree.write_text(
+        '[supervisor]\nid = "mon"\n'
+        '[[supervisor.children]]\nid = "web"\ncommand = ["sleep", "600"]\n'
+        '[[supervisor.children]]\nid = "flap"\ncommand = ["sh", "-c", "exit 1"]\n'
+        "restart_limit = { intensity = 2, period = 60 }\n"
+    )
+    with Proc("run", str(tree), "--socket", str(sock), "--plain", "--metrics", "0", env=env) as run:
+        url = run.expect(r"^nannytree: metrics: (http://\S+)$")[1]
+        run.expect(r"mon/flap child_failed")
+
+        def state(s: Samples, cid: str) -> list[str]:
+            return [
+                dict(labels)["nannytree_child_state"]
+                for (name, labels), value in s.items()
+                if name == "nannytree_child_state" and dict(labels)["child"] == cid and value
+            ]
+
+        def failed(s: Samples) -> bool:  # restarts: once the nanny answers, not its events
+            return state(s, "flap") == ["failed"] and child(s, "child_restarts_total", "flap") == 2
+
+        samples = until(url, failed, "flap failed after 2 restarts")
+        assert state(samples, "web") == ["running"]
+        assert child(samples, "child_up", "flap") == 0
+        assert child(samples, "child_exits_total", "flap", reason="exit_code") == 3
+        rc, output = run.finish(signal.SIGINT)
+    assert rc == 0, output
+
+
 def test_a_metrics_port_in_use_stops_the_run_before_any_child(tmp_path: Path) -> None:
     env = _env(tmp_path)
     with socket.socket() as taken:

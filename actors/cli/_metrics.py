@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 import psutil
 import pykka
@@ -25,7 +25,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from supervision import Event, EventKind
+from supervision import ChildState, Event, EventKind
 
 from ._records import Node
 
@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 PREFIX = "nannytree_"
 MAX_SERIES = 4096  # children whose exit counts are kept after they left the tree
 MAX_FAMILY = 256  # processes read per child: a fork bomb must not make a scrape slow
-STATES: tuple[str, ...] = ("starting", "running", "paused", "stopping", "stopped")
-STATES += ("restarting", "backoff", "unreachable", "pending", "unknown")
+# Every state a child can be in ("unknown": a worker status read from events alone).
+STATES: tuple[str, ...] = (*get_args(ChildState), "unknown")
 HEALTH = ("unknown", "healthy", "failing")
 # Events that end an incarnation: each is one exit, by its reason's kind.
 EXITS = (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED, EventKind.START_FAILED)
