@@ -186,6 +186,8 @@ def test_the_summary_names_what_is_restarting_first() -> None:
     assert summary(root) == "restarting web"
     root.children.append(worker("job", "restarting"))
     assert summary(root) == "restarting web, job"
+    root.children = [worker("web", "running"), worker("db", "failed"), worker("job", "stopped")]
+    assert summary(root) == "1 child running, 1 failed (db), 1 stopped"
     root.state = "stopped"
     assert summary(root) == "stopped"
 
