@@ -13,6 +13,7 @@ from typing import Any
 import psutil
 import pytest
 
+from actors.cli._control import call
 from actors.testing import wait_gone
 from tests.test_cli import Proc, _env, cli, pids, status
 
@@ -189,10 +190,14 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
         now = status(Path(sock), env)
         assert node(now, "shop/ticker")["state"] == "failed"
         assert pids(now) == {k: v for k, v in alive.items()}
-        # A settle that is not a number of seconds is refused, naming the flag's meaning.
-        refused = cli("update", "--settle", "-1", "--socket", sock, env=env)
-        assert refused.returncode == 1
-        assert "settle must be seconds from 0 to 600, not -1.0" in refused.stderr
+        # A settle that is not a number of seconds is bad usage; a client that sends one
+        # anyway is refused by the tree, naming the setting's meaning.
+        for flag, said in (("-1", "seconds >= 0"), ("601", "seconds from 0 to 600")):
+            refused = cli("update", "--settle", flag, "--socket", sock, env=env)
+            assert refused.returncode == 2, refused
+            assert f"argument --settle: expected {said}, not '{flag}'" in refused.stderr
+        answer = call(Path(sock), {"op": "reload", "settle": -1})
+        assert "settle must be seconds from 0 to 600, not -1" in answer["error"], answer
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(before.values())) == []

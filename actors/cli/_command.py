@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._control import (
     UPDATE_SETTLE,
+    UPDATE_SETTLE_MAX,
     Ambiguous,
     ControlError,
     NoAnswer,
@@ -87,6 +88,15 @@ def non_negative(text: str) -> float:
         value = -1
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected seconds >= 0, not {text!r}")
+    return value
+
+
+def settle_seconds(text: str) -> float:
+    value = non_negative(text)
+    if value > UPDATE_SETTLE_MAX:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from 0 to {UPDATE_SETTLE_MAX:g}, not {text!r}"
+        )
     return value
 
 
@@ -482,7 +492,7 @@ def cmd_add(args: argparse.Namespace) -> int:
 def _settle_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--settle",
-        type=float,
+        type=settle_seconds,
         metavar="SECONDS",
         help="a replaced or added child without readiness counts as started once it has "
         f"stayed up this long (default {UPDATE_SETTLE:g}; 0: once it runs); one that exits "
