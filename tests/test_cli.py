@@ -376,9 +376,12 @@ def test_nested_children_by_path_pause_resume_signal(tmp_path, env):
         for key in ("pool/w", "nest/pool/w"):
             out = cli("restart", key, "--socket", sock, env=env)
             assert out.returncode == 0 and out.stdout.startswith("restarted nest/pool/w: pid ")
-        assert cli("restart", "nope", "--socket", sock, env=env).stderr == (
-            "nannytree: no child 'nope' in tree 'nest'; `nannytree status` lists them\n"
-        )
+        for command in ("restart", "status"):
+            unknown = cli(command, "nope", "--socket", sock, env=env)
+            assert (unknown.returncode, unknown.stderr) == (
+                1,
+                "nannytree: no child 'nope' in tree 'nest'; `nannytree status` lists them\n",
+            )
 
         solo = before["nest/pool/solo"]
         out = cli("pause", "solo", "--socket", sock, env=env)

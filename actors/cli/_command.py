@@ -301,7 +301,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.id is not None:
         found = _find(root, args.id)
         if not found:
-            _error(f"no child {args.id!r} in tree {root.id!r}")
+            _error(f"no child {args.id!r} in tree {root.id!r}; `nannytree status` lists them")
             return FAILED
         root = Node(**{**root.to_dict(), "children": found})
     else:
