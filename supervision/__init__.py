@@ -73,7 +73,9 @@ from ._spec import (
     parse_signal,
 )
 from ._update import (
+    IN_PLACE,
     Change,
+    ChangeSettings,
     DeleteOld,
     Insert,
     Move,
@@ -92,6 +94,7 @@ __all__ = [
     "BRUTAL_KILL",
     "CAPTURE",
     "INFINITY",
+    "IN_PLACE",
     "MISSING",
     "Action",
     "AlreadyPresent",
@@ -100,6 +103,7 @@ __all__ = [
     "AutoShutdown",
     "Backoff",
     "Change",
+    "ChangeSettings",
     "ChildCounts",
     "ChildError",
     "ChildInfo",

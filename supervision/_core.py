@@ -657,6 +657,32 @@ class Supervisor:
         self._out.append(Reply(None))
         return self._flush()
 
+    def change_settings(self, spec: SupervisorSpec, now: float) -> list[Action]:
+        """Take `spec`'s intensity, period, auto_shutdown and max_children (and its
+        settings as a child, which its parent keeps) in place, its children running
+        on: OTP's supervisor code_change. The restarts charged so far stay in the
+        window, now measured by the new limits. Its children are not `spec`'s to
+        change (each has its own step; a simple_one_for_one keeps its template).
+        Raises SpecError when `spec` is another supervisor or changes its strategy
+        or placement: those change what each exit means, so an update replaces it."""
+        self._expect_running()
+        self._now = now
+        fixed = ("id", "strategy", "placement", *(("children",) if self._simple else ()))
+        for name in fixed:  # a simple_one_for_one's children are its template
+            new, old = getattr(spec, name), getattr(self.spec, name)
+            if (tuple(new) != tuple(old)) if name == "children" else new != old:
+                raise SpecError(
+                    self.spec.id,
+                    name,
+                    getattr(spec, name),
+                    f"a supervisor's {name} cannot change while it runs (it is "
+                    f"{getattr(self.spec, name)!r}); replace the supervisor instead",
+                )
+        self.spec = spec  # its children field is read only as a simple_one_for_one's template
+        self._window.resize(spec.intensity, spec.period)
+        self._out.append(Reply(None))
+        return self._flush()
+
     def insert_child(
         self, spec: AnySpec, after: str | None, now: float, *, settle: float = 0.0
     ) -> list[Action]:

@@ -39,6 +39,7 @@ class EventKind(StrEnum):
     UPDATE_CHILD_ADDED = "update_child_added"
     UPDATE_CHILD_MOVED = "update_child_moved"
     UPDATE_SPEC_STORED = "update_spec_stored"
+    UPDATE_SETTINGS_CHANGED = "update_settings_changed"
     UPDATE_STEP_FAILED = "update_step_failed"
     UPDATE_DONE = "update_done"
     # An operator's request through the control socket.
@@ -85,6 +86,9 @@ EVENT_KIND_MEANINGS: dict[EventKind, str] = {
     "not restarted.",
     EventKind.UPDATE_SPEC_STORED: "`update`: a nested supervisor's new spec was stored "
     "in its parent.",
+    EventKind.UPDATE_SETTINGS_CHANGED: "`update`: a supervisor's intensity, period, "
+    "auto_shutdown or max_children changed in place, its children running on "
+    "(detail: old -> new).",
     EventKind.UPDATE_STEP_FAILED: "`update`: a step failed (detail: which, and why).",
     EventKind.UPDATE_DONE: "`update` ended (detail: what was applied, what failed).",
     EventKind.OPERATOR_ACTION: "An operator's request through the control socket (stop, "

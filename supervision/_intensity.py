@@ -45,6 +45,10 @@ class RestartWindow:
         self._times.append(now)
         return len(self._times) > self.intensity
 
+    def resize(self, intensity: int, period: float) -> None:
+        """New limits; the restarts charged so far stay (OTP's code_change keeps them)."""
+        self.intensity, self.period = intensity, period
+
     def budget(self, now: float) -> int:
         """Restarts that may still happen at `now` without exceeding the intensity."""
         self._trim(now)

@@ -35,6 +35,7 @@ class Change(StrEnum):
     REMOVED = "removed"  # in the old spec only
     RESTARTED = "restarted"  # restart all: the same spec, started again
     MOVED = "moved"  # the same spec, at another place in the start order
+    SETTINGS = "settings"  # a supervisor's own settings, changed in place
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,53 @@ class StoreSpec:
     change: Change = Change.CHANGED
 
 
+@dataclass(frozen=True)
+class ChangeSettings:
+    """Before the steps inside the supervisor `child` of `supervisor` ("" with the
+    root's id: the root): take its new intensity, period, auto_shutdown and
+    max_children in place, its children running on (OTP's code_change):
+    `change_settings(spec)` on that supervisor. Its new restart, shutdown,
+    significant and backoff, which its parent acts on, take effect with the
+    StoreSpec that follows its steps."""
+
+    supervisor: str
+    child: str
+    spec: SupervisorSpec
+    was: SupervisorSpec  # what it ran with
+    change: Change = Change.SETTINGS
+
+    @property
+    def path(self) -> str:
+        """The supervisor's own path ("shop/apps")."""
+        return f"{self.supervisor}/{self.child}" if self.supervisor else self.child
+
+    @property
+    def detail(self) -> str:
+        """What changes: "intensity 1 -> 7, period 5 -> 30"."""
+        changed = []
+        for name in (*IN_PLACE, *(AS_CHILD if self.supervisor else ())):
+            was, now = getattr(self.was, name), getattr(self.spec, name)
+            if was != now:
+                changed.append(f"{name} {_shown(was)} -> {_shown(now)}")
+        return ", ".join(changed)
+
+
+def _shown(value: object) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(getattr(value, "value", value))
+
+
 UpdateStep: TypeAlias = (
-    StopOld | DeleteOld | StartNew | StartAgain | Replace | Insert | Move | StoreSpec
+    StopOld
+    | DeleteOld
+    | StartNew
+    | StartAgain
+    | Replace
+    | Insert
+    | Move
+    | StoreSpec
+    | ChangeSettings
 )
 
 
@@ -172,6 +218,11 @@ class UpdatePlan:
     def moved(self) -> tuple[str, ...]:
         return self.children(Change.MOVED)
 
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The supervisors whose own settings change in place ("" for the root)."""
+        return self.children(Change.SETTINGS)
+
     def __bool__(self) -> bool:
         return bool(self.steps)
 
@@ -189,16 +240,18 @@ def plan_update(
 ) -> UpdatePlan:
     """The steps that take a tree running `old` (what its supervisors hold now) to `new`.
 
-    In each supervisor, removed children are stopped and deleted first (last
-    started first); then, in `new`'s order, each child is moved to its place if
-    the file moved it, replaced if its spec changed, added at its place if new.
-    A nested supervisor whose own settings are equal is not replaced: the plan
-    goes into it (its steps name it), then stores its new spec in its parent. One
-    whose settings (strategy, intensity, restart, placement, ...) changed is
-    replaced whole, as is one named in `whole` (by path: the caller cannot reach
-    into it, e.g. it does not run or runs on another node) and one with a placement.
-    Children whose spec is equal are not touched. The root's own settings are not
-    part of the plan: they apply when the tree starts again.
+    In each supervisor, its own settings that can change in place (intensity,
+    period, auto_shutdown, max_children: OTP's code_change) change first; then
+    removed children are stopped and deleted (last started first); then, in
+    `new`'s order, each child is moved to its place if the file moved it, replaced
+    if its spec changed, added at its place if new. A nested supervisor with the
+    same strategy is not replaced: the plan goes into it (its steps name it), then
+    stores its new spec (its restart, shutdown, ... as a child too) in its parent.
+    One whose strategy or placement changed is replaced whole, as is one named in
+    `whole` (by path: the caller cannot reach into it, e.g. it does not run or runs
+    on another node), one with a placement, and a simple_one_for_one whose template
+    changed. Children whose spec is equal are not touched. The root's strategy is
+    not part of the plan: it applies when the tree starts again.
 
     Raises ValueError when `new` is another tree, or when the template of a running
     simple_one_for_one root would change: its children were made from it and have
@@ -207,6 +260,8 @@ def plan_update(
     if new.id != old.id:
         raise ValueError(f"an update keeps the tree: {new.id!r} is not {old.id!r}")
     steps: list[UpdateStep] = []
+    if _in_place(old) != _in_place(new) and old.strategy is new.strategy:
+        steps.append(ChangeSettings("", old.id, new, old))
     _plan_into(old, new, old.id, frozenset(whole), steps)
     return UpdatePlan(tuple(steps), old.id)
 
@@ -249,9 +304,13 @@ def _plan_into(
                     and inner not in whole
                     and was.placement is None
                     and spec.placement is None
-                    and _settings(was) == _settings(spec)
-                    and was.strategy is not Strategy.SIMPLE_ONE_FOR_ONE
+                    and was.strategy is spec.strategy
+                    and (
+                        was.strategy is not Strategy.SIMPLE_ONE_FOR_ONE or _same_children(was, spec)
+                    )
                 ):
+                    if _in_place(was) != _in_place(spec) or _as_child(was) != _as_child(spec):
+                        steps.append(ChangeSettings(path, cid, spec, was))
                     _plan_into(was, spec, inner, whole, steps)
                     steps.append(StoreSpec(path, cid, spec))
                 else:
@@ -260,6 +319,22 @@ def _plan_into(
             steps.append(Insert(path, spec, prev))
             order.insert(0 if prev is None else order.index(prev) + 1, cid)
         prev = cid
+
+
+IN_PLACE = ("intensity", "period", "auto_shutdown", "max_children")
+"""A running supervisor's own settings an update changes without restarting it."""
+
+
+AS_CHILD = ("restart", "shutdown", "significant", "backoff")
+"""A nested supervisor's settings its parent acts on: kept by StoreSpec, no restart."""
+
+
+def _in_place(spec: SupervisorSpec) -> tuple[object, ...]:
+    return tuple(getattr(spec, name) for name in IN_PLACE)
+
+
+def _as_child(spec: SupervisorSpec) -> tuple[object, ...]:
+    return tuple(getattr(spec, name) for name in AS_CHILD)
 
 
 def _settings(spec: SupervisorSpec) -> dict[str, object]:

@@ -14,6 +14,7 @@ from supervision import (
     StartError,
     Strategy,
     SupervisorSpec,
+    TooManyChildren,
 )
 from tests.fake_executor import FakeExecutor, running, worker
 
@@ -168,3 +169,68 @@ def test_replacing_a_paused_child_stops_and_starts_it():
     ex.ok("replace_child", "a", worker("a", min_uptime=1.0))
     assert ex.log[mark:] == [("terminate", "a"), ("start", "a")]
     assert ex.sup.which_child("a").state == "running"
+
+
+# -- change_settings: OTP's code_change --------------------------------------------------
+
+
+def test_a_raised_intensity_holds_at_once_and_keeps_the_restarts_charged():
+    ex = sup_of(worker("a"), worker("b"), intensity=1, period=60.0)
+    ex.exit("a")
+    ex.drain()
+    charged = ex.sup.restart_times
+    assert len(charged) == 1 and ex.sup.restart_budget(ex.clock.now) == 0
+    pids = {c: ex.pid(c) for c in ("a", "b")}
+    mark = len(ex.log)
+    new = SupervisorSpec("sup", children=[worker("a"), worker("b")], intensity=3, period=60.0)
+    ex.ok("change_settings", new)
+    assert ex.log[mark:] == []  # nothing stopped, nothing started
+    assert {c: ex.pid(c) for c in ("a", "b")} == pids
+    assert ex.sup.restart_times == charged
+    assert ex.sup.restart_budget(ex.clock.now) == 2
+    for _ in range(2):  # two more restarts: intensity 1 would have given up at the first
+        ex.clock.advance(1.0)
+        ex.exit("b")
+        ex.drain()
+    assert ex.sup.mode == "running" and set(ex.live()) == {"a", "b"}
+    ex.clock.advance(1.0)
+    ex.exit("b")  # the fourth in 60 s: beyond 3
+    ex.drain()
+    assert ex.sup.mode == "stopped"
+    assert EventKind.MAX_INTENSITY_REACHED in ex.event_kinds()
+
+
+def test_a_shorter_period_forgets_older_restarts_by_the_new_measure():
+    ex = sup_of(worker("a"), intensity=1, period=60.0)
+    ex.exit("a")
+    ex.drain()
+    ex.clock.advance(10.0)
+    assert ex.sup.restart_budget(ex.clock.now) == 0
+    ex.ok("change_settings", SupervisorSpec("sup", children=[worker("a")], period=5.0))
+    assert ex.sup.restart_budget(ex.clock.now) == 1
+
+
+def test_a_strategy_or_a_template_cannot_change_in_place():
+    ex = sup_of(worker("a"))
+    with pytest.raises(SpecError, match="strategy cannot change while it runs"):
+        ex.ok(
+            "change_settings",
+            SupervisorSpec("sup", children=[worker("a")], strategy=Strategy.ONE_FOR_ALL),
+        )
+    with pytest.raises(SpecError, match="'id' is 'other'"):
+        ex.ok("change_settings", SupervisorSpec("other", children=[worker("a")]))
+    pool = running(
+        SupervisorSpec("pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[worker("job")])
+    )
+    with pytest.raises(SpecError, match="children cannot change while it runs"):
+        pool.ok(
+            "change_settings",
+            SupervisorSpec("pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[worker("job2")]),
+        )
+    same = SupervisorSpec(
+        "pool", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=(worker("job"),), max_children=1
+    )
+    pool.ok("change_settings", same)  # a tuple of the same template is the same
+    pool.ok("start_child", ())
+    with pytest.raises(TooManyChildren):
+        pool.ok("start_child", ())

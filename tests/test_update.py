@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 from supervision import (
     AnySpec,
     Change,
+    ChangeSettings,
     ChildSpec,
     DeleteOld,
     Insert,
     Move,
     Replace,
+    Restart,
     StartAgain,
     StopOld,
     StoreSpec,
@@ -76,6 +78,13 @@ def apply(plan: UpdatePlan, children: list[AnySpec]) -> tuple[list[Running], set
         found.insert(0 if after is None else found.index(find(found, after)) + 1, node)
 
     for step in plan.steps:
+        if isinstance(step, ChangeSettings):  # in place: touches no child
+            if step.supervisor:
+                node = find(level(step.supervisor), step.child)
+                assert node.up and node.children is not None, f"{step.path} is not running"
+                assert isinstance(node.spec, SupervisorSpec)
+                assert node.spec.strategy is step.spec.strategy, "a strategy changed in place"
+            continue
         found = level(step.supervisor or "root")
         if not isinstance(step, StoreSpec):
             touched.add(f"{step.supervisor}/{step.child}" if step.supervisor else step.child)
@@ -148,7 +157,7 @@ def untouched_paths(old: Sequence[AnySpec], new: Sequence[AnySpec], path: str) -
         elif (
             isinstance(was, SupervisorSpec)
             and isinstance(c, SupervisorSpec)
-            and was.intensity == c.intensity  # only its children differ: gone into
+            and was.strategy is c.strategy  # its intensity changes in place: gone into
         ):
             kept |= untouched_paths(was.children, c.children, f"{path}/{c.id}")
     return kept
@@ -228,10 +237,48 @@ def test_a_changed_grandchild_is_replaced_alone_and_its_parent_keeps_the_new_spe
     assert plan.changed == ("apps/app",)
 
 
-def test_a_nested_supervisor_whose_own_settings_changed_is_replaced_whole():
+def test_a_nested_supervisor_whose_strategy_changed_is_replaced_whole():
     old = tree(SupervisorSpec(id="pool", children=[worker("w")]))
     pool = SupervisorSpec(id="pool", strategy=Strategy.ONE_FOR_ALL, children=[worker("w", 1)])
     assert plan_update(old, tree(pool)).steps == (Replace("root", pool),)
+
+
+def test_settings_change_in_place_first_and_the_children_are_gone_into():
+    """OTP's code_change: a supervisor's intensity, period, auto_shutdown and
+    max_children change without a restart, before its children's steps; its restart,
+    shutdown, ... as a child are its parent's, kept by the StoreSpec."""
+    pool = SupervisorSpec(id="pool", children=[worker("w"), worker("v")])
+    old = SupervisorSpec(id="root", intensity=1, children=[worker("a"), pool])
+    pool2 = SupervisorSpec(
+        id="pool", intensity=5, period=60, restart=Restart.TRANSIENT, children=[worker("w", 1)]
+    )
+    new = SupervisorSpec(id="root", intensity=3, children=[worker("a"), pool2])
+    plan = plan_update(old, new)
+    assert plan.steps == (
+        ChangeSettings("", "root", new, old),
+        ChangeSettings("root", "pool", pool2, pool),
+        StopOld("v", Change.REMOVED, "root/pool"),
+        DeleteOld("v", Change.REMOVED, "root/pool"),
+        Replace("root/pool", worker("w", 1)),
+        StoreSpec("root", "pool", pool2),
+    )
+    assert plan.settings == ("root", "pool")
+    assert plan.steps[0].detail == "intensity 1 -> 3"
+    assert (
+        plan.steps[1].detail == "intensity 1 -> 5, period 5 -> 60, restart permanent -> transient"
+    )
+    assert plan.changed == ("pool/w",) and plan.removed == ("pool/v",)
+
+
+def test_a_dynamic_pool_whose_settings_changed_keeps_its_children():
+    jobs = SupervisorSpec(id="jobs", strategy=Strategy.SIMPLE_ONE_FOR_ONE, children=[worker("j")])
+    jobs2 = SupervisorSpec(
+        id="jobs", strategy=Strategy.SIMPLE_ONE_FOR_ONE, max_children=3, children=[worker("j")]
+    )
+    assert plan_update(tree(jobs), tree(jobs2)).steps == (
+        ChangeSettings("root", "jobs", jobs2, jobs),
+        StoreSpec("root", "jobs", jobs2),
+    )
 
 
 def test_a_nested_supervisor_the_caller_cannot_reach_into_is_replaced_whole():

@@ -266,19 +266,88 @@ def test_a_changed_env_in_a_nested_supervisor_restarts_only_that_child(tmp_path,
         assert again["shop/apps/app"] != after["shop/apps/app"]
         assert psutil.Process(again["shop/apps/app"]).environ()["A"] == "2"
         assert update(sock, env).stdout.strip() == "no change"
-        # The root's own settings are not the children's: they wait for the next run.
+        # The root's intensity changes in place (OTP's code_change), touching no child;
+        # its strategy waits for the next run.
         tree.write_text(
             HEAD.replace("5", "6") + worker("ticker", 600) + apps("2") + worker("last", 603)
         )
+        assert update(sock, env).stdout.strip() == "settings: shop (intensity 5 -> 6)"
+        assert pids(status(Path(sock), env)) == again
+        assert cli("status", "--socket", sock, env=env).stdout.splitlines()[1].strip() == (
+            "one_for_one, max 6 restarts in 5s"
+        )
+        assert update(sock, env).stdout.strip() == "no change"
+        tree.write_text(
+            HEAD.replace("5", "6")
+            + 'strategy = "one_for_all"\n'
+            + worker("ticker", 600)
+            + apps("2")
+            + worker("last", 603)
+        )
         assert update(sock, env).stdout.strip().splitlines() == [
             "no change",
-            "note: the root supervisor's own settings changed; they apply when the tree "
-            "starts again",
+            "note: the root supervisor's strategy changed; it applies when the tree starts again",
         ]
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     gone = set(before.values()) | set(after.values()) | set(again.values())
     assert wait_gone(sorted(gone)) == []
+
+
+def test_a_raised_intensity_holds_at_once_and_restarts_nothing(tmp_path, env):
+    """An operator raises a flapping subtree's intensity: no child restarts, the
+    dynamic children of a pool stay, and the crashes the old intensity would have
+    given up on are now restarted. Each change is an event, old -> new."""
+    tree, sock = tmp_path / "i.toml", str(tmp_path / "i.sock")
+
+    def text(intensity: int, more: str = "", pool: str = "") -> str:
+        return (
+            HEAD
+            + worker("a", 600)
+            + f'[[supervisor.children]]\nid = "apps"\nintensity = {intensity}\nperiod = 600\n'
+            + more
+            + worker("redis", 601, nested=True)
+            + '[[supervisor.children]]\nid = "pool"\nstrategy = "simple_one_for_one"\n'
+            + pool
+            + worker("job", 650, 'restart = "temporary"\n', nested=True)
+        )
+
+    with started(tree, text(1), sock, env, "shop/apps/redis") as run:
+        assert cli("add", "pool", "--socket", sock, env=env).returncode == 0
+        before = pids(status(Path(sock), env))
+        tree.write_text(text(4, 'restart = "transient"\n', "max_children = 2\n"))
+        out = update(sock, env)
+        assert out.stdout.strip() == (
+            "settings: apps (intensity 1 -> 4, restart permanent -> transient), "
+            "pool (max_children None -> 2)"
+        ), out
+        assert pids(status(Path(sock), env)) == before  # the pool's job-1 included
+        assert update_events(sock, env) == [
+            ("shop/apps", "update_settings_changed"),
+            ("shop/apps", "update_spec_stored"),
+            ("shop/pool", "update_settings_changed"),
+            ("shop/pool", "update_spec_stored"),
+            ("shop", "update_done"),
+        ]
+        # Three kills of redis in its period: intensity 1 would have given up at the
+        # second; 4 restarts it each time, and its siblings run on.
+        for _ in range(3):
+            old = pids(status(Path(sock), env))["shop/apps/redis"]
+            psutil.Process(old).kill()
+            run.expect(rf"shop/apps/redis child_started pid=(?!{old}\b)\d+")
+        now = pids(status(Path(sock), env))
+        assert {k: now[k] for k in ("shop/a", "shop/pool/job-1")} == {
+            k: before[k] for k in ("shop/a", "shop/pool/job-1")
+        }
+        assert "max_intensity_reached" not in run.output
+        assert update(sock, env).stdout.strip() == "no change"
+        # The pool takes its new max_children: one more job, then no more.
+        assert cli("add", "pool", "--socket", sock, env=env).returncode == 0
+        full = cli("add", "pool", "--socket", sock, env=env)
+        assert full.returncode == 1 and "max_children" in full.stderr, full
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(before.values())) == []
 
 
 def test_the_start_order_after_an_update_is_the_files(tmp_path, env):

@@ -378,6 +378,19 @@ class NannyActor(pykka.ThreadingActor):
         """Keep `spec` for a nested supervisor (or a stopped worker), touching nothing."""
         return self._call_core(self._core.store_childspec(key, spec, time.monotonic()))
 
+    def own_spec(self) -> SupervisorSpec:
+        """The spec this supervisor runs with now: its settings as last changed in
+        place (`change_settings`); its children as it started (which_childspecs has
+        them as they run)."""
+        return self._core.spec
+
+    def change_settings(self, spec: SupervisorSpec) -> Any:
+        """Take `spec`'s intensity, period, auto_shutdown and max_children in place,
+        the children running on (OTP's code_change); the strategy stays."""
+        result = self._call_core(self._core.change_settings(spec, time.monotonic()))
+        self._grant()  # a lower intensity lowers the launcher's restarts ahead at once
+        return result
+
     def insert_child(self, spec: AnySpec, after: str | None, settle: float = 0.0) -> Any:
         """start_child, placed right after the child `after` (None: first); `settle`
         as for replace_child (a failed start adds nothing)."""

@@ -9,13 +9,16 @@ import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pykka
 
 from supervision import (
+    IN_PLACE,
     AnySpec,
+    ChangeSettings,
     ChildSpec,
     DeleteOld,
     Event,
@@ -73,13 +76,19 @@ def read_live(root: Ref, stored: SupervisorSpec, timeout: float = OP_TIMEOUT) ->
     start order, read from it, recursively. A nested supervisor that does not run
     or runs on another node is taken as its parent stores it, and named in `whole`
     (an update replaces it whole rather than reaching into it). A simple_one_for_one
-    supervisor is its stored spec: its children are made from its template."""
+    supervisor is its stored spec: its children are made from its template. Each
+    supervisor's intensity, period, auto_shutdown and max_children are those it
+    runs with (`own_spec`)."""
     whole: set[str] = set()
 
     def read(nanny: Ref, spec: SupervisorSpec, path: str) -> SupervisorSpec:
-        if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
-            return spec
         proxy = nanny.proxy()
+        # Its own settings as it runs them (an update may have changed them in place);
+        # its settings as a child are in its parent's spec of it.
+        runs = proxy.own_spec().get(timeout=timeout)
+        own = {name: getattr(runs, name) for name in IN_PLACE}
+        if spec.strategy is Strategy.SIMPLE_ONE_FOR_ONE:
+            return replace(spec, **own)
         children: list[AnySpec] = []
         for info, child in proxy.which_childspecs().get(timeout=timeout):
             if isinstance(child, SupervisorSpec):
@@ -90,7 +99,7 @@ def read_live(root: Ref, stored: SupervisorSpec, timeout: float = OP_TIMEOUT) ->
                 else:
                     child = read(below, child, inner)
             children.append(child)
-        return dataclasses.replace(spec, children=children)
+        return replace(spec, children=children, **own)
 
     return LiveTree(read(root, stored, stored.id), frozenset(whole))
 
@@ -213,10 +222,10 @@ class Updater:
             outcome = self.carry_out(root, plan, settle)
             after = read_live(root, stored).spec
         message = summary(plan, outcome)
-        if _settings(stored) != _settings(new):
+        if stored.strategy is not new.strategy:
             message += (
-                "\nnote: the root supervisor's own settings changed; they apply when the "
-                "tree starts again"
+                "\nnote: the root supervisor's strategy changed; it applies when the tree "
+                "starts again"
             )
         self._event(stored.id, EventKind.UPDATE_DONE, None, detail=message.replace("\n", "; "))
         if outcome.failed:
@@ -255,7 +264,9 @@ class Updater:
                 continue
             outcome.applied.append(step)
             kind = _KINDS.get(type(step))
-            if kind is not None:
+            if isinstance(step, ChangeSettings):  # about the supervisor itself
+                self._event(step.path, EventKind.UPDATE_SETTINGS_CHANGED, None, detail=step.detail)
+            elif kind is not None:
                 self._event(step.supervisor, kind, step.child, pid=pid, detail=_detail(step))
         return outcome
 
@@ -273,6 +284,8 @@ class Updater:
             answer = proxy.insert_child(step.spec, step.after, settle)
         elif isinstance(step, Move):
             answer = proxy.move_child(step.child, step.after)
+        elif isinstance(step, ChangeSettings):
+            answer = nanny_at(root, step.path).proxy().change_settings(step.spec)
         elif isinstance(step, StoreSpec):
             below = nanny_at(root, f"{step.supervisor}/{step.child}")
             held = read_live(below, step.spec).spec
@@ -306,11 +319,6 @@ class Updater:
         )
 
 
-def _settings(spec: SupervisorSpec) -> dict[str, Any]:
-    """A supervisor's spec but its children."""
-    return {f.name: getattr(spec, f.name) for f in dataclasses.fields(spec) if f.name != "children"}
-
-
 def _verb(step: UpdateStep) -> str:
     return {
         StopOld: "stop",
@@ -319,6 +327,7 @@ def _verb(step: UpdateStep) -> str:
         Insert: "add",
         Move: "move",
         StoreSpec: "store the spec of",
+        ChangeSettings: "change the settings of",
         StartNew: "start",
         StartAgain: "start",
     }[type(step)]
@@ -328,6 +337,10 @@ def _detail(step: UpdateStep) -> str:
     if isinstance(step, Insert | Move):
         return "first" if step.after is None else f"after {step.after}"
     return ""
+
+
+def _settings_steps(plan: UpdatePlan) -> list[ChangeSettings]:
+    return [s for s in plan.steps if isinstance(s, ChangeSettings)]
 
 
 def summary(plan: UpdatePlan, outcome: Outcome) -> str:
@@ -343,6 +356,7 @@ def summary(plan: UpdatePlan, outcome: Outcome) -> str:
         ("changed", applied.changed),
         ("removed", [c for c in applied.removed if c not in failed_children]),
         ("moved", applied.moved),
+        ("settings", [f"{applied.path_of(c)} ({c.detail})" for c in _settings_steps(applied)]),
     ):
         if ids:
             parts.append(f"{what}: {', '.join(ids)}")
