@@ -6,7 +6,9 @@ update converges from, and every step is an event."""
 from __future__ import annotations
 
 import json
+import re
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -348,6 +350,46 @@ def test_a_raised_intensity_holds_at_once_and_restarts_nothing(tmp_path, env):
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(before.values())) == []
+
+
+def test_a_tree_whose_child_flaps_from_the_start_takes_commands_at_once(tmp_path, env):
+    """A child that crash-loops within the intensity from the first start makes events
+    without a pause: the run must still count as started (status shows the root
+    running, not starting) and take an update, the operator's way out, at once.
+    Before, `run` waited for a 50 ms lull in the events, up to 10 s, and every
+    command in that time was refused as busy."""
+    tree, sock = tmp_path / "f.toml", str(tmp_path / "f.sock")
+    text = (
+        '[supervisor]\nid = "shop"\nintensity = 1000\nperiod = 10\n'
+        + worker("steady", 600)
+        + '[[supervisor.children]]\nid = "flappy"\ncommand = ["sh", "-c", "sleep 0.02; exit 1"]\n'
+    )
+    with started(tree, text, sock, env, "shop/flappy") as run:
+        run.expect(r"shop/flappy child_exited")
+        deadline = time.monotonic() + 5.0  # well below the 10 s the lull could take
+        while status(Path(sock), env)["tree"]["state"] != "running":
+            assert time.monotonic() < deadline, "the run still counts as starting"
+            time.sleep(0.05)
+        tree.write_text(text.replace("intensity = 1000", "intensity = 2000"))
+        out = update(sock, env)
+        assert (out.returncode, out.stdout.strip()) == (
+            0,
+            "settings: shop (intensity 1000 -> 2000)",
+        ), out
+        # Below the restarts already counted: the next exit ends the tree, maybe before
+        # the update has read the tree back to answer.
+        tree.write_text(text.replace("intensity = 1000", "intensity = 2"))
+        out = update(sock, env)
+        assert out.returncode == 0, out
+        assert out.stdout.strip() in (
+            "settings: shop (intensity 2000 -> 2)",
+            "settings: shop (intensity 2000 -> 2)\nnote: the tree is stopping",
+        ), out
+        run.expect(r"shop supervisor_stopped")
+        rc, output = run.finish()
+    assert rc == 1, output  # the tree gave up: reached_max_restart_intensity
+    assert "reached_max_restart_intensity" in output
+    assert wait_gone(sorted({int(p) for p in re.findall(r"pid=(\d+)", output)})) == []
 
 
 def test_the_start_order_after_an_update_is_the_files(tmp_path, env):

@@ -576,7 +576,7 @@ class Runner:
 
 class _EarlyPrinter(threading.Thread):
     """Prints a tree's plain event lines while its start is under way (the main thread
-    is blocked in it); `finish` prints what is left and hands the feed back."""
+    is blocked in it); `finish` hands the feed back, the rest of it unread."""
 
     def __init__(self, runner: Any, feed: EventFeed) -> None:
         super().__init__(name="nannytree-start-printer", daemon=True)
@@ -585,16 +585,16 @@ class _EarlyPrinter(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        while True:
+        # Until `finish`, not until a lull: a child crash-looping from the start makes
+        # events without a pause, and the feed's next reader takes the rest in order.
+        while not self.done.is_set():
             event = self.feed.get(0.05)
             if event is not None:
                 self.runner.emit(self.runner.record(event), None)
-            elif self.done.is_set():
-                return
 
     def finish(self) -> None:
         self.done.set()
-        self.join(10.0)
+        self.join()
 
 
 def run_tree(

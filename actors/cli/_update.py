@@ -220,13 +220,20 @@ class Updater:
                     f"{'s' if len(found) > 1 else ''} in what it would start:\n{listed}",
                 )
             outcome = self.carry_out(root, plan, settle)
-            after = read_live(root, stored).spec
+            try:
+                after = read_live(root, stored).spec
+            except pykka.ActorDeadError:  # e.g. an intensity lowered below its restarts
+                after, ended = new, True
+            else:
+                ended = False
         message = summary(plan, outcome)
         if stored.strategy is not new.strategy:
             message += (
                 "\nnote: the root supervisor's strategy changed; it applies when the tree "
                 "starts again"
             )
+        if ended:
+            message += "\nnote: the tree is stopping"
         self._event(stored.id, EventKind.UPDATE_DONE, None, detail=message.replace("\n", "; "))
         if outcome.failed:
             raise UpdateFailed(message)
