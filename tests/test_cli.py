@@ -997,6 +997,18 @@ def test_logs_follow_prints_new_lines_and_ends_with_the_tree(tmp_path, env):
             assert int(follow.expect(r"^tick (\d+)$").group(1)) == later + 1
             n = int(cap.expect(r"^cap (\d+)$").group(1))
             cap.expect(rf"^cap {n + 5}$")  # new lines keep coming from the capture
+            # `logs -f | head -1`: the reader goes away; the follower ends, no traceback.
+            head = subprocess.Popen(
+                [*CLI, "logs", "-f", "ticker", "--socket", sock],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=ROOT,
+            )
+            assert head.stdout is not None and head.stdout.readline().startswith(b"tick ")
+            head.stdout.close()
+            _, err = head.communicate(timeout=DEADLINE)
+            assert (head.returncode, err) == (1, b"")
             rc, _ = run.finish(signal.SIGINT)
             assert rc == 0
             assert follow.finish()[0] == 0  # -f ends when the tree does

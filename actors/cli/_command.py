@@ -791,6 +791,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _quiet_logging()
     try:
         return int(args.func(args))
+    except BrokenPipeError:
+        # The reader went away (`logs -f | head`): nothing more to say, nowhere to say it.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the exit's flush must not fail again
+        return FAILED
     except NoTree as e:
         _error(e)
         return NOT_RUNNING
