@@ -905,6 +905,17 @@ def test_the_runtime_dir_falls_back_to_a_private_tmp_dir(monkeypatch, tmp_path):
     assert runtime_dir(create=True) == tmp_path / "nannytree"
 
 
+@pytest.mark.parametrize("tree", ["../../etc", "a/b", "", ".."])
+def test_a_tree_option_that_is_no_tree_id_is_bad_usage(tmp_path, tree):
+    """`--tree` names a socket in the runtime directory, never a path out of it."""
+    (tmp_path / "nannytree").mkdir(mode=0o700)
+    out = cli("status", "--tree", tree, env=_env(tmp_path))
+    assert (out.returncode, out.stderr) == (
+        2,
+        f"nannytree: --tree {tree!r} is not a tree id; `nannytree ls` lists them\n",
+    )
+
+
 @pytest.mark.parametrize(
     ("text", "number"), [("HUP", 1), ("sigterm", 15), ("SIGUSR1", 10), ("9", 9)]
 )

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from ._control import (
     UPDATE_SETTLE,
     UPDATE_SETTLE_MAX,
-    Ambiguous,
+    BadUsage,
     ControlError,
     NoAnswer,
     NoTree,
@@ -799,7 +799,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NoTree as e:
         _error(e)
         return NOT_RUNNING
-    except Ambiguous as e:
+    except BadUsage as e:
         _error(e)
         return USAGE
     except ControlError as e:

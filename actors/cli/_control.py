@@ -57,8 +57,12 @@ class NoTree(ControlError):
     """No running tree answers at the socket."""
 
 
-class Ambiguous(ControlError):
-    """Several trees run and the command did not say which (a usage error)."""
+class BadUsage(ControlError):
+    """The command names no tree it could mean (exit status 2)."""
+
+
+class Ambiguous(BadUsage):
+    """Several trees run and the command did not say which."""
 
 
 class NoAnswer(ControlError):
@@ -107,6 +111,8 @@ def find_socket(tree: str | None = None) -> Path:
     """The socket a client should use: the named tree's, or the only one running."""
     base = _base(create=False)
     if tree is not None:
+        if not tree or "/" in tree or tree in (".", ".."):
+            raise BadUsage(f"--tree {tree!r} is not a tree id; `nannytree ls` lists them")
         if base is None:
             raise NoTree(f"no tree {tree!r} is running (no runtime directory yet)")
         return base / f"{tree}.sock"

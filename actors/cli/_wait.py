@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._control import Ambiguous, ControlError, NoAnswer, NoTree, call, find_socket
+from ._control import BadUsage, ControlError, NoAnswer, NoTree, call, find_socket
 from ._exit import FAILED, INTERRUPTED, NOT_RUNNING, TIMED_OUT
 from ._exit import OK as READY
 from ._text import printable
@@ -57,7 +57,7 @@ def _wait(args: argparse.Namespace) -> int:
                 return NOT_RUNNING
             time.sleep(POLL if left is None else min(POLL, left))
             continue
-        except Ambiguous:
+        except BadUsage:
             raise
         except NoAnswer as e:
             _error(e)
