@@ -674,9 +674,9 @@ class Supervisor:
                 raise SpecError(
                     self.spec.id,
                     name,
-                    getattr(spec, name),
-                    f"a supervisor's {name} cannot change while it runs (it is "
-                    f"{getattr(self.spec, name)!r}); replace the supervisor instead",
+                    new,
+                    f"a supervisor's {name} cannot change while it runs (it is {old!r}); "
+                    "replace the supervisor instead",
                 )
         self.spec = spec  # its children field is read only as a simple_one_for_one's template
         self._window.resize(spec.intensity, spec.period)

@@ -386,10 +386,9 @@ class NannyActor(pykka.ThreadingActor):
 
     def change_settings(self, spec: SupervisorSpec) -> Any:
         """Take `spec`'s intensity, period, auto_shutdown and max_children in place,
-        the children running on (OTP's code_change); the strategy stays."""
-        result = self._call_core(self._core.change_settings(spec, time.monotonic()))
-        self._grant()  # a lower intensity lowers the launcher's restarts ahead at once
-        return result
+        the children running on (OTP's code_change); the strategy stays. A lower
+        intensity lowers the launcher's restarts ahead at once (`_run` grants)."""
+        return self._call_core(self._core.change_settings(spec, time.monotonic()))
 
     def insert_child(self, spec: AnySpec, after: str | None, settle: float = 0.0) -> Any:
         """start_child, placed right after the child `after` (None: first); `settle`
