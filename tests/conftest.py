@@ -12,6 +12,7 @@ import pytest
 
 from supervision import SupervisorSpec
 from tests.support import fail_if_left_behind, forget_log, remember_log
+from tests.users import User, real_user
 
 LEAK_DEADLINE = 5.0
 
@@ -75,3 +76,17 @@ def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-6000:]}"
     return out
+
+
+@pytest.fixture
+def child_user() -> Iterator[User]:
+    """A real unprivileged user for one test's child (tests/users.py; needs root)."""
+    with real_user("ntc") as user:
+        yield user
+
+
+@pytest.fixture
+def other_user() -> Iterator[User]:
+    """A second real user: a neighbour of the child, or a stranger to the tree."""
+    with real_user("nto") as user:
+        yield user
