@@ -99,7 +99,9 @@ def test_an_exception_of_the_test_module_reaches_the_target(nanny_tree: Trees) -
     tree = _tree(
         nanny_tree, ChildSpec(id="w", target=children.sleep_forever, restart=Restart.TEMPORARY)
     )
-    pid = tree.crash("w", Injected("by class"))
+    # The child imports this module to unpickle Injected, beside a busy sibling: on a
+    # loaded machine that takes a while, and the crash waits for it.
+    pid = tree.crash("w", Injected("by class"), timeout=40)
     reason = tree.wait_for(EventKind.CHILD_EXITED, "w", pid=pid).reason
     assert reason is not None
     assert (reason.exc_type, reason.message) == (f"{__name__}.Injected", "by class")
