@@ -324,15 +324,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """The running trees: id, pid and socket, one per line."""
-    found = running_sockets()
-    for sock in found:
+    listed = 0
+    for sock in running_sockets():
         try:
             hello = call(sock, {"op": "hello"}, timeout=5.0)
         except ControlError:
             continue
         fields = (hello.get("tree", sock.stem), f"pid {hello.get('pid')}", sock)
         print("\t".join(printable(f) for f in fields))
-    return OK if found else NOT_RUNNING
+        listed += 1
+    if not listed:
+        # On stderr: a script reading the list still gets an empty one.
+        print(
+            "nannytree: no tree is running (start one with `nannytree run FILE`)", file=sys.stderr
+        )
+        return NOT_RUNNING
+    return OK
 
 
 def _action(op: str) -> Callable[[argparse.Namespace], int]:
