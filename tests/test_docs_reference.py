@@ -21,6 +21,7 @@ from supervision import EventKind, ExitKind, _config, _config_doc
 from supervision._events import EVENT_KIND_MEANINGS
 from supervision._reasons import EXIT_KIND_MEANINGS
 from supervision._sockets import SOCKET_KEYS
+from tests.support import import_ray
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ROOT / "docs" / "reference"
@@ -262,7 +263,7 @@ def test_the_site_builds_strict_and_renders_every_public_name(built_site: Path) 
 
 def test_the_engine_defaults_read_from_the_source_are_ray_engines_own() -> None:
     """The hook reads RayEngine's defaults from its source: the docs build without Ray."""
-    pytest.importorskip("ray")
+    import_ray()
     import inspect
 
     from actors.ray import RayEngine

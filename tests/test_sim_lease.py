@@ -18,6 +18,7 @@ from supervision.simulate import (
     event_sequence,
     simulate,
 )
+from tests.support import import_ray
 
 SLEEP = ["sleep", "600"]
 
@@ -45,7 +46,7 @@ def exits(result: object) -> list[tuple[float, ExitKind]]:
 
 
 def test_the_default_lease_is_ray_engines() -> None:
-    pytest.importorskip("ray")
+    import_ray()
     from actors.ray import RayEngine
 
     default = inspect.signature(RayEngine).parameters["lease_timeout"].default
