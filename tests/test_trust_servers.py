@@ -16,8 +16,13 @@ from pathlib import Path
 
 import pytest
 
+from actors._launcher import _runtime_dir
 from actors._launcher._launched import SpawnError
 from actors._launcher._listeners import Listeners
+from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
+from actors.cli._control import ControlError, find_socket, socket_for
+from tests.support import wait_until
+from tests.test_cli import Proc, cli
 from tests.users import User
 
 SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
@@ -196,3 +201,76 @@ def test_a_folder_others_may_write_or_a_users_symlink_is_refused(
     # Root's own links are followed (/var/run -> /run).
     os.symlink(base, base / "here")
     assert _bind(base / "here" / "app.sock") == ""
+
+
+# -- root's runtime folder ------------------------------------------------------------------
+
+
+def test_a_stranger_who_made_the_tmp_folder_first_no_longer_stops_root(
+    other_user: User, base: Path, tmp_path: Path
+) -> None:
+    """Root without XDG_RUNTIME_DIR used $TMPDIR (or /tmp)/nannytree-0, which any user
+    could make first; it now uses /run/nannytree (the real one: a tree of its own id)."""
+    temp = base / "tmp"  # a /tmp of the test's: sticky, anyone may make a folder there
+    temp.mkdir()
+    temp.chmod(0o1777)
+    squat = temp / "nannytree-0"
+    squat.mkdir()
+    other_user.chown(squat, 0o700)
+    tree = f"servers{os.getpid()}"
+    file = tmp_path / f"{tree}.toml"
+    file.write_text(
+        '[supervisor]\n\n[[supervisor.children]]\nid = "sleeper"\n'
+        'command = ["sleep", "600"]\nshutdown = 2\n'
+    )
+    env = {**os.environ, "COLUMNS": "200", "TMPDIR": str(temp)}
+    env["NANNYTREE_LOG_DIR"] = str(tmp_path / "logs")
+    env.pop("XDG_RUNTIME_DIR", None)
+    with Proc("run", str(file), "--plain", env=env) as run:
+        run.expect(rf"{tree}/sleeper child_started")
+        sock = _runtime_dir.ROOT_DIR / f"{tree}.sock"
+        assert stat.S_ISSOCK(sock.lstat().st_mode)
+        wait_until(
+            lambda: cli("status", "--tree", tree, env=env).returncode == 0,
+            what="status finds the tree in /run/nannytree",
+        )
+        listed = cli("ls", env=env)
+        assert f"{tree}\tpid {run.p.pid}\t{sock}" in listed.stdout.splitlines()
+        stopped = cli("stop", "--tree", tree, "sleeper", env=env)
+        assert stopped.returncode == 0, stopped.stderr
+    assert not sock.exists()
+    st = _runtime_dir.ROOT_DIR.lstat()
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
+    assert list(squat.iterdir()) == []  # the stranger's folder was never used
+
+
+def test_a_run_nannytree_not_roots_is_refused_with_the_fix(
+    other_user: User, base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = base / "nannytree"  # in place of /run/nannytree, which other tests use
+    fake.mkdir()
+    other_user.chown(fake, 0o700)
+    monkeypatch.setattr(_runtime_dir, "ROOT_DIR", fake)
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    why = (
+        f"{fake} belongs to uid {other_user.uid}, not to you (uid 0); remove it (as its "
+        "owner or root) or set XDG_RUNTIME_DIR to a directory of yours"
+    )
+    with pytest.raises(UnsafeDirectory) as made:
+        runtime_dir(create=True)
+    assert str(made.value) == why
+    for finding in (lambda: socket_for("app"), lambda: find_socket("app"), find_socket):
+        with pytest.raises(ControlError) as found:
+            finding()
+        assert str(found.value) == f"{why}; or pass --socket PATH"
+    # Root's own XDG_RUNTIME_DIR (pam_systemd's /run/user/0) is still used; one of
+    # another user's (sudo keeps it) is not.
+    theirs = base / "xdg"
+    theirs.mkdir()
+    other_user.chown(theirs, 0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(theirs))
+    with pytest.raises(UnsafeDirectory):
+        runtime_dir(create=True)
+    assert not (theirs / "nannytree").exists()
+    fake.rmdir()
+    assert runtime_dir(create=True) == fake
