@@ -5,7 +5,9 @@ bounds, and tree files past the stated limits (issue 35)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shlex
 import shutil
 import stat
 import subprocess
@@ -274,3 +276,37 @@ def test_a_run_nannytree_not_roots_is_refused_with_the_fix(
     assert not (theirs / "nannytree").exists()
     fake.rmdir()
     assert runtime_dir(create=True) == fake
+
+
+# -- one meaning for ${NAME} ------------------------------------------------------------------
+
+ARGV_TREE = """\
+[supervisor]
+id = "vars"
+
+[[supervisor.children]]
+id = "echo"
+restart = "temporary"
+stdout = "argv.json"
+command = "python3 -c 'import json, sys; print(json.dumps(sys.argv[1:]))' ${MSG} '${MSG}' x${MSG}"
+"""
+
+
+def test_a_variable_in_a_command_string_is_one_argument_to_check_and_to_run(
+    tmp_path: Path,
+) -> None:
+    """As systemd's ${NAME}: its value stays in its word, spaces and quotes and all;
+    `check` passes the file that `run` runs, and shows the same argv."""
+    file = tmp_path / "vars.toml"
+    file.write_text(ARGV_TREE)
+    msg = "a b 'c"  # a space and a lone quote: split, it would be three words, or an error
+    env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path), "MSG": msg}
+    env["NANNYTREE_LOG_DIR"] = str(tmp_path / "logs")
+    checked = cli("check", str(file), env=env)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stderr == ""
+    assert shlex.join([msg, msg, "x" + msg]) in checked.stdout  # the argv, as loaded
+    out = tmp_path / "argv.json"
+    with Proc("run", str(file), "--plain", env=env):
+        wait_until(lambda: out.exists() and out.read_text().endswith("\n"), what="argv.json")
+    assert json.loads(out.read_text()) == [msg, msg, "x" + msg]

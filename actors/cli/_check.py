@@ -20,6 +20,9 @@ from typing import Any
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
+# `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
+# (supervision/_vars.py), not a shell's.
+_VARIABLES = re.compile(r"\$\$\{|\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 
 def problems(path: Path, spec: Any) -> list[str]:
@@ -35,7 +38,7 @@ def problems(path: Path, spec: Any) -> list[str]:
                 f"child {cid!r}: args/kwargs are for a Python target; a command takes its "
                 'arguments in its list: command = ["prog", "arg", ...]'
             )
-        if isinstance(command, str) and SHELL_CHARS & set(_unquoted(command)):
+        if isinstance(command, str) and SHELL_CHARS & set(_VARIABLES.sub("", _unquoted(command))):
             found.append(
                 f"child {cid!r}: command {command!r} runs without a shell, so its shell "
                 "characters are passed as plain arguments; write "
