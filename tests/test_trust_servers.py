@@ -9,13 +9,17 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import stat
 import subprocess
 import tempfile
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import psutil
 import pytest
 
 from actors._launcher import _runtime_dir
@@ -23,6 +27,7 @@ from actors._launcher._launched import SpawnError
 from actors._launcher._listeners import Listeners
 from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
 from actors.cli._control import ControlError, find_socket, socket_for
+from actors.cli._http_server import MAX_CONNECTIONS, READ_TIMEOUT, REQUEST_BYTES, BoundedHTTPServer
 from tests.support import wait_until
 from tests.test_cli import Proc, cli
 from tests.users import User
@@ -310,3 +315,106 @@ def test_a_variable_in_a_command_string_is_one_argument_to_check_and_to_run(
     with Proc("run", str(file), "--plain", env=env):
         wait_until(lambda: out.exists() and out.read_text().endswith("\n"), what="argv.json")
     assert json.loads(out.read_text()) == [msg, msg, "x" + msg]
+
+
+# -- the metrics endpoint ---------------------------------------------------------------------
+
+# As another user: open N connections to the endpoint and send nothing; say when all
+# are open, then when the server has closed every one.
+IDLER = """
+import selectors, socket, sys, time
+host, port, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+sel = selectors.DefaultSelector()
+for _ in range(n):
+    s = socket.create_connection((host, port))
+    sel.register(s, selectors.EVENT_READ)
+print("open", flush=True)
+start = time.monotonic()
+while sel.get_map():
+    for key, _ in sel.select():
+        if not key.fileobj.recv(4096):
+            sel.unregister(key.fileobj)
+            key.fileobj.close()
+print(f"closed {time.monotonic() - start:.1f}", flush=True)
+"""
+
+
+def test_idle_connections_hold_no_thread_and_a_scrape_still_answers(
+    other_user: User, tmp_path: Path
+) -> None:
+    file = tmp_path / "mon.toml"
+    file.write_text(
+        '[supervisor]\n\n[[supervisor.children]]\nid = "web"\ncommand = ["sleep", "600"]\n'
+    )
+    env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path)}
+    env["NANNYTREE_LOG_DIR"] = str(tmp_path / "logs")
+    with Proc("run", str(file), "--plain", "--metrics", "0", env=env) as run:
+        url = run.expect(r"^nannytree: metrics: (http://\S+)$")[1]
+        run.expect(r"mon/web child_started")
+        host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert answer.status == 200
+        threads = psutil.Process(run.p.pid).num_threads()
+        idler = subprocess.Popen(
+            ["/usr/bin/python3", "-c", IDLER, host, port, str(8 * MAX_CONNECTIONS)],
+            user=other_user.uid,
+            group=other_user.gid,
+            extra_groups=[],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+        )
+        try:
+            assert idler.stdout is not None
+            assert idler.stdout.readline() == "open\n"
+            # Held connections cost no thread (today's server: one each, for ever).
+            assert psutil.Process(run.p.pid).num_threads() <= threads + 2  # 2: slack
+            with urllib.request.urlopen(url, timeout=10) as answer:
+                assert answer.status == 200
+                assert b"nannytree_tree_up" in answer.read()
+            # Every idle one is closed, the last READ_TIMEOUT after it was accepted.
+            idler.wait(READ_TIMEOUT + 10)
+            said = idler.stdout.readline().split()
+            assert said[0] == "closed" and float(said[1]) <= READ_TIMEOUT + 5
+        finally:
+            idler.kill()
+            idler.wait()
+            if idler.stdout is not None:
+                idler.stdout.close()
+
+
+def _hello(environ: dict[str, object], start_response: Any) -> list[bytes]:
+    start_response("200 OK", [("Content-Type", "text/plain")])
+    return [f"hello {environ['PATH_INFO']}\n".encode()]
+
+
+def _get(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        return b"".join(iter(lambda: s.recv(65536), b""))
+
+
+def test_a_slow_or_oversized_request_is_closed_within_its_bounds() -> None:
+    server = BoundedHTTPServer(_hello, "127.0.0.1", 0)
+    port = server.server_address[1]
+    try:
+        assert _get(port, b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").endswith(b"hello /metrics\n")
+        big = b"GET / HTTP/1.1\r\nX: " + b"x" * REQUEST_BYTES + b"\r\n\r\n"
+        with pytest.raises((ConnectionResetError, BrokenPipeError)):  # closed, unread
+            _get(port, big)
+        # A client that trickles its request a byte at a time never finishes it: it is
+        # closed READ_TIMEOUT after its accept, however steadily the bytes come.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+            start = time.monotonic()
+            with contextlib.suppress(OSError):
+                while time.monotonic() - start < READ_TIMEOUT + 5:
+                    slow.sendall(b"G")
+                    slow.settimeout(0.2)
+                    with contextlib.suppress(TimeoutError):
+                        if slow.recv(1) == b"":
+                            break
+            took = time.monotonic() - start
+        assert READ_TIMEOUT - 0.5 <= took < READ_TIMEOUT + 4, took
+        assert _get(port, b"GET /x HTTP/1.0\r\n\r\n").endswith(b"hello /x\n")
+    finally:
+        server.close()
