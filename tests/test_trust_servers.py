@@ -28,6 +28,8 @@ from actors._launcher._listeners import Listeners
 from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
 from actors.cli._control import ControlError, find_socket, socket_for
 from actors.cli._http_server import MAX_CONNECTIONS, READ_TIMEOUT, REQUEST_BYTES, BoundedHTTPServer
+from supervision import load_tree
+from supervision._config import MAX_CHILDREN, MAX_DEPTH, MAX_FILE_BYTES, TooLarge
 from tests.support import wait_until
 from tests.test_cli import Proc, cli
 from tests.users import User
@@ -418,3 +420,112 @@ def test_a_slow_or_oversized_request_is_closed_within_its_bounds() -> None:
         assert _get(port, b"GET /x HTTP/1.0\r\n\r\n").endswith(b"hello /x\n")
     finally:
         server.close()
+
+
+# -- tree files past the limits ---------------------------------------------------------------
+
+
+def _children(n: int, inline: bool) -> str:
+    """A tree of n workers: as [[supervisor.children]] tables, or one inline array
+    (about 32 bytes a child: 100,000 of them fit in 4 MiB)."""
+    if inline:
+        rows = "".join(f'{{id="c{i}",command=["true"]}},\n' for i in range(n))
+        return f'[supervisor]\nid = "big"\nchildren = [\n{rows}]\n'
+    rows = "".join(f'[[supervisor.children]]\nid = "c{i}"\ncommand = ["true"]\n' for i in range(n))
+    return f'[supervisor]\nid = "big"\n\n{rows}'
+
+
+def _nested(levels: int) -> str:
+    """Supervisors nested `levels` deep below the root, a worker in the last."""
+    text = '[supervisor]\nid = "deep"\n'
+    for k in range(1, levels + 1):
+        text += f'[[supervisor{".children" * k}]]\nid = "s{k}"\n'
+        text += 'command = ["true"]\n' if k == levels else 'strategy = "one_for_one"\n'
+    return text
+
+
+FIX = "split it into several trees (a `nannytree run` each)"
+
+
+def test_a_tree_file_past_the_limits_is_refused_by_check_and_run(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path)}
+    env["NANNYTREE_LOG_DIR"] = str(tmp_path / "logs")
+    tables, inline, deep = tmp_path / "tables.toml", tmp_path / "inline.toml", tmp_path / "d.toml"
+    tables.write_text(_children(100_000, inline=False))
+    inline.write_text(_children(100_000, inline=True))
+    deep.write_text(_nested(MAX_DEPTH + 1))
+    assert tables.stat().st_size > MAX_FILE_BYTES > inline.stat().st_size
+    said = {
+        tables: f"larger than 4 MiB (4,194,304 bytes), the limit of a tree file; {FIX}",
+        inline: f"more than 10,000 children, the limit of a tree file; {FIX}",
+        deep: "children nested more than 32 levels below the root, the limit of a tree "
+        f"file; flatten it, or {FIX}",
+    }
+    for file, why in said.items():
+        for command in ("check", "run"):
+            done = cli(command, str(file), env=env)
+            assert (done.returncode, done.stderr) == (1, f"nannytree: {file}: {why}\n")
+            assert done.stdout == ""
+
+
+def test_a_tree_file_at_the_limits_loads() -> None:
+    spec = load_tree(_children(MAX_CHILDREN, inline=True), "big.toml", vars={})
+    assert len(spec.children) == MAX_CHILDREN
+    deep = load_tree(_nested(MAX_DEPTH), "deep.toml", vars={})
+    for _ in range(MAX_DEPTH - 1):
+        deep = deep.children[0]
+    assert deep.children[0].id == f"s{MAX_DEPTH}"
+    with pytest.raises(TooLarge):
+        load_tree(_children(MAX_CHILDREN + 1, inline=True), "big.toml")
+    with pytest.raises(TooLarge):
+        load_tree(_nested(MAX_DEPTH + 1), "deep.toml")
+    with pytest.raises(TooLarge):
+        load_tree("#" * MAX_FILE_BYTES + "\n", "big.toml")
+
+
+def test_update_refuses_a_file_past_the_limits_and_the_tree_runs_on(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200", "XDG_RUNTIME_DIR": str(tmp_path)}
+    env["NANNYTREE_LOG_DIR"] = str(tmp_path / "logs")
+    file = tmp_path / "big.toml"
+    file.write_text(_children(1, inline=False).replace('["true"]', '["sleep", "600"]'))
+    with Proc("run", str(file), "--plain", env=env) as run:
+        run.expect(r"big/c0 child_started")
+        wait_until(lambda: cli("status", env=env).returncode == 0, what="the tree started")
+        file.write_text(_children(MAX_CHILDREN + 1, inline=True))
+        done = cli("update", env=env)
+        assert done.returncode == 1
+        assert f"more than 10,000 children, the limit of a tree file; {FIX}" in done.stderr
+        assert cli("status", "c0", env=env).returncode == 0
+
+
+def test_check_refuses_a_socket_folder_the_launcher_would(
+    child_user: User, other_user: User, base: Path, tmp_path: Path
+) -> None:
+    theirs, mine = base / "theirs", base / "app"
+    for folder, owner in ((theirs, other_user), (mine, child_user)):
+        folder.mkdir()
+        owner.chown(folder, 0o755)
+    file = tmp_path / "s.toml"
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "COLUMNS": "200"}
+    child = '[[supervisor.children]]\nid = "web"\ncommand = ["sleep", "600"]\nuser = "{}"\n'
+    file.write_text(
+        "[supervisor]\n"
+        + child.format(child_user.name)
+        + f'sockets = [{{ name = "http", listen = "{theirs}/app.sock" }}]\n'
+    )
+    done = cli("check", str(file), env=env)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"nannytree: {file}: child 'web': socket 'http': the folder {theirs} belongs to uid "
+        f"{other_user.uid}, who could make the socket's path lead elsewhere; use a folder of "
+        "root's (a folder of the child's user's is fine in one of root's, such as /run/app), "
+        f"`chown root {theirs}`, or another path\n"
+        f"nannytree: {file}: 1 problem; the tree would not run as written\n"
+    )
+    file.write_text(
+        "[supervisor]\n"
+        + child.format(child_user.name)
+        + f'sockets = [{{ name = "http", listen = "{mine}/app.sock" }}]\n'
+    )
+    done = cli("check", str(file), env=env)
+    assert done.returncode == 0, done.stderr
