@@ -98,6 +98,13 @@ _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
+# The limits of a tree file, far above any real tree: past one, the file is refused
+# before the costly work (`check` of 100,000 children took 57 s and 321 MB).
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_CHILDREN = 10_000  # workers and supervisors, the root aside
+MAX_DEPTH = 32  # levels of children below the root
+LIMITS_FIX = "split it into several trees (a `nannytree run` each)"
+
 _AS_CHILD = ("restart", "shutdown", "significant", "backoff")  # what a parent uses
 # How a child's log file is kept (docs/logs.md); on a supervisor, the default below it.
 LOG_KEYS = ("log_max_bytes", "log_backups", "log_timestamps")
@@ -178,6 +185,53 @@ class ConfigError(NannyError, ValueError):
         lines = "\n".join(f"  {e}" for e in errors)
         combined.args = (f"{first.filename}: {len(errors)} problems:\n{lines}",)
         return combined
+
+
+class TooLarge(ConfigError):
+    """A tree file past MAX_FILE_BYTES, MAX_CHILDREN or MAX_DEPTH: refused before it
+    is read further (no other problem of it is looked for)."""
+
+
+def check_size(size: int, filename: str) -> None:
+    """TooLarge if a file of `size` bytes is past MAX_FILE_BYTES."""
+    if size > MAX_FILE_BYTES:
+        raise TooLarge(
+            filename,
+            "",
+            MISSING,
+            f"larger than {MAX_FILE_BYTES // 1024**2} MiB ({MAX_FILE_BYTES:,} bytes), the "
+            f"limit of a tree file; {LIMITS_FIX}",
+        )
+
+
+def _check_tree_size(doc: dict[str, Any], filename: str) -> None:
+    """TooLarge if the document's tree has more than MAX_CHILDREN children or nests
+    supervisors deeper than MAX_DEPTH; iterative, and it stops at the first excess."""
+    root = doc.get("supervisor")
+    count = 0
+    stack: list[tuple[Any, int]] = [(root, 0)]
+    while stack:
+        table, depth = stack.pop()
+        children = table.get("children") if isinstance(table, dict) else None
+        if not isinstance(children, list):
+            continue
+        if children and depth >= MAX_DEPTH:
+            raise TooLarge(
+                filename,
+                "",
+                MISSING,
+                f"children nested more than {MAX_DEPTH} levels below the root, the limit of "
+                f"a tree file; flatten it, or {LIMITS_FIX}",
+            )
+        count += len(children)
+        if count > MAX_CHILDREN:
+            raise TooLarge(
+                filename,
+                "",
+                MISSING,
+                f"more than {MAX_CHILDREN:,} children, the limit of a tree file; {LIMITS_FIX}",
+            )
+        stack += [(c, depth + 1) for c in children]
 
 
 @dataclass(frozen=True)
@@ -343,6 +397,7 @@ class _Loader:
 
     def document(self, text: str | bytes) -> dict[str, Any]:
         """The TOML document, variables substituted, its top-level keys checked."""
+        check_size(len(text) if isinstance(text, bytes) else len(text.encode()), self.filename)
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -358,6 +413,7 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
+        _check_tree_size(doc, self.filename)
         huge = [self.error(p, v, "TOML integers are 64-bit") for p, v in _huge_ints(doc, "")]
         if huge:  # tomllib reads any size; a float() of one would overflow
             raise ConfigError.several(huge)

@@ -354,7 +354,7 @@ class Starter:
         sockets if they are not yet (SpawnError naming the socket when one cannot be)."""
         if not t.sockets and t.uid < 0 and t.gid < 0:
             return None
-        fds = self.listeners.fds(template_id, t.sockets)
+        fds = self.listeners.fds(template_id, t.sockets, t.uid)
         return ChildSetup(fds, [str(s[0]) for s in t.sockets], t.uid, t.gid, list(t.groups))
 
     def _chdir(self, cwd: str) -> None:

@@ -4,6 +4,7 @@ without running the target modules' import-time code."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import os
 import re
@@ -20,6 +21,9 @@ from typing import Any
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
+# `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
+# (supervision/_vars.py), not a shell's.
+_VARIABLES = re.compile(r"\$\$\{|\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 
 def problems(path: Path, spec: Any) -> list[str]:
@@ -35,7 +39,7 @@ def problems(path: Path, spec: Any) -> list[str]:
                 f"child {cid!r}: args/kwargs are for a Python target; a command takes its "
                 'arguments in its list: command = ["prog", "arg", ...]'
             )
-        if isinstance(command, str) and SHELL_CHARS & set(_unquoted(command)):
+        if isinstance(command, str) and SHELL_CHARS & set(_VARIABLES.sub("", _unquoted(command))):
             found.append(
                 f"child {cid!r}: command {command!r} runs without a shell, so its shell "
                 "characters are passed as plain arguments; write "
@@ -224,7 +228,38 @@ def _child_problems(child: Any, here: Path) -> list[str]:
         problem = _target_problem(ref, here)
         if problem:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
+    found += _socket_problems(child)
     found += _account_problems(child)
+    return found
+
+
+def _socket_problems(child: Any) -> list[str]:
+    """A unix `listen` socket whose folder the launcher would refuse (another user
+    could redirect its path: actors/_launcher/_listeners.py) or that does not exist."""
+    import pwd
+
+    from actors._launcher._listeners import UnsafeFolder, open_folder
+
+    found = []
+    uid = -1
+    user = getattr(child, "user", None)
+    with contextlib.suppress(KeyError):
+        uid = user if isinstance(user, int) else pwd.getpwnam(user).pw_uid if user else -1
+    for sock in getattr(child, "sockets", None) or ():
+        listen = getattr(sock, "listen", "")
+        if not isinstance(listen, str) or not listen.startswith("/"):
+            continue
+        name = sock.name if sock.name is not None else child.id
+        folder = os.path.dirname(listen) or "/"
+        try:
+            os.close(open_folder(folder, uid, f"child {child.id!r}: socket {name!r}"))
+        except UnsafeFolder as e:
+            found.append(str(e))
+        except OSError as e:
+            found.append(
+                f"child {child.id!r}: socket {name!r}: folder {folder!r} cannot be used "
+                f"({e.strerror or e}); create it or fix listen"
+            )
     return found
 
 

@@ -160,13 +160,14 @@ def _count(text: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from actors import load_tree_file
+    from actors._treefile import read_tree_file
     from supervision import ConfigError, load_engine
 
     from ._run import run_tree
 
     try:
         spec = load_tree_file(args.file)
-        engine = load_engine(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
+        engine = load_engine(read_tree_file(args.file), str(args.file), vars=os.environ)
     except ConfigError as e:
         _error(e)
         return FAILED
@@ -195,7 +196,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from actors._treefile import read_tree_file
     from supervision import ConfigError, load_engine, load_tree
+    from supervision._config import TooLarge
 
     from ._check import daemon_warnings, far_side_warnings, loose_problems, problems
     from ._engine import engine_text
@@ -204,9 +207,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = Path(args.file)
     try:
         # Targets stay unresolved: checking a file never runs its modules' code.
-        spec = load_tree(path.read_bytes(), str(path), vars=dict(os.environ))
+        spec = load_tree(read_tree_file(path), str(path), vars=dict(os.environ))
     except OSError as e:
         _error(f"{path}: cannot read it ({e.strerror or e})")
+        return FAILED
+    except TooLarge as e:  # read no further: its other problems would cost as much
+        _error(e)
         return FAILED
     except ConfigError as e:
         # Every problem of the file in one pass: each child's, and what would fail at
@@ -242,7 +248,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     )
     write(sys.stdout, spec_lines(Painter(sys.stdout), spec))
-    engine = load_engine(path.read_bytes(), str(path), vars=dict(os.environ))
+    engine = load_engine(read_tree_file(path), str(path), vars=dict(os.environ))
     if engine is not None:
         print(printable(f"engine: {engine_text(engine)}"))
     return OK
