@@ -39,6 +39,11 @@ def import_ray() -> ModuleType:
     )
 
 
+# The live soaks' length: 30 s in a developer's run, 600 in CI (NANNYTREE_SOAK_SECONDS).
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))
+# A race's soak: thousands of rounds, within a minute even in CI (its rounds are short).
+RACE_SECONDS = min(SOAK_SECONDS, 60.0)
+
 TIMEOUT = 30.0  # a wait for an event: about correctness, however busy the machine
 
 

@@ -30,11 +30,10 @@ from actors.cli._control import ControlError, find_socket, socket_for
 from actors.cli._http_server import MAX_CONNECTIONS, READ_TIMEOUT, REQUEST_BYTES, BoundedHTTPServer
 from supervision import load_tree
 from supervision._config import MAX_CHILDREN, MAX_DEPTH, MAX_FILE_BYTES, TooLarge
-from tests.support import wait_until
+from tests.support import RACE_SECONDS, wait_until
 from tests.test_cli import Proc, cli
 from tests.users import User
 
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
 # Today's code lost within 150-740 rounds (of 4 runs); 3,000 take about 1 s.
 ROUNDS = 3000
 
@@ -124,12 +123,12 @@ def test_a_socket_in_the_childs_folder_never_changes_a_file_of_roots(
 
 
 @pytest.mark.soak
-@pytest.mark.timeout(SOAK_SECONDS + 600)
+@pytest.mark.timeout(RACE_SECONDS + 600)
 def test_soak_a_socket_in_the_childs_folder_never_changes_a_file_of_roots(
     child_user: User, swapper: tuple[Path, Path]
 ) -> None:
     folder, secret = swapper
-    swapped = _race(folder, secret, child_user.uid, rounds=20 * ROUNDS, seconds=SOAK_SECONDS)
+    swapped = _race(folder, secret, child_user.uid, rounds=20 * ROUNDS, seconds=RACE_SECONDS)
     print(f"the swapper replaced the socket in {swapped} rounds; root's file kept 0600")
 
 
