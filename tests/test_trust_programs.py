@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
@@ -246,6 +247,38 @@ def test_a_program_killed_at_its_timeout_leaves_no_process_behind(
             DEADLINE,
             f"the {kind}'s background process to be gone",
         )
+    finally:
+        for p in running(marker):
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_SECONDS + 300)
+def test_soak_a_check_never_leaves_its_group_behind(child_user: User, app: Path) -> None:
+    """Rounds of checks run as the child that leave a process in their group, by
+    exiting at once or at their timeout: after each, none is left."""
+    from actors._shell._check_run import run_check
+
+    spec = ChildSpec(id="app", command=["true"], user=child_user.name, cwd=str(app))
+    marker = f"{uuid.uuid4().int % 10**6 + 10**6}"
+    ways = [
+        (["sh", "-c", f"sleep {marker} & exit 1"], 5.0, "exited 1"),
+        (["sh", "-c", f"sleep {marker} & sleep {marker}"], 0.05, "ran over"),
+        (["sh", "-c", f"(sleep {marker} &) ; echo said; exit 0"], 5.0, None),
+    ]
+    rounds = 0
+    deadline = time.monotonic() + SOAK_SECONDS
+    try:
+        while time.monotonic() < deadline or rounds < 30:
+            argv, timeout, why = ways[rounds % len(ways)]
+            failed = run_check(spec, argv, timeout, "start_check")
+            assert (failed is None) if why is None else (failed is not None and why in failed.why)
+            wait_until(lambda: not running(marker), 5.0, f"round {rounds}: nothing left")
+            rounds += 1
     finally:
         for p in running(marker):
             with contextlib.suppress(psutil.Error):
