@@ -367,6 +367,26 @@ def test_the_root_opt_in_runs_as_root_in_a_folder_of_roots(
     assert env.get("USER") != child_user.name
 
 
+def test_a_root_run_program_the_child_can_change_is_refused_at_run_time(
+    child_user: User, app: Path
+) -> None:
+    """Even without `check`: a start_check as root whose file the child's user owns
+    fails the start, and never runs."""
+    script = spy(app, child_user)
+    spec = ChildSpec(
+        id="app",
+        command=["sleep", "600"],
+        user=child_user.name,
+        start_check=[str(script), "ran"],
+        start_check_as_root=True,
+    )
+    with pytest.raises(StartError) as info:
+        Tree.start(SupervisorSpec(id="root", children=[spec]))
+    assert f"uid {child_user.uid} (it owns {script})" in str(info.value)
+    assert "chown root:root" in str(info.value)
+    assert not (app / "ran.uid").exists()
+
+
 def test_the_root_opt_in_is_refused_where_it_means_nothing_or_a_relative_program() -> None:
     with pytest.raises(SpecError, match=r"start_check_as_root.*user"):
         ChildSpec(id="app", command=["true"], start_check=["true"], start_check_as_root=True)

@@ -47,7 +47,7 @@ def run_check(
 ) -> CheckFailed | None:
     """Run `argv` as the child's `name` ("check", "start_check"); None if it exited 0."""
     command = shlex.join(argv)
-    site = run_as(spec, as_root=as_root)
+    site = run_as(spec, argv[0], as_root=as_root)
     if site.error:
         return CheckFailed(f"its {name} {command!r} could not run: {site.error}")
     try:

@@ -25,7 +25,7 @@ def probe_site(spec: ChildSpec, probe: object) -> RunAs:
     the child, or as_root; nothing to resolve for the others."""
     if not isinstance(probe, ExecProbe):
         return RunAs()
-    return run_as(spec, as_root=probe.as_root)
+    return run_as(spec, probe.argv[0], as_root=probe.as_root)
 
 
 def health_of(count: LivenessCount) -> Health:

@@ -9,7 +9,6 @@ import os
 import re
 import shlex
 import shutil
-import stat
 import sys
 import sysconfig
 import tomllib
@@ -19,6 +18,8 @@ from types import SimpleNamespace
 from typing import Any
 
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
+
+from .._shell._run_as import changer
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 
@@ -278,45 +279,18 @@ def root_run_notes(spec: Any) -> list[str]:
 
 def _root_program_problems(cid: str, what: str, program: str, key: str) -> list[str]:
     """A program run as root must be root's alone: a file or folder its child's user
-    (or anyone but root) can change is code that user gets run as root."""
+    (or anyone but root) can change is code that user gets run as root (`run` refuses
+    to run it, too)."""
     path = program if "/" in program else shutil.which(program)
-    if path is None:
-        return []
-    who = _changer(path)
+    who = None if path is None else changer(path)
     if who is None:
         return []
     return [
         f"child {cid!r}: {what} {program!r} runs as root ({key} = true), but {who} can "
-        "change it: code run as root that another user writes; make the file and its "
-        "folders root's and not writable by others (chown root:root, chmod go-w), or "
+        "change it: code another user writes, run as root; make the file and its "
+        f"folders root's and not writable by others (chown root:root, chmod go-w), or "
         f"drop {key}"
     ]
-
-
-def _changer(path: str) -> str | None:
-    """Who but root can change `path` (the file, a link on its way, or a folder above
-    it), or None."""
-    seen: list[str] = []
-    for start in (os.path.abspath(path), os.path.realpath(path)):
-        here = start
-        while here not in seen:
-            seen.append(here)
-            here = os.path.dirname(here)
-    for place in seen:
-        try:
-            st = os.lstat(place)
-        except OSError:
-            continue
-        if st.st_uid != 0:
-            return f"uid {st.st_uid} (it owns {place})"
-        if stat.S_ISLNK(st.st_mode):
-            continue  # a link's mode means nothing; its folder is checked
-        sticky = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
-        if st.st_mode & stat.S_IWGRP and st.st_gid != 0 and not sticky:
-            return f"group {st.st_gid} ({place} is group-writable)"
-        if st.st_mode & stat.S_IWOTH and not sticky:
-            return f"anyone ({place} is writable by all)"
-    return None
 
 
 def _account_problems(child: Any) -> list[str]:
