@@ -30,8 +30,10 @@ Real daemons (see docs/how-to/daemons.md):
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
     sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
-    user = "www-data"                 # and group: as root, run the child as that user
+    user = "www-data"                 # and group: as root, run the child (and its
+                                      # probes and checks) as that user
     start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
+    start_check_as_root = true        # run it as root, in /, not as the user (as `+`)
 
 The engine that runs the subtrees with a `placement` (docs/how-to/ray.md):
 
@@ -117,12 +119,12 @@ WORKER_KEYS = (
     "restart_limit",
     *LOG_KEYS,
     *("sockets", "user", "group"),
-    *("start_check", "start_check_timeout"),
+    *("start_check", "start_check_timeout", "start_check_as_root"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
     "http": ("http", "status", "timeout", "period"),
-    "exec": ("exec", "timeout", "period"),
+    "exec": ("exec", "timeout", "period", "as_root"),
 }
 _LIVENESS_KEYS = ("failures", "initial_delay")
 LOG_READY_KEYS = ("log", "stream")  # ready = { log = "regex", stream = "stderr" }
@@ -140,7 +142,7 @@ SUPERVISOR_KEYS = (
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
 RESTART_LIMIT_KEYS = ("intensity", "period")
-RELOAD_KEYS = ("signal", "check", "check_timeout")
+RELOAD_KEYS = ("signal", "check", "check_timeout", "check_as_root")
 PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback", "wait")
 ENGINE_KINDS = ("ray",)
 # Seconds (> 0) or false (off): None is the engine's own "off".
@@ -704,6 +706,8 @@ class _Loader:
             kw["start_check"] = self.command(table["start_check"], f"{path}.start_check")
         if "start_check_timeout" in table:
             kw["start_check_timeout"] = self.seconds(table, path, "start_check_timeout")
+        if "start_check_as_root" in table:
+            kw["start_check_as_root"] = self.boolean(table, path, "start_check_as_root")
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

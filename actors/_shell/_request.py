@@ -99,14 +99,11 @@ def build_request(
     spec: ChildSpec, payload: bytes | None, notify: NotifyEndpoint | None
 ) -> SpawnRequest:
     """The request, in the host's state now (its environment, cwd, sys.path, argv)."""
-    env = dict(os.environ) if spec.inherit_env else {}
-    env.update(spec.env or {})
     try:
         account = _account.resolve(spec)
     except _account.AccountError as e:
         raise StartProblem(ExitReason.start_failure(str(e))) from None
-    if account is not None:
-        _account.child_env(env, account[1], spec)
+    env = _account.child_env(spec, account)
     if notify is not None:
         env.update(notify.env())
     if spec.pid_file is not None:

@@ -20,6 +20,8 @@ from typing import Any
 
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
+from .._shell._run_as import changer
+
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 # `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
 # (supervision/_vars.py), not a shell's.
@@ -98,6 +100,7 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
         id=table["id"],
         command=command,
         start_check=check,
+        start_check_as_root=table.get("start_check_as_root") is True,
         cwd=str(here / cwd) if cwd else None,
         env=env if isinstance(env, dict) else None,
         target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
@@ -202,15 +205,21 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     cwd = child.cwd
     if cwd is not None and not os.path.isdir(cwd):
         found.append(f"child {child.id!r}: cwd {cwd!r} does not exist; create it or fix cwd")
-    programs = [("program", child.command), ("start_check", child.start_check)]
-    for what, argv in [*programs, *_probe_commands(child)]:
-        if argv is not None and not _runnable(argv[0], cwd, child.env):
-            program = argv[0]
+    for what, argv, as_root in [("program", child.command, None), *_programs(child)]:
+        if argv is None:
+            continue
+        # A root run is in / with nannytree's own PATH (docs/sockets.md, "Users").
+        where, env = ("/", None) if as_root else (cwd, child.env)
+        program = argv[0]
+        if not _runnable(program, where, env):
+            label = what if what in ("program", "start_check") else f"{what} program"
             found.append(
-                f"child {child.id!r}: {what} {program!r} is not an executable file"
+                f"child {child.id!r}: {label} {program!r} is not an executable file"
                 + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
+        elif as_root:
+            found += _root_program_problems(child.id, what, program, as_root)
     files = {"pid_file": child.pid_file, "stdout": child.stdout, "stderr": child.stderr}
     if isinstance(child.ready, ReadyFile):
         files["ready file"] = child.ready.path
@@ -263,19 +272,60 @@ def _socket_problems(child: Any) -> list[str]:
     return found
 
 
-def _probe_commands(child: Any) -> Iterator[tuple[str, list[str]]]:
-    """The programs a child's probes and reload check run."""
+def _programs(child: Any) -> Iterator[tuple[str, list[str], str | None]]:
+    """The programs run for a child besides its own: (what, argv, the key that runs
+    it as root, or None: it runs as the child)."""
+    check = getattr(child, "start_check", None)
+    if check:
+        root = "start_check_as_root" if getattr(child, "start_check_as_root", False) else None
+        yield "start_check", list(check), root
     if isinstance(child.ready, ExecProbe):
-        yield "ready probe program", list(child.ready.argv)
+        yield "ready probe", list(child.ready.argv), _probe_root(child.ready, "ready")
     probe = getattr(child.liveness, "probe", None)
     if isinstance(probe, ExecProbe):
-        yield "liveness probe program", list(probe.argv)
+        yield "liveness probe", list(probe.argv), _probe_root(probe, "liveness")
     reload = child.reload
     check = reload.check if isinstance(reload, Reload) else None
     if isinstance(reload, tuple):
         check = reload[0]
     if check:
-        yield "reload check program", list(check)
+        root = "reload.check_as_root" if getattr(reload, "check_as_root", False) else None
+        yield "reload check", list(check), root
+
+
+def _probe_root(probe: ExecProbe, key: str) -> str | None:
+    return f"{key}.as_root" if probe.as_root else None
+
+
+def root_run_notes(spec: Any) -> list[str]:
+    """A note for each program the file runs as root for a child with a user: the
+    opt-in is deliberate, and `check` says it aloud."""
+    notes = []
+    for child in _workers(spec):
+        who = child.user if child.user is not None else f"group {child.group}"
+        for what, argv, as_root in _programs(child):
+            if as_root:
+                notes.append(
+                    f"note: child {child.id!r}: its {what} {argv} runs as root ({as_root} = "
+                    f"true), not as {who!r}: with nannytree's environment, in /"
+                )
+    return notes
+
+
+def _root_program_problems(cid: str, what: str, program: str, key: str) -> list[str]:
+    """A program run as root must be root's alone: a file or folder its child's user
+    (or anyone but root) can change is code that user gets run as root (`run` refuses
+    to run it, too)."""
+    path = program if "/" in program else shutil.which(program)
+    who = None if path is None else changer(path)
+    if who is None:
+        return []
+    return [
+        f"child {cid!r}: {what} {program!r} runs as root ({key} = true), but {who} can "
+        "change it: code another user writes, run as root; make the file and its "
+        f"folders root's and not writable by others (chown root:root, chmod go-w), or "
+        f"drop {key}"
+    ]
 
 
 def _account_problems(child: Any) -> list[str]:

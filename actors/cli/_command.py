@@ -200,7 +200,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     from supervision import ConfigError, load_engine, load_tree
     from supervision._config import TooLarge
 
-    from ._check import daemon_warnings, far_side_warnings, loose_problems, problems
+    from ._check import (
+        daemon_warnings,
+        far_side_warnings,
+        loose_problems,
+        problems,
+        root_run_notes,
+    )
     from ._engine import engine_text
     from ._plain import Painter, spec_lines, write
 
@@ -231,7 +237,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     found = problems(path, spec)
     for problem in found:
         _error(f"{path}: {problem}")
-    for warning in daemon_warnings(path):
+    for warning in [*daemon_warnings(path), *root_run_notes(spec)]:
         _error(f"{path}: {warning}")
     if found:
         _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
