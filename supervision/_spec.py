@@ -42,6 +42,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._daemonize import asks_to_daemonize
 from ._errors import SpecError
+from ._limits import check_limits
 from ._placement import Placement
 from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._restart_limit import RestartLimit, as_restart_limit
@@ -383,12 +384,20 @@ class ChildSpec:
       then refuses no connection. See docs/sockets.md.
     - `user`, `group`: a name or a numeric id (default None: nannytree's own); the
       child runs as that user, with its groups, HOME, USER and LOGNAME, as systemd's
-      User=. Only when nannytree runs as root.
+      User=. Only when nannytree runs as root. A target taking on another user runs
+      in a fresh interpreter (it holds nothing of the launcher's other children).
     - `start_check`: an argv run before each start, with the child's env and cwd,
       such as ["nginx", "-t"] (systemd's ExecStartPre=); one that fails or runs over
       `start_check_timeout` seconds (default 30.0) fails the start, with its output
       (default None: no check). A command asking to daemonize in its own arguments
       (nginx -g 'daemon on;', --daemonize yes, memcached -d) needs `pid_file`.
+    - `no_new_privileges`: the child and its descendants can never gain privileges
+      through exec (setuid binaries, file capabilities), as systemd's
+      NoNewPrivileges= (default False).
+    - `limits`: resource limits set before the child starts, systemd's LimitNOFILE=
+      and friends: {"nofile": 1024, "core": 0, "as": "4G", "nproc": "64:128"}; a
+      number (soft and hard), "infinity", or "SOFT:HARD" (default None: the limits
+      nannytree was started with). See docs/launcher.md.
     """
 
     id: str
@@ -427,6 +436,8 @@ class ChildSpec:
     group: str | int | None = None
     start_check: Sequence[str] | None = None
     start_check_timeout: float = 30.0
+    no_new_privileges: bool = False
+    limits: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -751,6 +762,15 @@ def _child_warm_start(spec: ChildSpec, cid: str) -> None:
             "only a target= child forked from the launcher keeps a warm standby; "
             "drop command= or fresh_interpreter=True",
         )
+    if spec.warm_start and (spec.user is not None or spec.group is not None):
+        # A standby is a fork of the launcher, which holds every child's template.
+        raise SpecError(
+            cid,
+            "warm_start",
+            True,
+            "a target with user or group runs in a fresh interpreter, never a fork of "
+            "the launcher (it holds the other children's env): drop warm_start or user/group",
+        )
 
 
 def _child_backoff(spec: ChildSpec | SupervisorSpec, cid: str) -> None:
@@ -874,13 +894,6 @@ def _child_logs(spec: ChildSpec, cid: str) -> None:
 
 def _child_sockets(spec: ChildSpec, cid: str) -> None:
     sockets = as_sockets(spec.sockets, cid)
-    if sockets and spec.fresh_interpreter:
-        raise SpecError(
-            cid,
-            "sockets",
-            [s.listen for s in sockets],
-            "a fresh interpreter does not take sockets; drop fresh_interpreter",
-        )
     check_socket_probes(sockets, spec.ready, spec.liveness, cid)
     _put(spec, "sockets", sockets)
 
@@ -888,10 +901,11 @@ def _child_sockets(spec: ChildSpec, cid: str) -> None:
 def _child_account(spec: ChildSpec, cid: str) -> None:
     _put(spec, "user", check_account(spec.user, cid, "user"))
     _put(spec, "group", check_account(spec.group, cid, "group"))
-    if spec.fresh_interpreter and (spec.user is not None or spec.group is not None):
-        raise SpecError(
-            cid, "user", spec.user, "a fresh interpreter runs as nannytree; drop fresh_interpreter"
-        )
+
+
+def _child_confinement(spec: ChildSpec, cid: str) -> None:
+    _check_bool(spec.no_new_privileges, cid, "no_new_privileges")
+    _put(spec, "limits", check_limits(spec.limits, cid))
 
 
 def _child_daemonize(spec: ChildSpec, cid: str) -> None:
@@ -963,6 +977,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_account,
     _child_daemonize,
     _child_start_check,
+    _child_confinement,
 )
 
 

@@ -104,13 +104,23 @@ def test_a_tcp_probe_on_a_socket_port_is_refused_an_http_probe_is_not() -> None:
     child(sockets=sockets, ready=TcpProbe(9090))  # another port: the child's own
 
 
-def test_a_fresh_interpreter_takes_no_sockets_and_no_user() -> None:
+def test_a_fresh_interpreter_takes_sockets_and_a_user() -> None:
     def f() -> None: ...
 
-    with pytest.raises(SpecError, match="drop fresh_interpreter"):
-        ChildSpec(id="t", target=f, fresh_interpreter=True, sockets=[{"listen": "@x"}])
-    with pytest.raises(SpecError, match="drop fresh_interpreter"):
-        ChildSpec(id="t", target=f, fresh_interpreter=True, user="nobody")
+    spec = ChildSpec(id="t", target=f, fresh_interpreter=True, sockets=[{"listen": "@x"}])
+    assert [s.listen for s in spec.sockets] == ["@x"]
+    assert ChildSpec(id="t", target=f, fresh_interpreter=True, user="nobody").user == "nobody"
+
+
+def test_a_warm_start_takes_no_user() -> None:
+    """A standby is a fork of the launcher, which holds every child's template."""
+
+    def f() -> None: ...
+
+    for account in ({"user": "nobody"}, {"group": "nogroup"}):
+        with pytest.raises(SpecError, match="drop warm_start or user/group") as caught:
+            ChildSpec(id="t", target=f, warm_start=True, **account)  # type: ignore[arg-type]
+        assert caught.value.field == "warm_start"
 
 
 @pytest.mark.parametrize("value", ["nobody", "www-data", 0, 65534, "65534"])

@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from types import FrameType, TracebackType
     from typing import Any, NoReturn
 
+    from ._confine import Confinement
     from ._listeners import ChildSetup
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 _libc: ctypes.CDLL | None = None
@@ -380,13 +382,24 @@ def run_forked(
     stderr_fd: int | None,
     go_fd: int | None = None,
     setup: ChildSetup | None = None,
+    confine: Confinement | None = None,
+    said_fd: int = -1,
 ) -> NoReturn:
-    """Entry of a child forked by the launcher, signals still blocked."""
+    """Entry of a child forked by the launcher, signals still blocked. With `confine`,
+    a refused limit is said on `said_fd` ("L<index>:<errno>"), which closes once set."""
     try:
         from . import _listeners  # the launcher's own import: free in a fork
 
+        if confine is not None:  # while a hard limit may still be raised
+            refused = confine.limit()
+            if refused is not None:
+                os.write(said_fd, b"L%d:%d" % refused)
+                os._exit(127)
         if setup is not None:  # first: a change of credentials clears PDEATHSIG
             _listeners.become(setup.uid, setup.gid, setup.groups)
+        if confine is not None:
+            confine.seal()
+            os.close(said_fd)
         _tie_to_launcher(launcher_pid)
         _reset_signals()
         if stdout_fd is not None:
@@ -417,15 +430,42 @@ def run_forked(
             os._exit(1)
 
 
+def _load_as_root() -> None:
+    """What a fork of the launcher would have had loaded for its target: its unpickler
+    and its error report, read while the interpreter may still read its own files
+    (a venv under /root, which the child's user may not)."""
+    import traceback  # noqa: F401
+
+    with contextlib.suppress(ImportError):
+        import cloudpickle  # noqa: F401
+
+
 def main(argv: list[str]) -> NoReturn:
-    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd>``."""
+    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd> [uid gid groups]``
+    (the user it becomes before anything else, groups comma-separated)."""
     try:
         control_fd = int(os.environ.pop(CONTROL_FD_ENV))
         launcher_pid, settings_fd = int(argv[0]), int(argv[1])
+        if len(argv) > 2:  # first: a change of credentials clears PDEATHSIG
+            from ._listeners import become
+
+            _load_as_root()
+
+            groups = [int(g) for g in argv[4].split(",") if g]
+            become(int(argv[2]), int(argv[3]), groups)
+            # As an exec'd program of that user: its core dumps, its own /proc entries.
+            prctl(PR_SET_DUMPABLE, 1)
         _tie_to_launcher(launcher_pid)
         settings = _wire.loads(_read_all(settings_fd))
         os.close(settings_fd)
-        _close_fds_except(control_fd)
+        # Sockets placed from fd 3 by the launcher (a target with sockets), and their
+        # variables, which the settings' env does not have.
+        listen = {k: v for k, v in os.environ.items() if k.startswith("LISTEN_")}
+        sockets: list[int] = []
+        if listen.get("LISTEN_PID") == str(os.getpid()):
+            sockets = list(range(3, 3 + int(listen.get("LISTEN_FDS", "0"))))
+            settings = {**settings, "env": {**settings["env"], **listen}}
+        _close_fds_except(control_fd, *sockets)
         os.set_inheritable(control_fd, False)
         _apply_settings(settings, control_fd)
         _run_target(settings, control_fd)

@@ -1,0 +1,261 @@
+"""What a child is launched with (issue 35): a `user =` Python target holds nothing of
+other children, `no_new_privileges` and resource `limits`; on real processes, as root,
+with real unprivileged users (tests/users.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actors import Tree
+from supervision import ChildSpec, ListenSocket, StartError, SupervisorSpec
+from tests.support import children_by_id, wait_until
+from tests.test_sockets import free_port
+from tests.users import User
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _environ(pid: int) -> dict[str, str]:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        entries = f.read().split(b"\0")
+    return dict(e.decode().partition("=")[::2] for e in entries if e)
+
+
+def _memory_holds(pid: int, needles: list[bytes]) -> list[bytes]:
+    """The needles found anywhere in the process's readable memory (read as root)."""
+    found: set[bytes] = set()
+    longest = max(len(n) for n in needles)
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if fields[1][0] != "r" or (len(fields) > 5 and fields[5] == "[vvar]"):
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            tail = b""
+            for at in range(start, end, 1 << 20):
+                try:
+                    mem.seek(at)
+                    chunk = mem.read(min(1 << 20, end - at))
+                except OSError:
+                    break
+                window = tail + chunk
+                found.update(n for n in needles if n in window)
+                tail = window[-longest:]
+    return sorted(found)
+
+
+def _notifier(folder: Path) -> Path:
+    script = folder / "notifier.py"
+    script.write_text(
+        "import os, socket, time\n"
+        "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n"
+        "s.connect(os.environ['NOTIFY_SOCKET'])\n"
+        "s.send(b'READY=1')\n"
+        "time.sleep(600)\n"
+    )
+    script.chmod(0o644)
+    return script
+
+
+def test_a_user_python_target_holds_no_other_childs_secret(
+    child_user: User, other_user: User
+) -> None:
+    """A neighbour's env secret and notify socket, in the launcher's memory as its
+    template, must not be in a `user =` target's memory (forked, it would be)."""
+    secret = "s3cr3t-" + secrets.token_hex(12)
+    script = _notifier(other_user.chown(other_user.home, 0o755))
+    db = ChildSpec(
+        id="db",
+        command=[SYSTEM_PYTHON, str(script)],
+        env={"DB_PASSWORD": secret},
+        user=other_user.name,
+        ready="sd_notify",
+        start_timeout=20.0,
+    )
+
+    def idle() -> None:  # by value, and only modules loaded: the user may not read a venv
+        time.sleep(600)
+
+    app = ChildSpec(id="app", target=idle, user=child_user.name)
+    with Tree.start(SupervisorSpec(id="root", children=[db, app])) as tree:
+        children = children_by_id(tree.ref)
+        db_pid, app_pid = children["db"].pid, children["app"].pid
+        assert db_pid is not None and app_pid is not None
+        db_env = _environ(db_pid)
+        assert db_env["DB_PASSWORD"] == secret
+        needles = [secret.encode(), db_env["NOTIFY_SOCKET"].encode()]
+        needles += [db_env[k].encode() for k in db_env if k == "NANNYTREE_CHILD_TOKEN"]
+        # The search finds what is there.
+        assert _memory_holds(db_pid, [secret.encode()]) == [secret.encode()]
+        wait_until(lambda: _status(app_pid)["Uid"][0] == str(child_user.uid))
+        assert _memory_holds(app_pid, needles) == []
+
+
+def _status(pid: int) -> dict[str, list[str]]:
+    with open(f"/proc/{pid}/status") as f:
+        return {k: v.split() for k, _, v in (line.partition(":") for line in f)}
+
+
+def _limits(pid: int) -> dict[str, tuple[str, str]]:
+    """/proc/<pid>/limits: {"Max open files": (soft, hard)}."""
+    out = {}
+    with open(f"/proc/{pid}/limits") as f:
+        next(f)
+        for line in f:
+            m = re.match(r"(Max [a-z ]+?)\s{2,}(\S+)\s+(\S+)", line)
+            if m:
+                out[m.group(1)] = (m.group(2), m.group(3))
+    return out
+
+
+# -- sockets in a fresh interpreter ---------------------------------------------------
+
+
+@pytest.mark.parametrize("as_user", [False, True], ids=["fresh_interpreter", "user"])
+def test_a_fresh_interpreter_gets_its_sockets(as_user: bool, child_user: User) -> None:
+    """Fds from 3 and the LISTEN_ variables, in a target exec'd afresh (as a user, or
+    asked for), and the socket answers."""
+    out = str(child_user.home / "report")
+    port = free_port()
+
+    def report(out: str) -> None:  # os and stat only: the user may not read a venv
+        import stat
+
+        fd = os.open(out + ".tmp", os.O_WRONLY | os.O_CREAT, 0o644)
+        names = [os.environ.get(k, "") for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")]
+        names += [str(stat.S_ISSOCK(os.fstat(3).st_mode)), str(os.getuid())]
+        os.write(fd, " ".join(names).encode())
+        os.close(fd)
+        os.rename(out + ".tmp", out)
+        time.sleep(600)
+
+    account = {"user": child_user.name} if as_user else {"fresh_interpreter": True}
+    spec = ChildSpec(
+        id="py",
+        target=report,
+        args=(out,),
+        sockets=[ListenSocket(f"127.0.0.1:{port}", name="web")],
+        **account,  # type: ignore[arg-type]
+    )
+    with Tree.start(SupervisorSpec(id="root", children=[spec])) as tree:
+        pid = children_by_id(tree.ref)["py"].pid
+        wait_until(lambda: os.path.exists(out))
+        uid = child_user.uid if as_user else 0
+        assert Path(out).read_text().split() == [str(pid), "1", "web", "True", str(uid)]
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+# -- limits and no_new_privileges ----------------------------------------------------
+
+LIMITS = {
+    "nofile": "256:512",
+    "core": 0,
+    "fsize": "1M",
+    "as": "8G",
+    "memlock": "64K",
+    "stack": "8M:16M",
+    "cpu": "infinity",
+    "nproc": "100:200",
+}
+SHOWN = {
+    "Max open files": ("256", "512"),
+    "Max core file size": ("0", "0"),
+    "Max file size": (str(1 << 20),) * 2,
+    "Max address space": (str(8 << 30),) * 2,
+    "Max locked memory": (str(64 << 10),) * 2,
+    "Max stack size": (str(8 << 20), str(16 << 20)),
+    "Max cpu time": ("unlimited", "unlimited"),
+    "Max processes": ("100", "200"),
+}
+
+
+def _sleeper(kind: str, user: User) -> dict[str, Any]:
+    """A child of each way the launcher starts one, as fields of a ChildSpec."""
+
+    def sleep() -> None:
+        time.sleep(600)
+
+    if kind == "command":
+        return {"command": ["sleep", "600"], "user": user.name}
+    if kind == "target":
+        return {"target": sleep}  # forked from the launcher
+    return {"target": sleep, "user": user.name}  # a fresh interpreter
+
+
+KINDS = ["command", "target", "target as user"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_limits_and_no_new_privileges_are_the_childs(kind: str, child_user: User) -> None:
+    spec = ChildSpec(id="c", **_sleeper(kind, child_user), limits=LIMITS, no_new_privileges=True)
+    with Tree.start(SupervisorSpec(id="root", children=[spec])) as tree:
+        pid = children_by_id(tree.ref)["c"].pid
+        assert pid is not None
+        uid = 0 if kind == "target" else child_user.uid
+        wait_until(lambda: _status(pid)["Uid"][0] == str(uid))  # a fresh one: once it is
+        assert _status(pid)["NoNewPrivs"] == ["1"]
+        shown = _limits(pid)
+        assert {k: shown[k] for k in SHOWN} == SHOWN
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_them_a_child_has_nannytrees_limits_and_may_gain_privileges(
+    kind: str, child_user: User
+) -> None:
+    """The rule when `limits` is unset: the limits nannytree was started with."""
+    import resource
+
+    own = resource.getrlimit(resource.RLIMIT_NOFILE)
+    spec = ChildSpec(id="c", **_sleeper(kind, child_user))
+    with Tree.start(SupervisorSpec(id="root", children=[spec])) as tree:
+        pid = children_by_id(tree.ref)["c"].pid
+        assert pid is not None
+        wait_until(lambda: _status(pid)["Uid"][0] == str(0 if kind == "target" else child_user.uid))
+        assert _limits(pid)["Max open files"] == tuple(map(str, own))
+        assert _status(pid)["NoNewPrivs"] == ["0"]
+
+
+def test_a_setuid_program_gains_nothing_under_no_new_privileges(child_user: User) -> None:
+    """A setuid-root copy of `id`: run by the user, it is root; with no_new_privileges,
+    it stays the user."""
+    suid = child_user.home / "id-suid"
+    shutil.copy2("/usr/bin/id", suid)
+    os.chown(suid, 0, 0)
+    suid.chmod(0o4755)
+
+    def child(cid: str, **more: Any) -> ChildSpec:
+        out = child_user.home / cid
+        script = f'"{suid}" -u > "{out}.tmp" && mv "{out}.tmp" "{out}"; exec sleep 600'
+        return ChildSpec(id=cid, command=["sh", "-c", script], user=child_user.name, **more)
+
+    children = [child("plain"), child("sealed", no_new_privileges=True)]
+    with Tree.start(SupervisorSpec(id="root", children=children)):
+        for cid in ("plain", "sealed"):
+            wait_until((child_user.home / cid).exists, what=cid)
+        assert (child_user.home / "plain").read_text().strip() == "0"  # the setuid works
+        assert (child_user.home / "sealed").read_text().strip() == str(child_user.uid)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_limit_the_kernel_refuses_fails_the_start_naming_it(kind: str, child_user: User) -> None:
+    too_many = _nr_open() + 1
+    spec = ChildSpec(id="c", **_sleeper(kind, child_user), limits={"nofile": too_many})
+    with pytest.raises(StartError) as caught:
+        Tree.start(SupervisorSpec(id="root", children=[spec], intensity=0))
+    message = str(caught.value)
+    assert f"cannot set its limit nofile to {too_many}:{too_many}" in message
+    assert "lower limits.nofile" in message
+
+
+def _nr_open() -> int:
+    with open("/proc/sys/fs/nr_open") as f:
+        return int(f.read())
