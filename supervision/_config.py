@@ -32,6 +32,8 @@ Real daemons (see docs/how-to/daemons.md):
     sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
     user = "www-data"                 # and group: as root, run the child as that user
     start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
+    no_new_privileges = true          # no exec may gain privileges (setuid, capabilities)
+    limits = { nofile = 4096, core = 0, as = "4G", nproc = "256:512" }   # setrlimit
 
 The engine that runs the subtrees with a `placement` (docs/how-to/ray.md):
 
@@ -111,6 +113,7 @@ WORKER_KEYS = (
     *LOG_KEYS,
     *("sockets", "user", "group"),
     *("start_check", "start_check_timeout"),
+    *("no_new_privileges", "limits"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -648,6 +651,14 @@ class _Loader:
             kw["start_check"] = self.command(table["start_check"], f"{path}.start_check")
         if "start_check_timeout" in table:
             kw["start_check_timeout"] = self.seconds(table, path, "start_check_timeout")
+        if "no_new_privileges" in table:
+            kw["no_new_privileges"] = self.boolean(table, path, "no_new_privileges")
+        if "limits" in table:  # checked by ChildSpec (supervision/_limits.py)
+            if not isinstance(table["limits"], dict):
+                raise self.error(
+                    f"{path}.limits", table["limits"], "expected a table, e.g. { nofile = 4096 }"
+                )
+            kw["limits"] = table["limits"]
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

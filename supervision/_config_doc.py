@@ -272,6 +272,20 @@ _WORKER = {
         "ChildSpec.start_check_timeout",
         "How long start_check may run.",
     ),
+    "no_new_privileges": KeyDoc(
+        "boolean",
+        "ChildSpec.no_new_privileges",
+        "No exec by the child or its descendants may gain privileges: setuid binaries "
+        "and file capabilities do nothing (systemd's NoNewPrivileges=).",
+    ),
+    "limits": KeyDoc(
+        "table",
+        "ChildSpec.limits",
+        "Resource limits set before the child starts (systemd's LimitNOFILE= and friends): "
+        '{ nofile = 4096, core = 0, as = "4G", nproc = "256:512" }; a number, "infinity" '
+        'or "SOFT:HARD". Unset: the limits nannytree was started with. See '
+        "[the launcher](../launcher.md#resource-limits-and-no_new_privileges).",
+    ),
 }
 
 _SUPERVISOR_OWN = {
