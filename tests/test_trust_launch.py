@@ -9,6 +9,8 @@ import re
 import secrets
 import shutil
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,15 @@ from typing import Any
 import pytest
 
 from actors import Tree
-from supervision import ChildSpec, ListenSocket, StartError, SupervisorSpec
+from supervision import (
+    ChildSpec,
+    ConfigError,
+    ListenSocket,
+    SpecError,
+    StartError,
+    SupervisorSpec,
+    load_tree,
+)
 from tests.support import children_by_id, wait_until
 from tests.test_sockets import free_port
 from tests.users import User
@@ -259,3 +269,125 @@ def test_a_limit_the_kernel_refuses_fails_the_start_naming_it(kind: str, child_u
 def _nr_open() -> int:
     with open("/proc/sys/fs/nr_open") as f:
         return int(f.read())
+
+
+# -- bad values: refused by the spec, by the tree file and by check, with the fix ----
+
+
+@pytest.mark.parametrize(
+    ("limits", "field", "says"),
+    [
+        ({"nofiles": 1024}, "limits.nofiles", "did you mean 'nofile'?"),
+        ({"nofile": "4096:1024"}, "limits.nofile", "give SOFT:HARD with SOFT <= HARD"),
+        ({"nofile": "infinity"}, "limits.nofile", "never infinity; give a number"),
+        ({"cpu": "5M"}, "limits.cpu", 'expected seconds, "infinity", or "SOFT:HARD"'),
+        ({"core": -1}, "limits.core", "never negative"),
+        ({"core": True}, "limits.core", "expected bytes"),
+        ({"nice": 41}, "limits.nice", "at most 40"),
+        ({"as": "4X"}, "limits.as", "expected bytes (a number, or with K, M, G, T, P)"),
+        ({"fsize": 1 << 63}, "limits.fsize", "at most"),
+        ("nofile=1024", "limits", "expected a table of limits"),
+    ],
+)
+def test_bad_limits_are_refused_naming_child_field_and_fix(
+    limits: Any, field: str, says: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        ChildSpec(id="web", command=["true"], limits=limits)
+    assert (caught.value.child, caught.value.field) == ("web", field)
+    assert says in str(caught.value)
+    assert str(caught.value).startswith(f"child 'web': field '{field}'")
+
+
+def test_limits_take_systemds_forms() -> None:
+    spec = ChildSpec(
+        id="web",
+        command=["true"],
+        limits={
+            "nofile": 4096,
+            "as": "4G",
+            "nproc": "64:128",
+            "core": "0:infinity",
+            "cpu": "infinity",
+            "stack": (1 << 20, "8M"),
+        },
+    )
+    assert spec.limits == {
+        "nofile": (4096, 4096),
+        "as": (4 << 30, 4 << 30),
+        "nproc": (64, 128),
+        "core": (0, None),
+        "cpu": (None, None),
+        "stack": (1 << 20, 8 << 20),
+    }
+    with pytest.raises(SpecError, match="expected True or False"):
+        ChildSpec(id="web", command=["true"], no_new_privileges="yes")  # type: ignore[arg-type]
+
+
+TREE = '[supervisor]\nid = "t"\n[[supervisor.children]]\nid = "web"\ncommand = ["true"]\n'
+
+
+def test_the_tree_file_keys() -> None:
+    web = load_tree(
+        TREE + 'no_new_privileges = true\nlimits = { nofile = "1024:4096", core = 0 }\n', "t.toml"
+    ).children[0]
+    assert isinstance(web, ChildSpec)
+    assert web.no_new_privileges is True
+    assert web.limits == {"nofile": (1024, 4096), "core": (0, 0)}
+    for text, path, says in [
+        ('limits = { nofile = "lots" }\n', "limits.nofile", "expected open files"),
+        ("limits = 1024\n", "limits", "expected a table, e.g. { nofile = 4096 }"),
+        ('no_new_privileges = "yes"\n', "no_new_privileges", "expected"),
+    ]:
+        with pytest.raises(ConfigError) as caught:
+            load_tree(TREE + text, "t.toml")
+        (error,) = caught.value.errors
+        assert error.path == f"supervisor.children[0].{path}"
+        assert says in str(error)
+
+
+def _check(tmp_path: Path, text: str) -> subprocess.CompletedProcess[str]:
+    tree = tmp_path / "t.toml"
+    tree.write_text(TREE + text)
+    root = Path(__file__).resolve().parent.parent
+    return subprocess.run(
+        [sys.executable, "-m", "actors.cli", "check", str(tree)],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_check_says_a_bad_limit_with_the_fix(tmp_path: Path) -> None:
+    done = _check(tmp_path, 'limits = { nofile = "4096:1024" }\n')
+    assert done.returncode == 1
+    assert 'supervisor.children[0].limits.nofile is "4096:1024"' in done.stderr
+    assert "give SOFT:HARD with SOFT <= HARD" in done.stderr
+
+
+def test_check_says_nofile_past_nr_open(tmp_path: Path) -> None:
+    """Refused by the kernel even to root: said before anything runs."""
+    done = _check(tmp_path, f"limits = {{ nofile = {_nr_open() + 1} }}\n")
+    assert done.returncode == 1
+    assert f"child 'web': limits.nofile: {_nr_open() + 1} is above fs.nr_open" in done.stderr
+    assert "lower limits.nofile or raise fs.nr_open" in done.stderr
+    assert _check(tmp_path, f"limits = {{ nofile = {_nr_open()} }}\n").returncode == 0
+
+
+def test_check_says_a_hard_limit_only_root_may_raise(monkeypatch: pytest.MonkeyPatch) -> None:
+    import resource
+
+    from actors.cli._check import _limit_problems
+
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    above = ChildSpec(id="web", command=["true"], limits={"nofile": hard + 1, "core": 0})
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    (problem,) = _limit_problems(above)
+    assert problem == (
+        f"child 'web': limits.nofile: hard limit {hard + 1} is above nannytree's own "
+        f"({hard}), which only root may raise; lower limits.nofile to at most {hard}, or "
+        "run nannytree as root"
+    )
+    assert _limit_problems(ChildSpec(id="web", command=["true"], limits={"nofile": hard})) == []
