@@ -762,15 +762,6 @@ def _child_warm_start(spec: ChildSpec, cid: str) -> None:
             "only a target= child forked from the launcher keeps a warm standby; "
             "drop command= or fresh_interpreter=True",
         )
-    if spec.warm_start and (spec.user is not None or spec.group is not None):
-        # A standby is a fork of the launcher, which holds every child's template.
-        raise SpecError(
-            cid,
-            "warm_start",
-            True,
-            "a target with user or group runs in a fresh interpreter, never a fork of "
-            "the launcher (it holds the other children's env): drop warm_start or user/group",
-        )
 
 
 def _child_backoff(spec: ChildSpec | SupervisorSpec, cid: str) -> None:

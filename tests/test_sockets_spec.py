@@ -112,17 +112,6 @@ def test_a_fresh_interpreter_takes_sockets_and_a_user() -> None:
     assert ChildSpec(id="t", target=f, fresh_interpreter=True, user="nobody").user == "nobody"
 
 
-def test_a_warm_start_takes_no_user() -> None:
-    """A standby is a fork of the launcher, which holds every child's template."""
-
-    def f() -> None: ...
-
-    for account in ({"user": "nobody"}, {"group": "nogroup"}):
-        with pytest.raises(SpecError, match="drop warm_start or user/group") as caught:
-            ChildSpec(id="t", target=f, warm_start=True, **account)  # type: ignore[arg-type]
-        assert caught.value.field == "warm_start"
-
-
 @pytest.mark.parametrize("value", ["nobody", "www-data", 0, 65534, "65534"])
 def test_users_and_groups_by_name_or_id(value: object) -> None:
     spec = child(user=value, group=value)

@@ -8,6 +8,7 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -21,14 +22,16 @@ from actors import Tree
 from supervision import (
     ChildSpec,
     ConfigError,
+    EventKind,
     ListenSocket,
     SpecError,
     StartError,
     SupervisorSpec,
     load_tree,
 )
-from tests.support import children_by_id, wait_until
+from tests.support import children_by_id, wait_event, wait_until
 from tests.test_sockets import free_port
+from tests.test_warm_start import _launcher_children
 from tests.users import User
 
 SYSTEM_PYTHON = "/usr/bin/python3"
@@ -76,8 +79,9 @@ def _notifier(folder: Path) -> Path:
     return script
 
 
+@pytest.mark.parametrize("warm", [False, True], ids=["started", "warm_start"])
 def test_a_user_python_target_holds_no_other_childs_secret(
-    child_user: User, other_user: User
+    warm: bool, child_user: User, other_user: User
 ) -> None:
     """A neighbour's env secret and notify socket, in the launcher's memory as its
     template, must not be in a `user =` target's memory (forked, it would be)."""
@@ -95,7 +99,7 @@ def test_a_user_python_target_holds_no_other_childs_secret(
     def idle() -> None:  # by value, and only modules loaded: the user may not read a venv
         time.sleep(600)
 
-    app = ChildSpec(id="app", target=idle, user=child_user.name)
+    app = ChildSpec(id="app", target=idle, user=child_user.name, warm_start=warm)
     with Tree.start(SupervisorSpec(id="root", children=[db, app])) as tree:
         children = children_by_id(tree.ref)
         db_pid, app_pid = children["db"].pid, children["app"].pid
@@ -108,6 +112,25 @@ def test_a_user_python_target_holds_no_other_childs_secret(
         assert _memory_holds(db_pid, [secret.encode()]) == [secret.encode()]
         wait_until(lambda: _status(app_pid)["Uid"][0] == str(child_user.uid))
         assert _memory_holds(app_pid, needles) == []
+        if not warm:
+            return
+        # Its standby (the next incarnation, waiting) is a fresh interpreter too, and
+        # the restart runs it.
+        wait_until(lambda: len(_launcher_children(tree.ref)) == 3, what="the standby")
+        standby = next(
+            p.pid for p in _launcher_children(tree.ref) if p.pid not in children_pids(tree)
+        )
+        wait_until(lambda: _status(standby)["Uid"][0] == str(child_user.uid))
+        assert _memory_holds(standby, needles) == []
+        os.kill(app_pid, signal.SIGKILL)
+        event = wait_event(
+            tree.ref, EventKind.CHILD_STARTED, "app", where=lambda e: e.incarnation == 2
+        )
+        assert event.pid == standby
+
+
+def children_pids(tree: Tree) -> set[int | None]:
+    return {c.pid for c in children_by_id(tree.ref).values()}
 
 
 def _status(pid: int) -> dict[str, list[str]]:

@@ -219,9 +219,12 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
         message = str(exc)
     except Exception:
         message = f"<unprintable {type(exc).__name__}>"
-    import traceback  # here, not at the top: a child that never fails never pays for it
-
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    try:  # here, not at the top: a child that never fails never pays for it
+        import traceback
+    except ImportError:  # a user's target that cannot read the stdlib: no traceback then
+        text = f"{_type_name(exc)}: {message}\n"
+    else:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
     record = ChildFailed(
         _utf8(_type_name(exc)[:MAX_TYPE]),
         _utf8(_clip(message, MAX_MESSAGE)),
@@ -420,36 +423,39 @@ def run_forked(
         _apply_settings(settings, control_fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _run_target(settings, control_fd, go_fd)
-    except BaseException:
+    except BaseException as exc:
+        _print_and_exit(exc)
+
+
+def _print_and_exit(exc: BaseException) -> NoReturn:
+    try:
         try:
             import traceback
-
-            traceback.print_exc()
+        except ImportError:  # a user that cannot read the stdlib
+            os.write(2, f"{_type_name(exc)}: {exc}\n".encode(errors="replace"))
+        else:
+            traceback.print_exception(exc)
             sys.stderr.flush()
-        finally:
-            os._exit(1)
-
-
-def _load_as_root() -> None:
-    """What a fork of the launcher would have had loaded for its target: its unpickler
-    and its error report, read while the interpreter may still read its own files
-    (a venv under /root, which the child's user may not)."""
-    import traceback  # noqa: F401
-
-    with contextlib.suppress(ImportError):
-        import cloudpickle  # noqa: F401
+    finally:
+        os._exit(1)
 
 
 def main(argv: list[str]) -> NoReturn:
-    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd> [uid gid groups]``
-    (the user it becomes before anything else, groups comma-separated)."""
+    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd> [uid gid groups
+    preload go-fd]``: the user it becomes before anything else (groups comma-separated),
+    "cloudpickle" in `preload` when its target needs it (imported first, while the
+    interpreter can still read its own files: a venv under /root, which the user may
+    not, as a fork of the launcher would have it), and the fd on which a warm standby
+    waits for "go" (-1: none)."""
     try:
         control_fd = int(os.environ.pop(CONTROL_FD_ENV))
         launcher_pid, settings_fd = int(argv[0]), int(argv[1])
+        go_fd = int(argv[6]) if len(argv) > 6 and int(argv[6]) >= 0 else None
         if len(argv) > 2:  # first: a change of credentials clears PDEATHSIG
             from ._listeners import become
 
-            _load_as_root()
+            if argv[5] == "cloudpickle":
+                import cloudpickle  # noqa: F401
 
             groups = [int(g) for g in argv[4].split(",") if g]
             become(int(argv[2]), int(argv[3]), groups)
@@ -465,18 +471,14 @@ def main(argv: list[str]) -> NoReturn:
         if listen.get("LISTEN_PID") == str(os.getpid()):
             sockets = list(range(3, 3 + int(listen.get("LISTEN_FDS", "0"))))
             settings = {**settings, "env": {**settings["env"], **listen}}
-        _close_fds_except(control_fd, *sockets)
+        _close_fds_except(control_fd, *sockets, *([] if go_fd is None else [go_fd]))
         os.set_inheritable(control_fd, False)
+        if go_fd is not None:
+            os.set_inheritable(go_fd, False)
         _apply_settings(settings, control_fd)
-        _run_target(settings, control_fd)
-    except BaseException:
-        try:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(1)
+        _run_target(settings, control_fd, go_fd)
+    except BaseException as exc:
+        _print_and_exit(exc)
 
 
 if __name__ == "__main__":

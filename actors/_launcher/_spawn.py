@@ -508,21 +508,28 @@ class Starter:
         err_fd: int | None,
         setup: ChildSetup | None = None,
         confine: Confinement | None = None,
+        go_fd: int | None = None,
     ) -> tuple[int, int]:
         """A target in a new interpreter: by posix_spawn, or fork+exec when it takes on
         sockets, limits or no_new_privs. It holds only its own settings.
 
         One that takes on another user starts as root, isolated (-I: no env, no cwd on
         its path) so it can read an interpreter that user may not (a venv under /root),
-        and becomes the user before it reads its target, as a fork of ours would."""
+        and becomes the user before it reads its target, as a fork of ours would. With
+        `go_fd`, it is a warm standby of such a target: it waits for "go" on it."""
         control_r, control_w = os.pipe()
         # A memfd, not a pipe: writing a large payload must not block the loop.
         settings_fd = os.memfd_create("nannytree-settings", os.MFD_CLOEXEC)
+        given_go = -1
         try:
             if setup is not None and setup.fds:
                 # Above the fds its sockets take from 3: their numbers are on its argv.
                 control_w = _above(control_w, setup)
                 settings_fd = _above(settings_fd, setup)
+            if go_fd is not None:  # a copy the child inherits: the caller keeps its own
+                floor = _listeners.FIRST_FD + (len(setup.fds) if setup is not None else 0)
+                given_go = fcntl.fcntl(go_fd, fcntl.F_DUPFD_CLOEXEC, floor)
+                os.set_inheritable(given_go, True)
             _wire.write_all(settings_fd, _wire.dumps(_child_settings(t)))
             os.lseek(settings_fd, 0, os.SEEK_SET)
             if _another_user(t):
@@ -532,6 +539,9 @@ class Starter:
                 argv = [sys.executable, "-I", "-c", _AS_USER, _PACKAGE_PARENT]
                 argv += [str(self.me), str(settings_fd), str(t.uid), str(t.gid)]
                 argv.append(",".join(map(str, t.groups)))
+                # Pickled by value: its unpickler is loaded while the child is root.
+                argv.append("cloudpickle" if b"cloudpickle" in (t.payload or b"") else "-")
+                argv.append(str(given_go))
                 if setup is not None:  # its sockets only: it becomes the user itself
                     setup = ChildSetup(setup.fds, setup.names, -1, -1, [])
             else:
@@ -561,8 +571,7 @@ class Starter:
                     exc.errno, f"cannot start {sys.executable!r}: {exc.strerror}"
                 ) from None
         finally:
-            os.close(control_w)
-            os.close(settings_fd)
+            close_all([control_w, settings_fd, *([given_go] if given_go >= 0 else [])])
         os.set_blocking(control_r, False)
         return pid, control_r
 
@@ -576,14 +585,14 @@ class Starter:
         try:
             if template is None or template.payload is None or template.fresh:
                 raise SpawnError(None, "no template for a standby")
-            if _another_user(template):  # a fork of us would hold the others' templates
-                raise SpawnError(None, "no standby for a target with user")
             self._chdir(template.cwd)
             outputs.open(self.tee, template, tee)
             setup = self._setup(template_id, template)
-            pid, control_fd = self._fork(
-                template, outputs.out_fd, outputs.err_fd, go_r, setup, _confinement(template)
-            )
+            out_fd, err_fd, confine = outputs.out_fd, outputs.err_fd, _confinement(template)
+            if _another_user(template):  # a fork of us would hold the others' templates
+                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd, setup, confine, go_r)
+            else:
+                pid, control_fd = self._fork(template, out_fd, err_fd, go_r, setup, confine)
         except Exception:
             # No standby then: the next spawn forks as usual and reports what fails.
             outputs.abandon()
