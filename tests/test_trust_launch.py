@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -414,3 +415,75 @@ def test_check_says_a_hard_limit_only_root_may_raise(monkeypatch: pytest.MonkeyP
         "run nannytree as root"
     )
     assert _limit_problems(ChildSpec(id="web", command=["true"], limits={"nofile": hard})) == []
+
+
+# -- looped: every way of launching a confined child, restarted, leaks nothing -------
+
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))
+
+
+def _crash_loopers(user: User, port: int) -> list[ChildSpec]:
+    def crash() -> None:
+        raise SystemExit(3)
+
+    confined: dict[str, Any] = {"limits": {"nofile": 512, "core": 0}, "no_new_privileges": True}
+    sockets = [ListenSocket(f"127.0.0.1:{port}")]
+    return [
+        ChildSpec(id="fresh", target=crash, user=user.name, sockets=sockets, **confined),
+        ChildSpec(id="warm", target=crash, user=user.name, warm_start=True, **confined),
+        ChildSpec(id="forked", target=crash, **confined),
+        ChildSpec(id="command", command=["sh", "-c", "exit 3"], user=user.name, **confined),
+    ]
+
+
+def _restart_rounds(user: User, until: Callable[[int], bool]) -> None:
+    """Crash-looping children of each launch path; the launcher's fds and children
+    are the same after the rounds as before them."""
+    specs = _crash_loopers(user, free_port())
+    root = SupervisorSpec(id="root", intensity=10**9, period=1.0, children=specs)
+    with Tree.start(root) as tree:
+        nanny = tree.ref.proxy()
+        log = tree.ref.proxy().event_log().get()
+        launcher = int(tree.context.spawner.pid)  # type: ignore[union-attr]
+
+        def starts(cid: str, n: int) -> None:
+            log.wait_for(
+                lambda e: (
+                    e.context is EventKind.CHILD_STARTED
+                    and e.offender == cid
+                    and (e.incarnation or 0) >= n
+                ),
+                60,
+            )
+
+        def stopped_fds() -> int:
+            for spec in specs:
+                nanny.terminate_child(spec.id).get()
+            wait_until(lambda: not _launcher_children(tree.ref), what="children gone")
+            return len(os.listdir(f"/proc/{launcher}/fd"))
+
+        for spec in specs:
+            starts(spec.id, 3)  # warmed up: the sockets bound, the paths cached
+        before = stopped_fds()
+        rounds = 0
+        while not until(rounds):
+            for spec in specs:
+                nanny.restart_child(spec.id).get()
+            for spec in specs:  # three crashes and restarts each
+                starts(spec.id, (nanny.which_child(spec.id).get().incarnation or 0) + 3)
+            rounds += 1
+            assert len(os.listdir(f"/proc/{launcher}/fd")) < before + 64  # no growth
+            for spec in specs:
+                nanny.terminate_child(spec.id).get()
+        assert stopped_fds() == before
+
+
+def test_restarts_of_every_launch_path_leak_nothing(child_user: User) -> None:
+    _restart_rounds(child_user, lambda rounds: rounds >= 3)
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_SECONDS + 300)
+def test_restarts_of_every_launch_path_leak_nothing_soak(child_user: User) -> None:
+    deadline = time.monotonic() + SOAK_SECONDS
+    _restart_rounds(child_user, lambda rounds: time.monotonic() > deadline)
