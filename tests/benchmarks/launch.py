@@ -50,37 +50,49 @@ def line():
         got += marks.read(1)
     return float(got)
 
-spec = SupervisorSpec(id="b", intensity=10**6, period=1.0, children=[
-    ChildSpec(id="python", target=mark, args=(fifo,)),
-    ChildSpec(id="python as user", target=mark, args=(fifo,), user=user),
-    ChildSpec(id="python fresh", target=mark, args=(fifo,), fresh_interpreter=True),
-    ChildSpec(id="python as user, warm", target=mark, args=(fifo,), user=user, warm_start=True),
-    ChildSpec(id="command", command=["sleep", "100000"]),
-    ChildSpec(id="command as user", command=["sleep", "100000"], user=user),
-])
-out = {c.id: [] for c in spec.children}
-ref = NannyActor.start(spec)
+# Each child restarted n times; one tree per group, so that the background work of
+# one group (a fresh standby refilled) does not fall on another's figures.
+def measure(children, pause=0.02):
+    spec = SupervisorSpec(id="b", intensity=10**6, period=1.0, children=children)
+    ref = NannyActor.start(spec)
+    try:
+        for c in children:
+            if c.target is not None:
+                line()
+        log = ref.proxy().event_log().get()
+        for _ in range(n):
+            for c in children:
+                time.sleep(pause)
+                info = ref.proxy().which_child(c.id).get()
+                t0 = time.monotonic()
+                os.kill(info.pid, signal.SIGKILL)
+                if c.target is not None:
+                    out[c.id].append(line() - t0)
+                    continue
+                e = log.wait_for(lambda e, i=info.incarnation, c=c.id:
+                                 e.context is EventKind.CHILD_STARTED and e.offender == c
+                                 and e.incarnation == i + 1, 10)
+                out[c.id].append(e.time - t0)
+    finally:
+        ref.stop()
+
+groups = [
+    [  # the paths a user target does not take: unchanged
+        ChildSpec(id="python", target=mark, args=(fifo,)),
+        ChildSpec(id="command", command=["sleep", "100000"]),
+        ChildSpec(id="command as user", command=["sleep", "100000"], user=user),
+    ],
+    [ChildSpec(id="python as user", target=mark, args=(fifo,), user=user)],
+    # Its standby refilled before each kill (a fresh one takes a fresh start's time).
+    ([ChildSpec(id="python as user, warm", target=mark, args=(fifo,), user=user,
+                warm_start=True)], 0.5),
+    [ChildSpec(id="python fresh", target=mark, args=(fifo,), fresh_interpreter=True)],
+]
+out = {c.id: [] for g in groups for c in (g[0] if isinstance(g, tuple) else g)}
 try:
-    line(), line(), line(), line()
-    log = ref.proxy().event_log().get()
-    for _ in range(n):
-        for cid in ("python", "python as user", "python fresh", "python as user, warm"):
-            time.sleep(0.02)
-            pid = ref.proxy().which_child(cid).get().pid
-            t0 = time.monotonic()
-            os.kill(pid, signal.SIGKILL)
-            out[cid].append(line() - t0)
-        for cid in ("command", "command as user"):
-            time.sleep(0.02)
-            info = ref.proxy().which_child(cid).get()
-            t0 = time.monotonic()
-            os.kill(info.pid, signal.SIGKILL)
-            e = log.wait_for(lambda e, i=info.incarnation, c=cid:
-                             e.context is EventKind.CHILD_STARTED and e.offender == c
-                             and e.incarnation == i + 1, 10)
-            out[cid].append(e.time - t0)
+    for g in groups:
+        measure(*g) if isinstance(g, tuple) else measure(g)
 finally:
-    ref.stop()
     marks.close()
     os.unlink(fifo)
     os.rmdir(folder)
