@@ -199,7 +199,8 @@ _WORKER = {
     "fresh_interpreter": KeyDoc(
         "boolean",
         "ChildSpec.fresh_interpreter",
-        "A target runs in a new interpreter instead of a fork of the launcher (slower).",
+        "A target runs in a new interpreter instead of a fork of the launcher (slower); "
+        "one with user or group always does.",
     ),
     "warm_start": KeyDoc(
         "boolean",
