@@ -166,6 +166,7 @@ def test_a_fresh_interpreter_gets_its_sockets(as_user: bool, child_user: User) -
 
         fd = os.open(out + ".tmp", os.O_WRONLY | os.O_CREAT, 0o644)
         names = [os.environ.get(k, "") for k in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES")]
+        names.append(os.environ.get("HOME", "-"))
         names += [str(stat.S_ISSOCK(os.fstat(3).st_mode)), str(os.getuid())]
         os.write(fd, " ".join(names).encode())
         os.close(fd)
@@ -183,8 +184,10 @@ def test_a_fresh_interpreter_gets_its_sockets(as_user: bool, child_user: User) -
     with Tree.start(SupervisorSpec(id="root", children=[spec])) as tree:
         pid = children_by_id(tree.ref)["py"].pid
         wait_until(lambda: os.path.exists(out))
-        uid = child_user.uid if as_user else 0
-        assert Path(out).read_text().split() == [str(pid), "1", "web", "True", str(uid)]
+        ours = (0, os.environ.get("HOME", "-"))
+        uid, home = (child_user.uid, str(child_user.home)) if as_user else ours
+        got = Path(out).read_text().split()
+        assert got == [str(pid), "1", "web", home, "True", str(uid)]
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
 
 
