@@ -5,11 +5,10 @@ NoNewPrivileges=. Only a child that sets either pays for the fork+exec they need
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import os
 import resource
-
-from ._bootstrap import prctl
 
 PR_SET_NO_NEW_PRIVS = 38
 
@@ -42,7 +41,10 @@ class Confinement:
     def seal(self) -> None:
         """In the child, last: no exec after this may gain privileges."""
         if self.no_new_privs:
-            prctl(PR_SET_NO_NEW_PRIVS, 1)
+            libc = ctypes.CDLL(None, use_errno=True)
+            if int(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)) != 0:
+                err = ctypes.get_errno()
+                raise OSError(err, os.strerror(err))
 
     def refused(self, index: int, code: int) -> str:
         """Why limit `index` could not be set, and the fix (in the launcher)."""
