@@ -338,7 +338,8 @@ class ChildSpec:
       launcher (slower; default False).
     - `warm_start`: keep the next incarnation forked ahead, its target unpickled and
       imports done, waiting for the word to run (restarts skip the fork and the
-      imports; one idle process more per child; default False).
+      imports; one idle process more per child; default False). With `user` or
+      `group`, the standby is a fresh interpreter of that user's, started ahead.
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
     - `stop_signal`: the signal that asks the child to stop, a name ("QUIT",
