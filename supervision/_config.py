@@ -34,6 +34,8 @@ Real daemons (see docs/how-to/daemons.md):
                                       # probes and checks) as that user
     start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
     start_check_as_root = true        # run it as root, in /, not as the user (as `+`)
+    no_new_privileges = true          # no exec may gain privileges (setuid, capabilities)
+    limits = { nofile = 4096, core = 0, as = "4G", nproc = "256:512" }   # setrlimit
 
 The engine that runs the subtrees with a `placement` (docs/how-to/ray.md):
 
@@ -120,6 +122,7 @@ WORKER_KEYS = (
     *LOG_KEYS,
     *("sockets", "user", "group"),
     *("start_check", "start_check_timeout", "start_check_as_root"),
+    *("no_new_privileges", "limits"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -708,6 +711,14 @@ class _Loader:
             kw["start_check_timeout"] = self.seconds(table, path, "start_check_timeout")
         if "start_check_as_root" in table:
             kw["start_check_as_root"] = self.boolean(table, path, "start_check_as_root")
+        if "no_new_privileges" in table:
+            kw["no_new_privileges"] = self.boolean(table, path, "no_new_privileges")
+        if "limits" in table:  # checked by ChildSpec (supervision/_limits.py)
+            if not isinstance(table["limits"], dict):
+                raise self.error(
+                    f"{path}.limits", table["limits"], "expected a table, e.g. { nofile = 4096 }"
+                )
+            kw["limits"] = table["limits"]
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

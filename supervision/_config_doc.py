@@ -203,7 +203,8 @@ _WORKER = {
     "fresh_interpreter": KeyDoc(
         "boolean",
         "ChildSpec.fresh_interpreter",
-        "A target runs in a new interpreter instead of a fork of the launcher (slower).",
+        "A target runs in a new interpreter instead of a fork of the launcher (slower); "
+        "one with user or group always does.",
     ),
     "warm_start": KeyDoc(
         "boolean",
@@ -282,6 +283,20 @@ _WORKER = {
         "ChildSpec.start_check_as_root",
         "true: run start_check as nannytree (root), with its environment, in /, not as "
         "the child's user (systemd's + prefix). Only with user or group.",
+    ),
+    "no_new_privileges": KeyDoc(
+        "boolean",
+        "ChildSpec.no_new_privileges",
+        "No exec by the child or its descendants may gain privileges: setuid binaries "
+        "and file capabilities do nothing (systemd's NoNewPrivileges=).",
+    ),
+    "limits": KeyDoc(
+        "table",
+        "ChildSpec.limits",
+        "Resource limits set before the child starts (systemd's LimitNOFILE= and friends): "
+        '{ nofile = 4096, core = 0, as = "4G", nproc = "256:512" }; a number, "infinity" '
+        'or "SOFT:HARD". Unset: the limits nannytree was started with. See '
+        "[the launcher](../launcher.md#resource-limits-and-no_new_privileges).",
     ),
 }
 

@@ -42,6 +42,7 @@ from typing import Any, Literal, TypeAlias
 
 from ._daemonize import asks_to_daemonize
 from ._errors import SpecError
+from ._limits import check_limits
 from ._placement import Placement
 from ._probes import (
     PROBES,
@@ -360,7 +361,8 @@ class ChildSpec:
       launcher (slower; default False).
     - `warm_start`: keep the next incarnation forked ahead, its target unpickled and
       imports done, waiting for the word to run (restarts skip the fork and the
-      imports; one idle process more per child; default False).
+      imports; one idle process more per child; default False). With `user` or
+      `group`, the standby is a fresh interpreter of that user's, started ahead.
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
     - `stop_signal`: the signal that asks the child to stop, a name ("QUIT",
@@ -408,7 +410,9 @@ class ChildSpec:
       child runs as that user, with its groups, HOME, USER, LOGNAME and SHELL and a
       clean environment (see `env`), as systemd's User=. Only when nannytree runs as
       root. Every program run for the child (exec probes, start_check, the reload
-      check) runs as that user too, with the child's environment and cwd.
+      check) runs as that user too, with the child's environment and cwd. A target
+      taking on another user runs in a fresh interpreter (it holds nothing of the
+      launcher's other children).
     - `start_check`: an argv run before each start, as the child (its user, env and
       cwd), such as ["nginx", "-t"] (systemd's ExecStartPre=); one that fails or runs
       over `start_check_timeout` seconds (default 30.0) fails the start, with its
@@ -417,6 +421,13 @@ class ChildSpec:
       nannytree's environment, in `/` (default False). A command asking to daemonize
       in its own arguments (nginx -g 'daemon on;', --daemonize yes, memcached -d)
       needs `pid_file`.
+    - `no_new_privileges`: the child and its descendants can never gain privileges
+      through exec (setuid binaries, file capabilities), as systemd's
+      NoNewPrivileges= (default False).
+    - `limits`: resource limits set before the child starts, systemd's LimitNOFILE=
+      and friends: {"nofile": 1024, "core": 0, "as": "4G", "nproc": "64:128"}; a
+      number (soft and hard), "infinity", or "SOFT:HARD" (default None: the limits
+      nannytree was started with). See docs/launcher.md.
     """
 
     id: str
@@ -456,6 +467,8 @@ class ChildSpec:
     start_check: Sequence[str] | None = None
     start_check_timeout: float = 30.0
     start_check_as_root: bool = False
+    no_new_privileges: bool = False
+    limits: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -903,13 +916,6 @@ def _child_logs(spec: ChildSpec, cid: str) -> None:
 
 def _child_sockets(spec: ChildSpec, cid: str) -> None:
     sockets = as_sockets(spec.sockets, cid)
-    if sockets and spec.fresh_interpreter:
-        raise SpecError(
-            cid,
-            "sockets",
-            [s.listen for s in sockets],
-            "a fresh interpreter does not take sockets; drop fresh_interpreter",
-        )
     check_socket_probes(sockets, spec.ready, spec.liveness, cid)
     _put(spec, "sockets", sockets)
 
@@ -917,10 +923,11 @@ def _child_sockets(spec: ChildSpec, cid: str) -> None:
 def _child_account(spec: ChildSpec, cid: str) -> None:
     _put(spec, "user", check_account(spec.user, cid, "user"))
     _put(spec, "group", check_account(spec.group, cid, "group"))
-    if spec.fresh_interpreter and (spec.user is not None or spec.group is not None):
-        raise SpecError(
-            cid, "user", spec.user, "a fresh interpreter runs as nannytree; drop fresh_interpreter"
-        )
+
+
+def _child_confinement(spec: ChildSpec, cid: str) -> None:
+    _check_bool(spec.no_new_privileges, cid, "no_new_privileges")
+    _put(spec, "limits", check_limits(spec.limits, cid))
 
 
 def _child_daemonize(spec: ChildSpec, cid: str) -> None:
@@ -1032,6 +1039,7 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_daemonize,
     _child_start_check,
     _child_as_root,
+    _child_confinement,
 )
 
 

@@ -41,7 +41,7 @@ def import_ray() -> ModuleType:
 
 # The live soaks' length: 30 s in a developer's run, 600 in CI (NANNYTREE_SOAK_SECONDS).
 SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))
-# A race's soak: thousands of rounds, within a minute even in CI (its rounds are short).
+# A race's or a loop's soak: thousands of short rounds, within a minute even in CI.
 RACE_SECONDS = min(SOAK_SECONDS, 60.0)
 
 TIMEOUT = 30.0  # a wait for an event: about correctness, however busy the machine

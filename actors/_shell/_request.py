@@ -72,6 +72,8 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.sockets,
         spec.user,
         spec.group,
+        _limits(spec),
+        spec.no_new_privileges,
     )
 
 
@@ -82,6 +84,14 @@ def _log_fields(spec: ChildSpec) -> dict[str, Any]:
         "log_backups": spec.log_backups or 0,
         "log_timestamps": bool(spec.log_timestamps),
     }
+
+
+def _limits(spec: ChildSpec) -> tuple[tuple[str, int, int], ...]:
+    """The spec's limits as setrlimit takes them (-1: infinity)."""
+    return tuple(
+        (name, -1 if soft is None else soft, -1 if hard is None else hard)
+        for name, (soft, hard) in sorted((spec.limits or {}).items())
+    )
 
 
 def _tee(spec: ChildSpec) -> tuple[int, ...]:
@@ -133,6 +143,8 @@ def build_request(
         # Not root: resolve() allowed only our own ids, which need no change (and
         # setgroups would be refused).
         "account": None if account is None or os.geteuid() != 0 else account[0],
+        "limits": _limits(spec),
+        "no_new_privs": spec.no_new_privileges,
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)

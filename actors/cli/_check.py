@@ -239,6 +239,7 @@ def _child_problems(child: Any, here: Path) -> list[str]:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
     found += _socket_problems(child)
     found += _account_problems(child)
+    found += _limit_problems(child)
     return found
 
 
@@ -353,6 +354,48 @@ def _account_problems(child: Any) -> list[str]:
     elif not found and getattr(child, "user", None) is not None and getattr(child, "target", None):
         found += _interpreter_problems(child)
     return found
+
+
+def _limit_problems(child: Any) -> list[str]:
+    """`limits` the kernel would refuse at the start: a hard limit above ours that only
+    root may raise, and nofile past fs.nr_open (which stops even root)."""
+    import resource
+
+    limits = getattr(child, "limits", None) or {}
+    found = []
+    for name, (_, hard) in limits.items():
+        own = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[1]
+        wanted = resource.RLIM_INFINITY if hard is None else hard
+        above = own != resource.RLIM_INFINITY and (wanted == resource.RLIM_INFINITY or wanted > own)
+        if above and os.geteuid() != 0:
+            found.append(
+                f"child {child.id!r}: limits.{name}: hard limit {_rlimit(wanted)} is above "
+                f"nannytree's own ({_rlimit(own)}), which only root may raise; lower "
+                f"limits.{name} to at most {_rlimit(own)}, or run nannytree as root"
+            )
+        if name == "nofile" and hard is not None:
+            nr_open = _nr_open()
+            if nr_open is not None and hard > nr_open:
+                found.append(
+                    f"child {child.id!r}: limits.nofile: {hard} is above fs.nr_open "
+                    f"({nr_open}), which Linux refuses even to root; lower limits.nofile "
+                    "or raise fs.nr_open (sysctl)"
+                )
+    return found
+
+
+def _rlimit(value: int) -> str:
+    import resource
+
+    return "infinity" if value == resource.RLIM_INFINITY else str(value)
+
+
+def _nr_open() -> int | None:
+    try:
+        with open("/proc/sys/fs/nr_open") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _interpreter_problems(child: Any) -> list[str]:
