@@ -274,3 +274,22 @@ def test_the_engine_defaults_read_from_the_source_are_ray_engines_own() -> None:
         n: hook.NO_DEFAULT if p.default is inspect.Parameter.empty else p.default
         for n, p in params.items()
     }
+
+
+# -- the privilege table ---------------------------------------------------------------------------
+
+
+def test_every_row_of_the_privilege_table_names_tests_that_exist() -> None:
+    """docs/explanation/trust.md's table of whose rights each action uses: every row
+    names at least one test, and each named test is in tests/."""
+    text = (ROOT / "docs" / "explanation" / "trust.md").read_text()
+    section = text.split("## Whose rights each action uses", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    assert len(rows) > 10, "the table is missing"
+    for row in rows[1:]:  # the header aside
+        what = row.split("|")[1].strip()
+        named = re.findall(r"`(test_\w+\.py)::(test_\w+)`", row.split("|")[-2])
+        assert named, f"the row {what!r} names no test"
+        for file, test in named:
+            source = (ROOT / "tests" / file).read_text()
+            assert f"def {test}(" in source, f"the row {what!r} names {file}::{test}, not found"

@@ -5,6 +5,7 @@ bounds, and tree files past the stated limits (issue 35)."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shlex
@@ -244,12 +245,34 @@ def test_a_stranger_who_made_the_tmp_folder_first_no_longer_stops_root(
         )
         listed = cli("ls", env=env)
         assert f"{tree}\tpid {run.p.pid}\t{sock}" in listed.stdout.splitlines()
+        # Only root may connect: the stranger is refused by the folder's mode.
+        assert _connect_as(other_user, sock) == errno.EACCES
         stopped = cli("stop", "--tree", tree, "sleeper", env=env)
         assert stopped.returncode == 0, stopped.stderr
     assert not sock.exists()
     st = _runtime_dir.ROOT_DIR.lstat()
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o700)
     assert list(squat.iterdir()) == []  # the stranger's folder was never used
+
+
+def _connect_as(user: User, path: Path) -> int:
+    """The errno of a connect to `path` by `user` (0: it connected), in a forked child
+    that takes on the user's ids and does nothing else."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover (the child)
+        code = 0
+        try:
+            os.setgroups([])
+            os.setgid(user.gid)
+            os.setuid(user.uid)
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(str(path))
+        except OSError as e:
+            code = e.errno or 255
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
 
 
 def test_a_run_nannytree_not_roots_is_refused_with_the_fix(
