@@ -25,10 +25,10 @@ from ._listeners import ChildSetup
 from ._logsink import LogPolicy
 from ._procfs import boot_ticks
 from ._protocol import Template
+from ._safe_open import Rights, UnsafeFile, open_output, rights_for
 from ._tee import Sink, Tee
 
 CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
-_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 # The directory holding the `actors` package (actors/_launcher/ is two below it),
 # for fresh interpreters.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -72,9 +72,12 @@ def _which(command: str, path: str) -> str:
     )
 
 
-def _open_file(path: str, which: str) -> int:
+def _open_file(path: str, which: str, rights: Rights | None) -> int:
+    """The child's output file, as _safe_open opens it (SpawnError naming it if not)."""
     try:
-        return os.open(path, _OUTPUT_FLAGS, 0o644)
+        return open_output(path, rights)
+    except UnsafeFile as exc:
+        raise SpawnError(None, f"cannot open its {which} file {path!r}: {exc}") from None
     except OSError as exc:
         raise SpawnError(
             exc.errno,
@@ -93,9 +96,11 @@ class _Outputs:
         self.given: list[int] = []  # the child's ends: closed once it has them
         self.out_fd: int | None = None
         self.err_fd: int | None = None
+        self.rights: Rights | None = None
 
     def open(self, tee: Tee, template: Template, teeing: bool) -> None:
         policy = LogPolicy(template.log_max_bytes, template.log_backups, template.log_timestamps)
+        self.rights = rights_for(template.uid, template.gid, template.groups)
         # A rotated or stamped file is written by its sink alone, fds to spare or not.
         wanted = template.tee if teeing or policy.active else ()
         if template.stdout is None and template.stderr is None and _a_terminal():
@@ -118,7 +123,9 @@ class _Outputs:
         if path == "capture":
             return self._pipe(stream)
         if not teed:
-            return None if path is None else self._give(_open_file(path, _WHICH[stream]))
+            if path is None:
+                return None
+            return self._give(_open_file(path, _WHICH[stream], self.rights))
         if path is None:
             inherited = tee.inherited(stream)
             if inherited is None:
@@ -133,8 +140,9 @@ class _Outputs:
             try:
                 write_end = self._pipe(stream)
             except OSError:
-                return self._give(_open_file(path, which))
-            sink = tee.file(path, lambda: _open_file(path, which), policy)
+                return self._give(_open_file(path, which, self.rights))
+            rights = self.rights
+            sink = tee.file(path, lambda: _open_file(path, which, rights), policy, rights)
         sink.attach()
         self.sinks[stream] = sink
         return write_end

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Collection
 
 from ._logsink import LogFile, LogPolicy
+from ._safe_open import Rights
 
 SINK_LIMIT = 256 * 1024  # bytes waiting for a destination before its pipes are not read
 SINK_RESUME = 64 * 1024  # ... until it is below this
@@ -251,9 +252,12 @@ class Tee:
         """The sink over our own stdout or stderr (None: we have none)."""
         return self._stdio.get(stream)
 
-    def file(self, path: str, opener: Callable[[], int], policy: LogPolicy) -> Sink:
+    def file(
+        self, path: str, opener: Callable[[], int], policy: LogPolicy, rights: Rights | None
+    ) -> Sink:
         """The sink over a child's file: the one already open for `path`, or one over
-        the fd `opener` gives (it owns that fd from then on). The latest policy holds."""
+        the fd `opener` gives (it owns that fd from then on). The latest policy (and
+        the rights its folder is used with) holds."""
         sink = self._files.get(path)
         if sink is None or sink.fd < 0:
             fd = opener()
@@ -261,10 +265,11 @@ class Tee:
             sink.path = path
             self.owned += 1
             if sink._plain and stat.S_ISREG(os.fstat(fd).st_mode):
-                sink.log = LogFile(path, fd, policy)
+                sink.log = LogFile(path, fd, policy, rights)
             self._files[path] = sink
         elif sink.log is not None:
             sink.log.policy = policy
+            sink.log.rights = rights
         return sink
 
     def reopen(self) -> None:

@@ -1,0 +1,260 @@
+"""The files a root tree opens for its children, attacked as a child's user (or a
+stranger) would, on real processes with real users (issue 35; docs/logs.md,
+"Whose rights"): a symlink or hard link in place of a log, a FIFO that would block
+the launcher, the rotation race, a swapped log folder base.
+
+Every wait has a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec
+from tests.support import children_by_id, event_log, wait_until
+from tests.users import User
+
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
+SYSTEM_PY = "/usr/bin/python3"  # a user's own program: not under /work's venv
+SECRET = b"root:only:0:0\n"
+
+
+def as_user(user: User, *argv: str) -> None:
+    subprocess.run(argv, user=user.uid, group=user.gid, check=True, timeout=30)
+
+
+@pytest.fixture
+def logs(child_user: User) -> Path:
+    """A log folder of the child's user's own (an app's /var/log/app)."""
+    folder = child_user.home / "logs"
+    folder.mkdir()
+    return child_user.chown(folder, 0o755)
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    """A root file only root may read or write, in a folder only root reaches."""
+    path = tmp_path / "secret"
+    path.write_bytes(SECRET)
+    path.chmod(0o600)
+    return path
+
+
+def untouched(path: Path) -> None:
+    st = path.stat()
+    assert path.read_bytes() == SECRET, "a child's output landed in a root file"
+    assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
+
+
+def start_failures(ref: Any, child: str) -> list[str]:
+    return [
+        str(e)
+        for e in event_log(ref).snapshot()
+        if e.context is EventKind.START_FAILED and e.offender == child
+    ]
+
+
+def pid_of(ref: Any, child: str) -> int | None:
+    return children_by_id(ref)[child].pid
+
+
+def restarted(ref: Any, child: str, old: int) -> bool:
+    pid = pid_of(ref, child)
+    return pid is not None and pid != old
+
+
+def spec(*children: ChildSpec) -> SupervisorSpec:
+    return SupervisorSpec("root", children=list(children), intensity=1000, period=1)
+
+
+def talker(user: User, log: Path, **more: Any) -> ChildSpec:
+    """A child of `user`'s that says a line at each start, then waits."""
+    return ChildSpec(
+        "app",
+        command=["sh", "-c", "echo started $$; exec sleep 600"],
+        user=user.name,
+        stdout=str(log),
+        stderr=str(log),
+        **{"backoff": Backoff(initial=0.2, max=1.0), **more},
+    )
+
+
+def kill_and_see_refusal(ref: Any, secret: Path, word: str) -> str:
+    """Kill the child; its next start must be refused, the root file untouched."""
+    old = pid_of(ref, "app")
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    wait_until(
+        lambda: start_failures(ref, "app") or secret.read_bytes() != SECRET,
+        what="the restart refused (or the root file written)",
+    )
+    untouched(secret)
+    failure = start_failures(ref, "app")[0]
+    assert word in failure, failure
+    return failure
+
+
+# -- a symlink, a hard link, a FIFO in place of the log ---------------------------------
+
+
+@pytest.mark.parametrize("teed", [False, True], ids=["direct", "rotated"])
+def test_a_symlink_swapped_in_before_a_restart_is_not_followed(
+    tree: Any, child_user: User, logs: Path, secret: Path, teed: bool
+) -> None:
+    log = logs / "app.log"
+    more = {"log_max_bytes": 1 << 20, "log_backups": 1} if teed else {}
+    ref = tree(spec(talker(child_user, log, **more)))
+    wait_until(lambda: b"started" in log.read_bytes(), what="the first line")
+    as_user(child_user, "ln", "-sfn", str(secret), str(log))
+    failure = kill_and_see_refusal(ref, secret, "symlink")
+    assert str(log) in failure
+
+
+def test_a_hard_link_to_a_root_file_is_refused(
+    tree: Any, child_user: User, logs: Path, child_secret: Path
+) -> None:
+    log = logs / "app.log"
+    ref = tree(spec(talker(child_user, log)))
+    wait_until(lambda: b"started" in log.read_bytes(), what="the first line")
+    log.unlink()
+    os.link(child_secret, log)  # where fs.protected_hardlinks is 0, the user's own doing
+    kill_and_see_refusal(ref, child_secret, "")
+    assert log.stat().st_nlink == 2
+
+
+@pytest.fixture
+def child_secret(child_user: User) -> Path:
+    """A root-only file on the child's filesystem (a hard link stays on one)."""
+    folder = child_user.home / "root-only"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 0, 0)
+    path = folder / "secret"
+    path.write_bytes(SECRET)
+    path.chmod(0o600)
+    return path
+
+
+def test_a_fifo_in_place_of_the_log_does_not_stall_the_launcher(
+    tree: Any, child_user: User, logs: Path, secret: Path
+) -> None:
+    log = logs / "app.log"
+    sibling = ChildSpec("sibling", command=["sleep", "600"])
+    other = ChildSpec("other", command=["sleep", "600"])
+    ref = tree(spec(talker(child_user, log, backoff=None), sibling, other))
+    wait_until(lambda: b"started" in log.read_bytes(), what="the first line")
+    as_user(child_user, "rm", str(log))
+    as_user(child_user, "mkfifo", str(log))
+    old = pid_of(ref, "app")
+    assert old is not None
+    try:
+        os.kill(old, signal.SIGKILL)
+        wait_until(lambda: start_failures(ref, "app"), 20, what="the restart tried")
+        # The launcher goes on: a sibling's restart happens, another's stop is true.
+        before = pid_of(ref, "sibling")
+        assert before is not None
+        os.kill(before, signal.SIGKILL)
+        wait_until(lambda: restarted(ref, "sibling", before), 20, what="the sibling's restart")
+        stopped = pid_of(ref, "other")
+        ref.proxy().terminate_child("other").get(timeout=20)
+        assert stopped is not None and not psutil.pid_exists(stopped)
+        failure = start_failures(ref, "app")[0]
+        assert "FIFO" in failure and str(log) in failure, failure
+    finally:
+        # Today's launcher is blocked in open(): a reader lets it go, for the teardown.
+        reader = os.open(log, os.O_RDONLY | os.O_NONBLOCK)
+        ref.proxy().terminate_child("app").get(timeout=30)
+        os.close(reader)
+
+
+# -- the rotation race -------------------------------------------------------------------
+
+RACER = """
+import os, sys
+folder, target = sys.argv[1], sys.argv[2]
+names = ["app.log"] * 6 + ["app.log.1", "app.log.2"]
+i = 0
+while True:
+    tmp = os.path.join(folder, ".swap")
+    try:
+        os.symlink("%s/f%d" % (target, i % 64), tmp)
+        os.rename(tmp, os.path.join(folder, names[i % len(names)]))
+    except OSError:
+        pass
+    i += 1
+"""
+
+
+def rotations(folder: Path) -> int:
+    return sum(1 for p in folder.iterdir() if p.name.startswith("app.log."))
+
+
+def race_rotations(tree: Any, user: User, root_only: Path, rounds: int) -> None:
+    """The child's user swaps the log and its rotated names for symlinks into a
+    root-only folder while the launcher rotates `rounds` times."""
+    folder = user.home / f"logs{time.monotonic_ns()}"
+    folder.mkdir()
+    user.chown(folder, 0o755)
+    lines = " ".join(str(n) for n in range(10))
+    child = ChildSpec(
+        "app",
+        command=["sh", "-c", f"while :; do printf '%0100d\\n' {lines}; sleep 0.005; done"],
+        user=user.name,
+        stdout=str(folder / "app.log"),
+        stderr=str(folder / "app.log"),
+        log_max_bytes=1024,
+        log_backups=rounds + 10,
+    )
+    ref = tree(spec(child))
+    racer = subprocess.Popen(
+        [SYSTEM_PY, "-c", RACER, str(folder), str(root_only)], user=user.uid, group=user.gid
+    )
+    try:
+        wait_until(
+            lambda: rotations(folder) >= rounds or len(list(root_only.iterdir())) > 1,
+            120 + rounds,
+            what=f"{rounds} rotations",
+        )
+    finally:
+        racer.kill()
+        racer.wait(10)
+        ref.proxy().terminate_child("app").get(timeout=30)
+    made = sorted(p.name for p in root_only.iterdir())
+    seen = rotations(folder)
+    assert made == ["secret"], f"root created {made} in a root-only folder ({seen} rotations)"
+
+
+@pytest.fixture
+def root_only(tmp_path: Path) -> Path:
+    folder = tmp_path / "root-only"
+    folder.mkdir(mode=0o700)
+    (folder / "secret").write_bytes(SECRET)
+    (folder / "secret").chmod(0o600)
+    return folder
+
+
+def test_the_rotation_race_never_makes_root_write_outside_the_folder(
+    tree: Any, child_user: User, root_only: Path
+) -> None:
+    race_rotations(tree, child_user, root_only, 400)  # today's code lost in 26-137
+    untouched(root_only / "secret")
+
+
+@pytest.mark.soak
+@pytest.mark.timeout(SOAK_SECONDS + 600)
+def test_the_rotation_race_soak(tree: Any, child_user: User, root_only: Path) -> None:
+    """At least 200 rotations raced, in rounds, for NANNYTREE_SOAK_SECONDS."""
+    end = time.monotonic() + SOAK_SECONDS
+    done = 0
+    while done < 200 or time.monotonic() < end:
+        race_rotations(tree, child_user, root_only, 400)
+        done += 400
+    untouched(root_only / "secret")
