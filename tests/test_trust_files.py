@@ -12,6 +12,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
-from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec
+from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec, SupervisorStartError
 from tests.support import children_by_id, event_log, wait_until
 from tests.users import User
 
@@ -258,3 +259,137 @@ def test_the_rotation_race_soak(tree: Any, child_user: User, root_only: Path) ->
         race_rotations(tree, child_user, root_only, 400)
         done += 400
     untouched(root_only / "secret")
+
+
+# -- a folder someone else can write, for a child with the tree's own rights ---------------
+
+
+def test_a_root_child_s_log_in_a_folder_its_user_writes_is_refused(
+    tree: Any, child_user: User, logs: Path
+) -> None:
+    """The first start fails, so the tree's start does."""
+    root_child = ChildSpec("app", command=["sleep", "600"], stdout=str(logs / "app.log"))
+    with pytest.raises(SupervisorStartError) as refused:
+        tree(spec(root_child))
+    failure = str(refused.value)
+    assert f"can be written by user {child_user.name}" in failure, failure
+    assert "user = ..." in failure and f"chmod go-w {logs}" in failure
+    assert not (logs / "app.log").exists()
+
+
+CLI = [sys.executable, "-m", "actors.cli"]
+
+
+def check(tree_file: Path, body: str) -> str:
+    tree_file.write_text('[supervisor]\nid = "t"\n' + body)
+    out = subprocess.run(
+        [*CLI, "check", str(tree_file)], capture_output=True, text=True, timeout=60
+    )
+    return out.stderr
+
+
+def test_check_reports_what_run_refuses(tmp_path: Path, child_user: User, logs: Path) -> None:
+    (logs / "fifo.log").unlink(missing_ok=True)
+    os.mkfifo(logs / "fifo.log")
+    (logs / "link.log").symlink_to("/etc/passwd")
+    ok = logs / "ok.log"
+    child = '[[supervisor.children]]\nid = "{id}"\ncommand = ["true"]\nstdout = "{out}"\n'
+    err = check(
+        tmp_path / "t.toml",
+        child.format(id="root-child", out=ok)
+        + child.format(id="fifo", out=logs / "fifo.log")
+        + f'user = "{child_user.name}"\n'
+        + child.format(id="link", out=logs / "link.log")
+        + f'user = "{child_user.name}"\n'
+        + child.format(id="fine", out=ok)
+        + f'user = "{child_user.name}"\n',
+    )
+    assert f"child 'root-child': stdout '{ok}': folder {logs} can be written by user" in err, err
+    assert f"child 'fifo': stdout '{logs}/fifo.log': {logs}/fifo.log is a FIFO" in err, err
+    assert f"child 'link': stdout '{logs}/link.log': {logs}/link.log is a symlink" in err, err
+    assert "'fine'" not in err
+    assert "3 problems" in err
+
+
+# -- logs --reopen, and the log folder's base ---------------------------------------------
+
+TALKER = """
+[supervisor]
+id = "t"
+[[supervisor.children]]
+id = "talker"
+command = ["sh", "-c", "while :; do echo line; sleep 0.01; done"]
+"""
+
+
+class Run:
+    """`nannytree run` in a subprocess, with no terminal (a service's)."""
+
+    def __init__(self, tmp_path: Path, tree: str, *flags: str) -> None:
+        self.sock = tmp_path / "t.sock"
+        (tmp_path / "t.toml").write_text(tree)
+        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+        self.env.pop("NANNYTREE_LOG_DIR", None)
+        argv = [*CLI, "run", str(tmp_path / "t.toml"), "--plain", "--socket", str(self.sock)]
+        self.p = subprocess.Popen(
+            [*argv, *flags],
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [*CLI, *args, "--socket", str(self.sock)]
+        return subprocess.run(argv, env=self.env, capture_output=True, text=True, timeout=30)
+
+    def end(self) -> str:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGINT)
+        _, err = self.p.communicate(timeout=30)
+        return err
+
+
+def test_logs_reopen_does_not_follow_a_symlink_the_child_put_there(
+    tmp_path: Path, child_user: User, logs: Path, secret: Path
+) -> None:
+    log = logs / "talker.log"
+    tree = TALKER + f'user = "{child_user.name}"\nstdout = "{log}"\nlog_timestamps = true\n'
+    run = Run(tmp_path, tree)
+    try:
+        wait_until(lambda: log.exists() and b"line" in log.read_bytes(), what="the first lines")
+        moved = logs / "talker.log.1"
+        as_user(child_user, "mv", str(log), str(moved))
+        as_user(child_user, "ln", "-s", str(secret), str(log))
+        assert run.cli("logs", "--reopen").returncode == 0
+        wait_until(lambda: b"cannot open" in moved.read_bytes(), what="the refusal noted")
+    finally:
+        run.end()
+    untouched(secret)
+    assert b"is a symlink" in moved.read_bytes()
+
+
+def test_a_log_dir_base_a_stranger_made_is_refused(tmp_path: Path, other_user: User) -> None:
+    base = other_user.home / "logs"  # made first by a user outside the tree (as under /tmp)
+    base.mkdir()
+    other_user.chown(base, 0o755)
+    target = tmp_path / "root-only"  # /etc, say: root's folder with a `t` in it
+    (target / "t").mkdir(parents=True)
+    run = Run(tmp_path, TALKER, "--log-dir", str(base))
+    try:
+        wait_until(
+            lambda: run.p.poll() is not None or (base / "t" / "t" / "talker.log").exists(),
+            what="the run refused or its first log",
+        )
+        if run.p.poll() is None:  # today's run: the stranger swaps <tree> for a symlink
+            as_user(other_user, "mv", str(base / "t"), str(base / "old"))
+            as_user(other_user, "ln", "-s", str(target), str(base / "t"))
+            run.cli("logs", "--reopen")
+            wait_until(lambda: (target / "t" / "talker.log").exists(), 10, what="the redirect")
+    finally:
+        err = run.end()
+    assert not (target / "t" / "talker.log").exists(), "root wrote where the stranger chose"
+    assert run.p.returncode != 0
+    assert f"log folder {base} can be written by user {other_user.name}" in err, err
+    assert f"chmod go-w {base}" in err

@@ -47,8 +47,9 @@ _KINDS = {
 }
 
 
-class UnsafeFile(Exception):
-    """A file (or its folder) that will not be opened; the message says why and the fix."""
+class UnsafeFile(OSError):
+    """A file (or its folder) that will not be opened; the message says why and the fix
+    (an OSError: where a file cannot be opened, this is one more reason)."""
 
 
 @dataclass(frozen=True)
@@ -153,10 +154,10 @@ class Folder:
             self._acting = False
 
 
-def open_folder(path: str, rights: Rights | None) -> Folder:
+def open_folder(path: str, rights: Rights | None, *, reading: bool = False) -> Folder:
     """The folder at `path` (absolute), walked without following a symlink that
-    someone else could have put there; UnsafeFile if its files may not be opened
-    with the rights at hand, OSError if it cannot be reached."""
+    someone else could have put there; UnsafeFile if its files may not be written
+    with the rights at hand (unless only `reading`), OSError if it cannot be reached."""
     trusted = owners()
     fd = os.open("/", _DIR_FLAGS | os.O_DIRECTORY)
     done = ""  # the path walked so far, for messages
@@ -193,7 +194,7 @@ def open_folder(path: str, rights: Rights | None) -> Folder:
             fd = nfd
             done = f"{done}/{name}"
         foreign = writer(os.fstat(fd), trusted)
-        if foreign is not None and rights is None:
+        if foreign is not None and rights is None and not reading:
             raise UnsafeFile(
                 f"folder {path} can be written by {foreign}, and the child runs with the "
                 f"tree's own rights (uid {os.geteuid()}): what they put there would be "
@@ -257,3 +258,51 @@ def _group(gid: int) -> str:
         return grp.getgrgid(gid).gr_name
     except KeyError:
         return str(gid)
+
+
+def open_read(path: str) -> int:
+    """A child's file for reading (`nannytree logs`): reached as `open_folder` walks,
+    never through a symlink, never blocking on a FIFO, a regular file of one link
+    (a hard link could be any file of root's); UnsafeFile or OSError."""
+    path = os.path.abspath(path)
+    folder = open_folder(os.path.dirname(path), None, reading=True)
+    try:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+        try:
+            fd = os.open(os.path.basename(path), flags, dir_fd=folder.fd)
+        except OSError as e:
+            raise _refusal(e, path) from None
+    finally:
+        folder.close()
+    st = os.fstat(fd)
+    problem = _file_problem(st, None, False)
+    if problem:
+        os.close(fd)
+        raise UnsafeFile(f"{path} is {problem}")
+    return fd
+
+
+def output_problem(path: str, rights: Rights | None) -> str | None:
+    """What `open_output` would refuse of `path` as it is now (for `nannytree
+    check`), without opening it; None if nothing (a folder that cannot be reached
+    is said elsewhere)."""
+    path = os.path.abspath(path)
+    try:
+        folder = open_folder(os.path.dirname(path), rights)
+    except UnsafeFile as e:
+        return str(e)
+    except OSError:
+        return None
+    try:
+        st = os.stat(os.path.basename(path), dir_fd=folder.fd, follow_symlinks=False)
+        trusted = owners() | ({rights.uid} if rights else set())
+        sticky = folder.sticky
+        ours = folder.foreign is None
+    except OSError:
+        return None
+    finally:
+        folder.close()
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symlink, not a regular file: not followed; remove it"
+    problem = _file_problem(st, trusted if sticky else None, ours)
+    return f"{path} is {problem}" if problem else None

@@ -17,6 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from actors import output_problem, rights_for
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
@@ -219,6 +220,10 @@ def _child_problems(child: Any, here: Path) -> list[str]:
                 f"child {child.id!r}: {name} {str(path)!r}: folder {folder!r} does not exist; "
                 "create it or fix the path"
             )
+        elif name in ("stdout", "stderr"):
+            problem = output_problem(str(path), _rights(child))
+            if problem:
+                found.append(f"child {child.id!r}: {name} {str(path)!r}: {problem}")
     ref = getattr(child.target, "ref", None)
     if isinstance(ref, str):
         problem = _target_problem(ref, here)
@@ -226,6 +231,20 @@ def _child_problems(child: Any, here: Path) -> list[str]:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
     found += _account_problems(child)
     return found
+
+
+def _rights(child: Any) -> Any:
+    """The ids the child's files are used with where others can write (as run's)."""
+    import pwd
+
+    user = getattr(child, "user", None)
+    if user is None:
+        return None
+    try:
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+    except KeyError:
+        return None  # an unknown user: _account_problems says so
+    return rights_for(entry.pw_uid, entry.pw_gid, os.getgrouplist(entry.pw_name, entry.pw_gid))
 
 
 def _probe_commands(child: Any) -> Iterator[tuple[str, list[str]]]:
