@@ -22,6 +22,7 @@ import pytest
 
 from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec, SupervisorStartError
 from tests.support import children_by_id, event_log, wait_until
+from tests.test_forking_daemons import DAEMON
 from tests.users import User
 
 SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
@@ -393,3 +394,79 @@ def test_a_log_dir_base_a_stranger_made_is_refused(tmp_path: Path, other_user: U
     assert run.p.returncode != 0
     assert f"log folder {base} can be written by user {other_user.name}" in err, err
     assert f"chmod go-w {base}" in err
+
+
+# -- pid_file with user = ------------------------------------------------------------------
+
+
+@pytest.fixture
+def run_dir(child_user: User) -> Path:
+    """The daemon's own folder (its /run/app): only its user and root write it."""
+    folder = child_user.home / "run"
+    folder.mkdir()
+    child_user.chown(folder, 0o755)
+    (child_user.home / "daemon.py").write_text(DAEMON)
+    return folder
+
+
+def daemon(user: User, folder: Path, mode: str, timeout: float = 10.0) -> ChildSpec:
+    pid_file, marker = folder / "d.pid", folder / "marker"
+    return ChildSpec(
+        "d",
+        command=[SYSTEM_PY, str(user.home / "daemon.py"), str(pid_file), mode, str(marker)],
+        user=user.name,
+        pid_file=str(pid_file),
+        start_timeout=timeout,
+    )
+
+
+def marked(folder: Path) -> int:
+    wait_until((folder / "marker").exists, 20, "the daemon's pid")
+    return int((folder / "marker").read_text())
+
+
+def test_a_user_daemon_writing_its_own_pid_file_is_supervised(
+    tree: Any, child_user: User, run_dir: Path
+) -> None:
+    ref = tree(spec(daemon(child_user, run_dir, "prompt")))
+    first = marked(run_dir)
+    assert pid_of(ref, "d") == first  # the daemon, named by its own pid file
+    assert (run_dir / "d.pid").stat().st_uid == child_user.uid
+    (run_dir / "marker").unlink()
+    os.kill(first, signal.SIGKILL)
+    second = marked(run_dir)
+    wait_until(lambda: pid_of(ref, "d") == second, what="the new daemon followed")
+    ref.proxy().terminate_child("d").get(timeout=30)
+    assert not psutil.pid_exists(second)
+
+
+@pytest.mark.parametrize("names", ["pid 1", "another user's process", "a shared folder"])
+def test_a_user_daemon_s_pid_file_is_still_checked(
+    tree: Any, child_user: User, other_user: User, run_dir: Path, names: str
+) -> None:
+    pid_file = run_dir / "d.pid"
+    stranger = None
+    expected = "is not a process this child started"
+    if names == "pid 1":
+        pid = 1
+    elif names == "another user's process":
+        stranger = subprocess.Popen(["sleep", "600"], user=other_user.uid, group=other_user.gid)
+        pid = stranger.pid
+    else:
+        pid = os.getpid()
+        run_dir.chmod(0o777)
+        expected = "in a folder others can write too"
+    pid_file.write_text(f"{pid}\n")
+    child_user.chown(pid_file, 0o644)
+    try:
+        with pytest.raises(SupervisorStartError) as refused:
+            tree(spec(daemon(child_user, run_dir, "silent", 2.0)))
+        assert expected in str(refused.value), refused.value
+        assert str(pid_file) in str(refused.value)
+        if stranger is not None:
+            assert stranger.poll() is None  # refused, not killed
+    finally:
+        if stranger is not None:
+            stranger.kill()
+            stranger.wait(10)
+    wait_until(lambda: not psutil.pid_exists(marked(run_dir)), 10, what="the daemon killed")

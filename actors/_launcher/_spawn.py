@@ -352,7 +352,8 @@ class Starter:
         child.token = token
         child.born = born
         if template.pid_file is not None:
-            child.pid_file = template.pid_file
+            child.pid_file = os.path.abspath(template.pid_file)  # our cwd is its, now
+            child.pid_owner = template.uid
             child.pid_deadline = child.started + template.pid_timeout
         child.follow_grace = template.follow_grace if token else 0.0
         return child
