@@ -20,6 +20,7 @@ from typing import Any
 import psutil
 import pytest
 
+from actors import Tree
 from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec, SupervisorStartError
 from tests.support import children_by_id, event_log, wait_until
 from tests.test_forking_daemons import DAEMON
@@ -199,7 +200,7 @@ def rotations(folder: Path) -> int:
     return sum(1 for p in folder.iterdir() if p.name.startswith("app.log."))
 
 
-def race_rotations(tree: Any, user: User, root_only: Path, rounds: int) -> None:
+def race_rotations(user: User, root_only: Path, rounds: int) -> None:
     """The child's user swaps the log and its rotated names for symlinks into a
     root-only folder while the launcher rotates `rounds` times."""
     folder = user.home / f"logs{time.monotonic_ns()}"
@@ -215,7 +216,7 @@ def race_rotations(tree: Any, user: User, root_only: Path, rounds: int) -> None:
         log_max_bytes=1024,
         log_backups=rounds + 10,
     )
-    ref = tree(spec(child))
+    tree = Tree.start(spec(child))
     racer = subprocess.Popen(
         [SYSTEM_PY, "-c", RACER, str(folder), str(root_only)], user=user.uid, group=user.gid
     )
@@ -228,7 +229,7 @@ def race_rotations(tree: Any, user: User, root_only: Path, rounds: int) -> None:
     finally:
         racer.kill()
         racer.wait(10)
-        ref.proxy().terminate_child("app").get(timeout=30)
+        tree.stop()
     made = sorted(p.name for p in root_only.iterdir())
     seen = rotations(folder)
     assert made == ["secret"], f"root created {made} in a root-only folder ({seen} rotations)"
@@ -244,20 +245,20 @@ def root_only(tmp_path: Path) -> Path:
 
 
 def test_the_rotation_race_never_makes_root_write_outside_the_folder(
-    tree: Any, child_user: User, root_only: Path
+    child_user: User, root_only: Path
 ) -> None:
-    race_rotations(tree, child_user, root_only, 400)  # today's code lost in 26-137
+    race_rotations(child_user, root_only, 400)  # today's code lost in 26-137
     untouched(root_only / "secret")
 
 
 @pytest.mark.soak
 @pytest.mark.timeout(SOAK_SECONDS + 600)
-def test_the_rotation_race_soak(tree: Any, child_user: User, root_only: Path) -> None:
+def test_the_rotation_race_soak(child_user: User, root_only: Path) -> None:
     """At least 200 rotations raced, in rounds, for NANNYTREE_SOAK_SECONDS."""
     end = time.monotonic() + SOAK_SECONDS
     done = 0
     while done < 200 or time.monotonic() < end:
-        race_rotations(tree, child_user, root_only, 400)
+        race_rotations(child_user, root_only, 400)
         done += 400
     untouched(root_only / "secret")
 
