@@ -15,6 +15,7 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 
 if TYPE_CHECKING:
     from . import child
+    from ._launcher._daemons import pid_file_problem
     from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
     from ._launcher._safe_open import (
         UnsafeFile,
@@ -57,6 +58,7 @@ _HOMES = {
     "WorkerActor": "._shell._worker",
     "UnsafeDirectory": "._launcher._runtime_dir",
     "UnsafeFile": "._launcher._safe_open",
+    "pid_file_problem": "._launcher._daemons",
     "open_folder": "._launcher._safe_open",
     "open_output": "._launcher._safe_open",
     "open_read": "._launcher._safe_open",
@@ -95,6 +97,7 @@ __all__ = [
     "open_output",
     "open_read",
     "output_problem",
+    "pid_file_problem",
     "private_dir",
     "rights_for",
     "runtime_dir",

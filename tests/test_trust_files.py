@@ -295,6 +295,9 @@ def test_check_reports_what_run_refuses(tmp_path: Path, child_user: User, logs: 
     os.mkfifo(logs / "fifo.log")
     (logs / "link.log").symlink_to("/etc/passwd")
     ok = logs / "ok.log"
+    shared = child_user.home / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
     child = '[[supervisor.children]]\nid = "{id}"\ncommand = ["true"]\nstdout = "{out}"\n'
     err = check(
         tmp_path / "t.toml",
@@ -304,13 +307,16 @@ def test_check_reports_what_run_refuses(tmp_path: Path, child_user: User, logs: 
         + child.format(id="link", out=logs / "link.log")
         + f'user = "{child_user.name}"\n'
         + child.format(id="fine", out=ok)
-        + f'user = "{child_user.name}"\n',
+        + f'user = "{child_user.name}"\npid_file = "{logs}/fine.pid"\n'
+        + child.format(id="shared", out=ok)
+        + f'user = "{child_user.name}"\npid_file = "{shared}/d.pid"\n',
     )
     assert f"child 'root-child': stdout '{ok}': folder {logs} can be written by user" in err, err
     assert f"child 'fifo': stdout '{logs}/fifo.log': {logs}/fifo.log is a FIFO" in err, err
     assert f"child 'link': stdout '{logs}/link.log': {logs}/link.log is a symlink" in err, err
+    assert f"child 'shared': pid_file '{shared}/d.pid' is the child's user's, in a folder" in err
     assert "'fine'" not in err
-    assert "3 problems" in err
+    assert "4 problems" in err
 
 
 # -- logs --reopen, and the log folder's base ---------------------------------------------

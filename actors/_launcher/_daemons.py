@@ -33,7 +33,7 @@ from dataclasses import dataclass
 
 from ._launched import Launched
 from ._procfs import ProcStat, children, environ, exiting, group_members, proc_stat
-from ._safe_open import open_folder, owners
+from ._safe_open import UnsafeFile, open_folder, owners
 
 TOKEN_ENV = "NANNYTREE_CHILD_TOKEN"
 PID_FILE_MAX = 64  # bytes: a pid and a newline, with room to spare
@@ -209,6 +209,23 @@ def read_pid_file(path: str | os.PathLike[str], owner: int = -1) -> int:
         shown = text[:20].decode("ascii", "backslashreplace")
         raise PidFileError(name, f"holds {shown!r}, not a process id")
     return int(text)
+
+
+def pid_file_problem(path: str, owner: int) -> str | None:
+    """What `read_pid_file` will refuse of a `user =` child's pid file for its folder,
+    before the daemon writes it (for `nannytree check`); None if nothing."""
+    name = os.path.abspath(path)
+    try:
+        folder = open_folder(os.path.dirname(name), None, reading=True)
+    except OSError as e:
+        return str(e) if isinstance(e, UnsafeFile) else None
+    try:
+        st = os.fstat(folder.fd)
+    finally:
+        folder.close()
+    if owner < 0 or owner in owners():
+        return None
+    return _owner_problem(owner, owner, st)
 
 
 def _owner_problem(uid: int, owner: int, folder: os.stat_result) -> str | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from actors import output_problem, rights_for
+from actors import output_problem, pid_file_problem, rights_for
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
@@ -224,6 +224,10 @@ def _child_problems(child: Any, here: Path) -> list[str]:
             problem = output_problem(str(path), _rights(child))
             if problem:
                 found.append(f"child {child.id!r}: {name} {str(path)!r}: {problem}")
+        elif name == "pid_file" and (rights := _rights(child)) is not None:
+            problem = pid_file_problem(str(path), rights.uid)
+            if problem:
+                found.append(f"child {child.id!r}: pid_file {str(path)!r} {problem}")
     ref = getattr(child.target, "ref", None)
     if isinstance(ref, str):
         problem = _target_problem(ref, here)
