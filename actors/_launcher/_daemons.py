@@ -178,7 +178,7 @@ def read_pid_file(path: str | os.PathLike[str], owner: int = -1) -> int:
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     try:
         fd = os.open(os.path.basename(name), flags, dir_fd=folder.fd)
-        folder_st = os.fstat(folder.fd)
+        folder_st = folder.stat
     except FileNotFoundError:
         raise PidFileError(name, "does not exist (yet)") from None
     except OSError as e:
@@ -219,10 +219,8 @@ def pid_file_problem(path: str, owner: int) -> str | None:
         folder = open_folder(os.path.dirname(name), None, reading=True)
     except OSError as e:
         return str(e) if isinstance(e, UnsafeFile) else None
-    try:
-        st = os.fstat(folder.fd)
-    finally:
-        folder.close()
+    folder.close()
+    st = folder.stat
     if owner < 0 or owner in owners():
         return None
     return _owner_problem(owner, owner, st)

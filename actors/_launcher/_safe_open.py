@@ -90,12 +90,15 @@ def writer(st: os.stat_result, trusted: frozenset[int]) -> str | None:
 class Folder:
     """A folder held by its fd, and whose rights its entries are used with."""
 
-    def __init__(self, path: str, fd: int, foreign: str | None, rights: Rights | None) -> None:
+    def __init__(
+        self, path: str, fd: int, st: os.stat_result, foreign: str | None, rights: Rights | None
+    ) -> None:
         self.path = path
         self.fd = fd
+        self.stat = st
         self.foreign = foreign  # who else can write it (None: root and the owner only)
         self.rights = rights if foreign is not None else None
-        self.sticky = foreign is None and bool(os.fstat(fd).st_mode & 0o022)
+        self.sticky = foreign is None and bool(st.st_mode & 0o022)
         self._acting = False
 
     def open(self, name: str) -> int:
@@ -108,12 +111,14 @@ class Folder:
                 raise _refusal(e, where) from None
         try:
             st = os.fstat(fd)
-            trusted = owners() | ({self.rights.uid} if self.rights else set())
-            problem = _file_problem(st, trusted if self.sticky else None, self.foreign is None)
+            trusted = None
+            if self.sticky:  # anyone may add a file here: it must be of someone we trust
+                trusted = owners() | ({self.rights.uid} if self.rights else set())
+            problem = _file_problem(st, trusted, self.foreign is None)
             if problem:
                 raise UnsafeFile(f"{where} is {problem}")
-            if stat.S_ISREG(st.st_mode):
-                os.set_blocking(fd, True)
+            if not stat.S_ISREG(st.st_mode):
+                os.set_blocking(fd, True)  # a terminal, say: the child's writes wait
         except BaseException:
             os.close(fd)
             raise
@@ -160,40 +165,40 @@ def open_folder(path: str, rights: Rights | None, *, reading: bool = False) -> F
     with the rights at hand (unless only `reading`), OSError if it cannot be reached."""
     trusted = owners()
     fd = os.open("/", _DIR_FLAGS | os.O_DIRECTORY)
+    st = os.fstat(fd)  # the folder held: each one's stat serves its own step and the next
     done = ""  # the path walked so far, for messages
     parts = [p for p in path.split("/") if p and p != "."][::-1]
     hops = 0
     try:
         while parts:
             name = parts.pop()
-            here = writer(os.fstat(fd), trusted)
             nfd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            st = os.fstat(nfd)
-            if stat.S_ISLNK(st.st_mode):
-                link = os.readlink(name, dir_fd=fd)
-                os.close(nfd)
-                where = f"{done}/{name}"
-                if here is not None:
-                    raise UnsafeFile(
-                        f"{where} is a symlink in {done or '/'}, a folder {here} can write: "
-                        "it is not followed; give the real folder's path"
-                    )
-                hops += 1
-                if hops > _MAX_HOPS:
-                    raise OSError(40, "too many levels of symbolic links", path)
-                parts += [p for p in link.split("/") if p and p != "."][::-1]
-                if link.startswith("/"):
-                    os.close(fd)
-                    fd = os.open("/", _DIR_FLAGS | os.O_DIRECTORY)
-                    done = ""
+            nst = os.fstat(nfd)
+            if stat.S_ISDIR(nst.st_mode):
+                os.close(fd)
+                fd, st = nfd, nst
+                done = f"{done}/{name}"
                 continue
-            if not stat.S_ISDIR(st.st_mode):
-                os.close(nfd)
+            os.close(nfd)
+            if not stat.S_ISLNK(nst.st_mode):
                 raise NotADirectoryError(20, "not a folder", f"{done}/{name}")
-            os.close(fd)
-            fd = nfd
-            done = f"{done}/{name}"
-        foreign = writer(os.fstat(fd), trusted)
+            here = writer(st, trusted)
+            if here is not None:
+                raise UnsafeFile(
+                    f"{done}/{name} is a symlink in {done or '/'}, a folder {here} can "
+                    "write: it is not followed; give the real folder's path"
+                )
+            link = os.readlink(name, dir_fd=fd)
+            hops += 1
+            if hops > _MAX_HOPS:
+                raise OSError(40, "too many levels of symbolic links", path)
+            parts += [p for p in link.split("/") if p and p != "."][::-1]
+            if link.startswith("/"):
+                os.close(fd)
+                fd = os.open("/", _DIR_FLAGS | os.O_DIRECTORY)
+                st = os.fstat(fd)
+                done = ""
+        foreign = writer(st, trusted)
         if foreign is not None and rights is None and not reading:
             raise UnsafeFile(
                 f"folder {path} can be written by {foreign}, and the child runs with the "
@@ -201,7 +206,7 @@ def open_folder(path: str, rights: Rights | None, *, reading: bool = False) -> F
                 "followed; run the child as that user (user = ...), or make the folder "
                 f"only root's to write (chown root: {path}; chmod go-w {path})"
             )
-        return Folder(path, fd, foreign, rights)
+        return Folder(path, fd, st, foreign, rights)
     except BaseException:
         with contextlib.suppress(OSError):
             os.close(fd)
