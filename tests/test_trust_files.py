@@ -134,6 +134,25 @@ def test_a_hard_link_to_a_root_file_is_refused(
     assert log.stat().st_nlink == 2
 
 
+def test_a_log_folder_swapped_for_a_symlink_redirects_nothing(
+    tree: Any, child_user: User, logs: Path, root_only: Path
+) -> None:
+    log = logs / "app.log"
+    ref = tree(spec(talker(child_user, log)))
+    wait_until(lambda: b"started" in log.read_bytes(), what="the first line")
+    as_user(child_user, "mv", str(logs), str(logs) + ".old")
+    as_user(child_user, "ln", "-s", str(root_only), str(logs))
+    old = pid_of(ref, "app")
+    assert old is not None
+    os.kill(old, signal.SIGKILL)
+    # The folder walked at the first start is held: the restart writes there.
+    moved = Path(f"{logs}.old") / "app.log"
+    wait_until(lambda: moved.read_bytes().count(b"started") == 2, what="the restart's line")
+    assert restarted(ref, "app", old)
+    assert sorted(p.name for p in root_only.iterdir()) == ["secret"]
+    untouched(root_only / "secret")
+
+
 @pytest.fixture
 def child_secret(child_user: User) -> Path:
     """A root-only file on the child's filesystem (a hard link stays on one)."""

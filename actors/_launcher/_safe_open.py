@@ -37,6 +37,7 @@ OUTPUT_FLAGS = (
 )
 _DIR_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _MAX_HOPS = 40  # symlinks followed in one path, as the kernel's ELOOP
+HELD = 16  # folders `Folders` keeps open, the least recently used closed first
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
     stat.S_IFCHR: "a device",
@@ -222,6 +223,53 @@ def open_output(path: str, rights: Rights | None) -> int:
         return folder.open(os.path.basename(path))
     finally:
         folder.close()
+
+
+class Folders:
+    """The folders of children's files, walked once and held by fd: a restart's open
+    of its file is then one openat and one fstat, not a walk (a later swap of a
+    folder on the way redirects nothing). At most HELD are kept; `clear` (a reopen
+    asked for) has the next open walk again."""
+
+    def __init__(self, limit: int = HELD) -> None:
+        self._limit = limit
+        self._held: dict[tuple[str, Rights | None], Folder] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)  # fds held
+
+    def open_output(self, path: str, rights: Rights | None) -> int:
+        """As the module's `open_output`, through a held folder when there is one."""
+        path = os.path.abspath(path)
+        where, name = os.path.split(path)
+        key = (where, rights)
+        folder = self._held.pop(key, None)
+        if folder is not None:
+            try:
+                fd = folder.open(name)
+            except UnsafeFile:
+                self._held[key] = folder
+                raise
+            except OSError:
+                folder.close()  # gone, or no longer ours to reach: walk again
+            else:
+                self._held[key] = folder  # the most recently used last
+                return fd
+        folder = open_folder(where, rights)
+        try:
+            fd = folder.open(name)
+        except BaseException:
+            folder.close()
+            raise
+        self._held[key] = folder
+        while len(self._held) > self._limit:
+            self._held.pop(next(iter(self._held))).close()
+        return fd
+
+    def clear(self) -> None:
+        for folder in self._held.values():
+            folder.close()
+        self._held.clear()
 
 
 def _file_problem(st: os.stat_result, trusted: frozenset[int] | None, ours: bool) -> str | None:

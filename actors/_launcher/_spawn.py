@@ -25,7 +25,7 @@ from ._listeners import ChildSetup
 from ._logsink import LogPolicy
 from ._procfs import boot_ticks
 from ._protocol import Template
-from ._safe_open import Rights, UnsafeFile, open_output, rights_for
+from ._safe_open import Folders, Rights, UnsafeFile, rights_for
 from ._tee import Sink, Tee
 
 CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
@@ -72,10 +72,10 @@ def _which(command: str, path: str) -> str:
     )
 
 
-def _open_file(path: str, which: str, rights: Rights | None) -> int:
+def _open_file(path: str, which: str, rights: Rights | None, folders: Folders) -> int:
     """The child's output file, as _safe_open opens it (SpawnError naming it if not)."""
     try:
-        return open_output(path, rights)
+        return folders.open_output(path, rights)
     except UnsafeFile as exc:
         raise SpawnError(None, f"cannot open its {which} file {path!r}: {exc}") from None
     except OSError as exc:
@@ -125,7 +125,7 @@ class _Outputs:
         if not teed:
             if path is None:
                 return None
-            return self._give(_open_file(path, _WHICH[stream], self.rights))
+            return self._give(_open_file(path, _WHICH[stream], self.rights, tee.folders))
         if path is None:
             inherited = tee.inherited(stream)
             if inherited is None:
@@ -140,9 +140,9 @@ class _Outputs:
             try:
                 write_end = self._pipe(stream)
             except OSError:
-                return self._give(_open_file(path, which, self.rights))
-            rights = self.rights
-            sink = tee.file(path, lambda: _open_file(path, which, rights), policy, rights)
+                return self._give(_open_file(path, which, self.rights, tee.folders))
+            rights, folders = self.rights, tee.folders
+            sink = tee.file(path, lambda: _open_file(path, which, rights, folders), policy, rights)
         sink.attach()
         self.sinks[stream] = sink
         return write_end
