@@ -54,7 +54,7 @@ def secret(tmp_path: Path) -> Path:
 
 def untouched(path: Path) -> None:
     st = path.stat()
-    assert path.read_bytes() == SECRET, "a child's output landed in a root file"
+    assert path.read_bytes() == SECRET, "the tree wrote into a root file"
     assert (st.st_uid, stat.S_IMODE(st.st_mode)) == (0, 0o600)
 
 
@@ -496,3 +496,24 @@ def test_a_user_daemon_s_pid_file_is_still_checked(
             stranger.kill()
             stranger.wait(10)
     wait_until(lambda: not psutil.pid_exists(marked(run_dir)), 10, what="the daemon killed")
+
+
+def test_an_event_log_path_a_stranger_controls_is_refused(
+    tmp_path: Path, other_user: User, secret: Path
+) -> None:
+    folder = other_user.home / "events"  # a folder of a user outside the tree
+    folder.mkdir()
+    other_user.chown(folder, 0o755)
+    as_user(other_user, "ln", "-s", str(secret), str(folder / "events.jsonl"))
+    run = Run(tmp_path, TALKER, "--event-log", str(folder / "events.jsonl"))
+    try:
+        wait_until(
+            lambda: run.p.poll() is not None or secret.read_bytes() != SECRET,
+            what="the run refused (or the root file written)",
+        )
+    finally:
+        err = run.end()
+    untouched(secret)
+    assert run.p.returncode != 0
+    assert f"cannot write the event log {folder}/events.jsonl" in err, err
+    assert f"can be written by user {other_user.name}" in err, err
