@@ -85,7 +85,9 @@ def rights_for(uid: int, gid: int, groups: list[int] | tuple[int, ...]) -> Right
     """A child's rights, or None when it runs with ours (no user, or an owner's uid)."""
     if uid < 0 or uid in owners():
         return None
-    return Rights(uid, gid if gid >= 0 else os.getegid(), tuple(groups))
+    if gid < 0:  # the child keeps our group and groups (_listeners.become): so do we
+        return Rights(uid, os.getegid(), tuple(os.getgroups()))
+    return Rights(uid, gid, tuple(groups))
 
 
 def writer(st: os.stat_result, trusted: frozenset[int]) -> str | None:
