@@ -444,8 +444,11 @@ class TreeHarness:
         owner.restart_child(child_id).get()
         return self._info(child_id)
 
-    def crash(self, child_id: str, exception: BaseException) -> int:
-        """Make a Python child raise `exception` inside its target; returns its pid."""
+    def crash(self, child_id: str, exception: BaseException, timeout: float = 10.0) -> int:
+        """Make a Python child raise `exception` inside its target; returns its pid.
+
+        A child still starting raises it as soon as its target begins; TimeoutError if it
+        has not within `timeout` s (the exception is then withdrawn)."""
         spec = self._owner(child_id).get_childspec(child_id).get()
         if getattr(spec, "command", None) is not None:
             raise TypeError(
@@ -454,7 +457,7 @@ class TreeHarness:
             )
         pid = self.pid(child_id)
         self._fault(child_id, pid, ends=True)
-        inject_crash(pid, exception)
+        inject_crash(pid, exception, timeout)
         return pid
 
     def _owner(self, child_id: str) -> Any:

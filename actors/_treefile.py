@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from supervision import MISSING, ConfigError, SupervisorSpec, load_tree
+from supervision._config import MAX_FILE_BYTES, check_size
 
 
 def import_target(ref: str) -> Callable[..., Any]:
@@ -27,6 +28,15 @@ def tree_vars(vars: Mapping[str, object] | None = None) -> dict[str, object]:
     return {**os.environ, **(vars or {})}
 
 
+def read_tree_file(path: str | Path) -> bytes:
+    """A tree file's bytes, never more than its limit (supervision/_config.py): one
+    past it is refused (TooLarge) before more is read. OSError if it cannot be read."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_FILE_BYTES + 1)
+    check_size(len(data), str(path))
+    return data
+
+
 def load_tree_file(path: str | Path, *, vars: Mapping[str, object] | None = None) -> SupervisorSpec:
     """Read and load a TOML tree file; targets import from its directory too.
 
@@ -36,7 +46,7 @@ def load_tree_file(path: str | Path, *, vars: Mapping[str, object] | None = None
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_tree_file(path)
     except OSError as e:
         raise ConfigError(str(path), "", MISSING, f"cannot read it ({e.strerror or e})") from None
     # As `python script.py` does: modules beside the file are importable, in the

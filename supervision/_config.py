@@ -30,8 +30,12 @@ Real daemons (see docs/how-to/daemons.md):
     pid_file = "run/app.pid"          # a program that forks itself (commands)
     reload = { signal = "HUP", check = ["nginx", "-t"] }   # or reload = "HUP"
     sockets = [{ name = "http", listen = "127.0.0.1:8080" }]  # bound once (docs/sockets.md)
-    user = "www-data"                 # and group: as root, run the child as that user
+    user = "www-data"                 # and group: as root, run the child (and its
+                                      # probes and checks) as that user
     start_check = ["nginx", "-t"]     # run before each start; fails the start if it fails
+    start_check_as_root = true        # run it as root, in /, not as the user (as `+`)
+    no_new_privileges = true          # no exec may gain privileges (setuid, capabilities)
+    limits = { nofile = 4096, core = 0, as = "4G", nproc = "256:512" }   # setrlimit
 
 The engine that runs the subtrees with a `placement` (docs/how-to/ray.md):
 
@@ -98,6 +102,13 @@ _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
 
+# The limits of a tree file, far above any real tree: past one, the file is refused
+# before the costly work (`check` of 100,000 children took 57 s and 321 MB).
+MAX_FILE_BYTES = 4 * 1024 * 1024
+MAX_CHILDREN = 10_000  # workers and supervisors, the root aside
+MAX_DEPTH = 32  # levels of children below the root
+LIMITS_FIX = "split it into several trees (a `nannytree run` each)"
+
 _AS_CHILD = ("restart", "shutdown", "significant", "backoff")  # what a parent uses
 # How a child's log file is kept (docs/logs.md); on a supervisor, the default below it.
 LOG_KEYS = ("log_max_bytes", "log_backups", "log_timestamps")
@@ -110,12 +121,13 @@ WORKER_KEYS = (
     "restart_limit",
     *LOG_KEYS,
     *("sockets", "user", "group"),
-    *("start_check", "start_check_timeout"),
+    *("start_check", "start_check_timeout", "start_check_as_root"),
+    *("no_new_privileges", "limits"),
 )
 _PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
     "http": ("http", "status", "timeout", "period"),
-    "exec": ("exec", "timeout", "period"),
+    "exec": ("exec", "timeout", "period", "as_root"),
 }
 _LIVENESS_KEYS = ("failures", "initial_delay")
 LOG_READY_KEYS = ("log", "stream")  # ready = { log = "regex", stream = "stderr" }
@@ -133,7 +145,7 @@ SUPERVISOR_KEYS = (
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
 RESTART_LIMIT_KEYS = ("intensity", "period")
-RELOAD_KEYS = ("signal", "check", "check_timeout")
+RELOAD_KEYS = ("signal", "check", "check_timeout", "check_as_root")
 PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback", "wait")
 ENGINE_KINDS = ("ray",)
 # Seconds (> 0) or false (off): None is the engine's own "off".
@@ -178,6 +190,53 @@ class ConfigError(NannyError, ValueError):
         lines = "\n".join(f"  {e}" for e in errors)
         combined.args = (f"{first.filename}: {len(errors)} problems:\n{lines}",)
         return combined
+
+
+class TooLarge(ConfigError):
+    """A tree file past MAX_FILE_BYTES, MAX_CHILDREN or MAX_DEPTH: refused before it
+    is read further (no other problem of it is looked for)."""
+
+
+def check_size(size: int, filename: str) -> None:
+    """TooLarge if a file of `size` bytes is past MAX_FILE_BYTES."""
+    if size > MAX_FILE_BYTES:
+        raise TooLarge(
+            filename,
+            "",
+            MISSING,
+            f"larger than {MAX_FILE_BYTES // 1024**2} MiB ({MAX_FILE_BYTES:,} bytes), the "
+            f"limit of a tree file; {LIMITS_FIX}",
+        )
+
+
+def _check_tree_size(doc: dict[str, Any], filename: str) -> None:
+    """TooLarge if the document's tree has more than MAX_CHILDREN children or nests
+    supervisors deeper than MAX_DEPTH; iterative, and it stops at the first excess."""
+    root = doc.get("supervisor")
+    count = 0
+    stack: list[tuple[Any, int]] = [(root, 0)]
+    while stack:
+        table, depth = stack.pop()
+        children = table.get("children") if isinstance(table, dict) else None
+        if not isinstance(children, list):
+            continue
+        if children and depth >= MAX_DEPTH:
+            raise TooLarge(
+                filename,
+                "",
+                MISSING,
+                f"children nested more than {MAX_DEPTH} levels below the root, the limit of "
+                f"a tree file; flatten it, or {LIMITS_FIX}",
+            )
+        count += len(children)
+        if count > MAX_CHILDREN:
+            raise TooLarge(
+                filename,
+                "",
+                MISSING,
+                f"more than {MAX_CHILDREN:,} children, the limit of a tree file; {LIMITS_FIX}",
+            )
+        stack += [(c, depth + 1) for c in children]
 
 
 @dataclass(frozen=True)
@@ -343,6 +402,7 @@ class _Loader:
 
     def document(self, text: str | bytes) -> dict[str, Any]:
         """The TOML document, variables substituted, its top-level keys checked."""
+        check_size(len(text) if isinstance(text, bytes) else len(text.encode()), self.filename)
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -358,6 +418,7 @@ class _Loader:
             raise ConfigError(
                 self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
             ) from None
+        _check_tree_size(doc, self.filename)
         huge = [self.error(p, v, "TOML integers are 64-bit") for p, v in _huge_ints(doc, "")]
         if huge:  # tomllib reads any size; a float() of one would overflow
             raise ConfigError.several(huge)
@@ -648,6 +709,16 @@ class _Loader:
             kw["start_check"] = self.command(table["start_check"], f"{path}.start_check")
         if "start_check_timeout" in table:
             kw["start_check_timeout"] = self.seconds(table, path, "start_check_timeout")
+        if "start_check_as_root" in table:
+            kw["start_check_as_root"] = self.boolean(table, path, "start_check_as_root")
+        if "no_new_privileges" in table:
+            kw["no_new_privileges"] = self.boolean(table, path, "no_new_privileges")
+        if "limits" in table:  # checked by ChildSpec (supervision/_limits.py)
+            if not isinstance(table["limits"], dict):
+                raise self.error(
+                    f"{path}.limits", table["limits"], "expected a table, e.g. { nofile = 4096 }"
+                )
+            kw["limits"] = table["limits"]
 
     def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
         """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""

@@ -146,10 +146,14 @@ _WORKER = {
         "table of strings",
         "ChildSpec.env",
         "Variables added to the parent's environment (or the whole of it, with "
-        "inherit_env = false).",
+        "inherit_env = false). With user, only PATH and the locale are the parent's: "
+        "pass anything else here, on purpose.",
     ),
     "inherit_env": KeyDoc(
-        "boolean", "ChildSpec.inherit_env", "false: start from an empty environment."
+        "boolean",
+        "ChildSpec.inherit_env",
+        "false: start from an empty environment. With user, only PATH, LANG, LANGUAGE, "
+        "TZ and LC_* are inherited.",
     ),
     "cwd": KeyDoc(
         "string (path)",
@@ -199,7 +203,8 @@ _WORKER = {
     "fresh_interpreter": KeyDoc(
         "boolean",
         "ChildSpec.fresh_interpreter",
-        "A target runs in a new interpreter instead of a fork of the launcher (slower).",
+        "A target runs in a new interpreter instead of a fork of the launcher (slower); "
+        "one with user or group always does.",
     ),
     "warm_start": KeyDoc(
         "boolean",
@@ -256,7 +261,8 @@ _WORKER = {
     "user": KeyDoc(
         "string | integer",
         "ChildSpec.user",
-        "Run the child as this user, with its groups (nannytree as root only).",
+        "Run the child, its probes and checks as this user, with its groups, HOME, USER, "
+        "LOGNAME, SHELL and a clean environment (nannytree as root only).",
     ),
     "group": KeyDoc(
         "string | integer", "ChildSpec.group", "Run the child with this group (as root only)."
@@ -264,13 +270,33 @@ _WORKER = {
     "start_check": KeyDoc(
         "array of strings | string",
         "ChildSpec.start_check",
-        "A command run before each start, with the child's env and cwd; a failure fails "
-        "the start (systemd's ExecStartPre=).",
+        "A command run before each start, as the child (its user, env and cwd); a "
+        "failure fails the start (systemd's ExecStartPre=).",
     ),
     "start_check_timeout": KeyDoc(
         "float (seconds)",
         "ChildSpec.start_check_timeout",
         "How long start_check may run.",
+    ),
+    "start_check_as_root": KeyDoc(
+        "boolean",
+        "ChildSpec.start_check_as_root",
+        "true: run start_check as nannytree (root), with its environment, in /, not as "
+        "the child's user (systemd's + prefix). Only with user or group.",
+    ),
+    "no_new_privileges": KeyDoc(
+        "boolean",
+        "ChildSpec.no_new_privileges",
+        "No exec by the child or its descendants may gain privileges: setuid binaries "
+        "and file capabilities do nothing (systemd's NoNewPrivileges=).",
+    ),
+    "limits": KeyDoc(
+        "table",
+        "ChildSpec.limits",
+        "Resource limits set before the child starts (systemd's LimitNOFILE= and friends): "
+        '{ nofile = 4096, core = 0, as = "4G", nproc = "256:512" }; a number, "infinity" '
+        'or "SOFT:HARD". Unset: the limits nannytree was started with. See '
+        "[the launcher](../launcher.md#resource-limits-and-no_new_privileges).",
     ),
 }
 
@@ -371,10 +397,16 @@ _RELOAD = {
     "check": KeyDoc(
         "array of strings | string",
         "Reload.check",
-        "Run first, with the child's env and cwd; a failure refuses the reload (nginx -t).",
+        "Run first, as the child (its user, env and cwd); a failure refuses the reload (nginx -t).",
     ),
     "check_timeout": KeyDoc(
         "float (seconds)", "Reload.check_timeout", "A longer check refuses the reload."
+    ),
+    "check_as_root": KeyDoc(
+        "boolean",
+        "Reload.check_as_root",
+        "true: run the check as nannytree (root), with its environment, in /, not as the "
+        "child's user (systemd's + prefix). Only with user or group.",
     ),
 }
 
@@ -444,10 +476,16 @@ _PROBES = {
         "exec": KeyDoc(
             "array of strings | string",
             "ExecProbe.argv",
-            "Passes when this command exits 0 (with the child's env and cwd).",
+            "Passes when this command exits 0, run as the child (its user, env and cwd).",
             default="required",
         ),
         **_spec(_PROBE_TIMING, "ExecProbe"),
+        "as_root": KeyDoc(
+            "boolean",
+            "ExecProbe.as_root",
+            "true: run it as nannytree (root), with its environment, in /, not as the "
+            "child's user (systemd's + prefix). Only with user or group.",
+        ),
     },
 }
 

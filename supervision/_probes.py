@@ -45,6 +45,22 @@ def _period(probe: Any, name: str) -> None:
     object.__setattr__(probe, "timeout", _seconds(probe.timeout, f"{name}.timeout"))
 
 
+def check_root_program(argv: Sequence[str], as_root: Any, name: str, flag: str) -> None:
+    """A program's root opt-in (`flag`): a bool; with it, a program that runs in `/`
+    must not be named relative to a folder (the child's cwd it would have meant)."""
+    if type(as_root) is not bool:
+        raise SpecError(None, flag, as_root, "expected true or false")
+    program, key = argv[0], flag.split(".")[-1]
+    if as_root and "/" in program and not program.startswith("/"):
+        raise SpecError(
+            None,
+            name,
+            list(argv),
+            f"{key} runs it as root in /, not in the child's cwd, so {program!r} would not "
+            "be the child's file: give its absolute path (one root owns)",
+        )
+
+
 def _port(value: Any, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
         raise SpecError(None, name, value, "expected a TCP port number in 1-65535")
@@ -143,13 +159,19 @@ class HttpProbe:
 
 @dataclass(frozen=True)
 class ExecProbe:
-    """Ready (or alive) when `argv` exits 0 within `timeout` (run with the child's
-    environment and working directory, in a process group of its own; killed at the
-    timeout)."""
+    """Ready (or alive) when `argv` exits 0 within `timeout`: run as the child (its
+    user's ids, its environment and working directory), in a process group of its own,
+    killed with its group at the timeout.
+
+    `as_root=True` (only for a child with `user` or `group`; systemd's `+` prefix)
+    runs it as nannytree instead, with nannytree's own environment, in `/`: its
+    program must then be a name on nannytree's PATH or an absolute path.
+    """
 
     argv: Sequence[str]
     timeout: float = PROBE_TIMEOUT
     period: float | None = None
+    as_root: bool = False
 
     def __post_init__(self) -> None:
         argv = self.argv
@@ -162,6 +184,7 @@ class ExecProbe:
             raise SpecError(None, "exec", argv, 'expected an argv list such as ["pg_isready"]')
         object.__setattr__(self, "argv", tuple(argv))
         _period(self, "exec")
+        check_root_program(self.argv, self.as_root, "exec", "exec.as_root")
 
     def __str__(self) -> str:
         return "exec " + " ".join(self.argv)

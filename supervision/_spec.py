@@ -42,8 +42,17 @@ from typing import Any, Literal, TypeAlias
 
 from ._daemonize import asks_to_daemonize
 from ._errors import SpecError
+from ._limits import check_limits
 from ._placement import Placement
-from ._probes import PROBES, ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from ._probes import (
+    PROBES,
+    ExecProbe,
+    HttpProbe,
+    Liveness,
+    LogLine,
+    TcpProbe,
+    check_root_program,
+)
 from ._restart_limit import RestartLimit, as_restart_limit
 from ._sockets import ListenSocket, as_sockets, check_account, check_socket_probes
 
@@ -201,16 +210,19 @@ class Reload:
     """How to reload a child in place (`reload_child(id)`), as systemd's ExecReload=.
 
     `signal` (a name such as "HUP" or a number) is sent to the child's main process;
-    when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, with the
-    child's environment and working directory, and a non-zero exit or a run longer
-    than `check_timeout` seconds refuses the reload. Every default: `signal` SIGHUP,
-    `check` None (no check), `check_timeout` 30.0 s. Stored with `signal` as an int
-    and `check` as a tuple.
+    when `check` (an argv, e.g. ["nginx", "-t"]) is given it runs first, as the child
+    (its user's ids, its environment and working directory), and a non-zero exit or a
+    run longer than `check_timeout` seconds refuses the reload. `check_as_root=True`
+    (only for a child with `user` or `group`, as systemd's `+` prefix) runs the check
+    as nannytree instead, with nannytree's environment, in `/`. Every default:
+    `signal` SIGHUP, `check` None (no check), `check_timeout` 30.0 s, `check_as_root`
+    False. Stored with `signal` as an int and `check` as a tuple.
     """
 
     signal: SignalLike = _signal.SIGHUP
     check: Sequence[str] | None = None
     check_timeout: float = 30.0
+    check_as_root: bool = False
 
     def __post_init__(self) -> None:
         number = _check_signal(
@@ -229,6 +241,14 @@ class Reload:
                     None, "reload.check", check, "expected a non-empty list of str without NUL"
                 )
             object.__setattr__(self, "check", argv)
+            check_root_program(argv, self.check_as_root, "reload.check", "reload.check_as_root")
+        elif self.check_as_root is not False:
+            raise SpecError(
+                None,
+                "reload.check_as_root",
+                self.check_as_root,
+                "there is no check to run; drop check_as_root or give check",
+            )
         timeout = self.check_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, int | float):
             raise SpecError(None, "reload.check_timeout", timeout, "expected seconds > 0")
@@ -314,7 +334,11 @@ class ChildSpec:
       (SIGKILL at once) or "infinity" (SIGTERM, then wait forever).
     - `significant`: for a supervisor with auto_shutdown (default False).
     - `env`: variables added to the parent's environment (or replacing it when
-      `inherit_env=False`); `cwd`: working directory (default: the parent's).
+      `inherit_env=False`); `cwd`: working directory (default: the parent's). A child
+      with `user` gets only PATH, LANG, LANGUAGE, TZ and LC_* of the parent's
+      environment (the rest may be root's own: HOME, XDG_RUNTIME_DIR, SUDO_*), then
+      its user's HOME, USER, LOGNAME and SHELL, then `env`, which wins: pass anything
+      else on purpose in `env`. Its probes and checks get the same.
     - `ready`: when the child counts as started, so that its next sibling may start:
       "started" (default: once its process runs), "notify" (once it calls
       actors.child.ready()), a number of seconds (once it has stayed up that long) or
@@ -337,7 +361,8 @@ class ChildSpec:
       launcher (slower; default False).
     - `warm_start`: keep the next incarnation forked ahead, its target unpickled and
       imports done, waiting for the word to run (restarts skip the fork and the
-      imports; one idle process more per child; default False).
+      imports; one idle process more per child; default False). With `user` or
+      `group`, the standby is a fresh interpreter of that user's, started ahead.
     - `backoff`: a Backoff(...) to wait between restarts, beyond OTP (default None:
       restart at once, as OTP).
     - `stop_signal`: the signal that asks the child to stop, a name ("QUIT",
@@ -382,13 +407,27 @@ class ChildSpec:
       from 3, LISTEN_FDS, LISTEN_PID, LISTEN_FDNAMES (default (): none). A restart
       then refuses no connection. See docs/sockets.md.
     - `user`, `group`: a name or a numeric id (default None: nannytree's own); the
-      child runs as that user, with its groups, HOME, USER and LOGNAME, as systemd's
-      User=. Only when nannytree runs as root.
-    - `start_check`: an argv run before each start, with the child's env and cwd,
-      such as ["nginx", "-t"] (systemd's ExecStartPre=); one that fails or runs over
-      `start_check_timeout` seconds (default 30.0) fails the start, with its output
-      (default None: no check). A command asking to daemonize in its own arguments
-      (nginx -g 'daemon on;', --daemonize yes, memcached -d) needs `pid_file`.
+      child runs as that user, with its groups, HOME, USER, LOGNAME and SHELL and a
+      clean environment (see `env`), as systemd's User=. Only when nannytree runs as
+      root. Every program run for the child (exec probes, start_check, the reload
+      check) runs as that user too, with the child's environment and cwd. A target
+      taking on another user runs in a fresh interpreter (it holds nothing of the
+      launcher's other children).
+    - `start_check`: an argv run before each start, as the child (its user, env and
+      cwd), such as ["nginx", "-t"] (systemd's ExecStartPre=); one that fails or runs
+      over `start_check_timeout` seconds (default 30.0) fails the start, with its
+      output (default None: no check). `start_check_as_root=True` (only with `user`
+      or `group`; systemd's `+` prefix) runs it as nannytree instead, with
+      nannytree's environment, in `/` (default False). A command asking to daemonize
+      in its own arguments (nginx -g 'daemon on;', --daemonize yes, memcached -d)
+      needs `pid_file`.
+    - `no_new_privileges`: the child and its descendants can never gain privileges
+      through exec (setuid binaries, file capabilities), as systemd's
+      NoNewPrivileges= (default False).
+    - `limits`: resource limits set before the child starts, systemd's LimitNOFILE=
+      and friends: {"nofile": 1024, "core": 0, "as": "4G", "nproc": "64:128"}; a
+      number (soft and hard), "infinity", or "SOFT:HARD" (default None: the limits
+      nannytree was started with). See docs/launcher.md.
     """
 
     id: str
@@ -427,6 +466,9 @@ class ChildSpec:
     group: str | int | None = None
     start_check: Sequence[str] | None = None
     start_check_timeout: float = 30.0
+    start_check_as_root: bool = False
+    no_new_privileges: bool = False
+    limits: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         cid = _check_id(self.id)
@@ -874,13 +916,6 @@ def _child_logs(spec: ChildSpec, cid: str) -> None:
 
 def _child_sockets(spec: ChildSpec, cid: str) -> None:
     sockets = as_sockets(spec.sockets, cid)
-    if sockets and spec.fresh_interpreter:
-        raise SpecError(
-            cid,
-            "sockets",
-            [s.listen for s in sockets],
-            "a fresh interpreter does not take sockets; drop fresh_interpreter",
-        )
     check_socket_probes(sockets, spec.ready, spec.liveness, cid)
     _put(spec, "sockets", sockets)
 
@@ -888,10 +923,11 @@ def _child_sockets(spec: ChildSpec, cid: str) -> None:
 def _child_account(spec: ChildSpec, cid: str) -> None:
     _put(spec, "user", check_account(spec.user, cid, "user"))
     _put(spec, "group", check_account(spec.group, cid, "group"))
-    if spec.fresh_interpreter and (spec.user is not None or spec.group is not None):
-        raise SpecError(
-            cid, "user", spec.user, "a fresh interpreter runs as nannytree; drop fresh_interpreter"
-        )
+
+
+def _child_confinement(spec: ChildSpec, cid: str) -> None:
+    _check_bool(spec.no_new_privileges, cid, "no_new_privileges")
+    _put(spec, "limits", check_limits(spec.limits, cid))
 
 
 def _child_daemonize(spec: ChildSpec, cid: str) -> None:
@@ -930,6 +966,45 @@ def _child_start_check(spec: ChildSpec, cid: str) -> None:
     )
 
 
+def _child_as_root(spec: ChildSpec, cid: str) -> None:
+    """A program's root opt-in: only where the child runs as someone else, and only
+    with a program to run."""
+    as_root = spec.start_check_as_root
+    if type(as_root) is not bool:
+        raise SpecError(cid, "start_check_as_root", as_root, "expected true or false")
+    if as_root and spec.start_check is None:
+        raise SpecError(
+            cid,
+            "start_check_as_root",
+            True,
+            "there is no start_check to run; drop start_check_as_root or give start_check",
+        )
+    if as_root and spec.start_check is not None:
+        try:
+            check_root_program(spec.start_check, True, "start_check", "start_check_as_root")
+        except SpecError as e:
+            raise SpecError(cid, e.field, e.value, e.expected) from None
+    reload = spec.reload
+    flags = {
+        "start_check_as_root": as_root,
+        "ready.as_root": isinstance(spec.ready, ExecProbe) and spec.ready.as_root,
+        "liveness.as_root": spec.liveness is not None
+        and isinstance(spec.liveness.probe, ExecProbe)
+        and spec.liveness.probe.as_root,
+        "reload.check_as_root": isinstance(reload, Reload) and reload.check_as_root,
+    }
+    if spec.user is None and spec.group is None:
+        for name, on in flags.items():
+            if on:
+                raise SpecError(
+                    cid,
+                    name,
+                    True,
+                    "the child has no user or group, so its programs already run as "
+                    "nannytree; drop it, or give the child a user",
+                )
+
+
 _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_target,
     _child_command,
@@ -963,6 +1038,8 @@ _CHILD_CHECKS: tuple[Callable[[ChildSpec, str], None], ...] = (
     _child_account,
     _child_daemonize,
     _child_start_check,
+    _child_as_root,
+    _child_confinement,
 )
 
 

@@ -15,11 +15,18 @@ under the keys whose values are text (`command`, `env`, `args`, `id`, paths, ...
 `TEXT_KEYS`), where it stays a string. Nothing else is expanded: a `$` not
 followed by `{` is kept as written, and a value is never scanned again. A name
 that has neither a value nor a default is an error naming where it is used.
+
+A command written as one string (`command = "prog --name ${NAME}"`, and
+`start_check`, probes' `exec`, reload's `check`: `ARGV_KEYS`) is split into
+words as a shell would before its variables are substituted, so a variable never
+adds words nor quotes: its value stays within its word, spaces and all, as
+systemd's `${NAME}` does (`check` reads it the same way).
 """
 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -34,6 +41,9 @@ TEXT_KEYS = frozenset(
         *("node", "labels", "policy", "fallback"),
     }
 )
+
+# Keys whose string value is a command line, split into argv before substitution.
+ARGV_KEYS = frozenset({"command", "start_check", "exec", "check"})
 
 _NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 # `$${` (a literal), a variable, or a `${` that is neither (an error).
@@ -79,7 +89,9 @@ def substitute(doc: dict[str, Any], values: Mapping[str, object]) -> dict[str, A
         for key, where, as_text in places:
             value = container[key]
             if isinstance(value, str):
-                if "$" in value:
+                if "$" in value and key in ARGV_KEYS and isinstance(container, dict):
+                    container[key] = _argv(value, values, where, problems)
+                elif "$" in value:
                     container[key] = _one(value, values, where, as_text, problems)
             elif isinstance(value, dict | list):
                 stack.append((value, where, as_text))
@@ -87,6 +99,18 @@ def substitute(doc: dict[str, Any], values: Mapping[str, object]) -> dict[str, A
         problems.sort(key=lambda p: [int(s) if s.isdigit() else s for s in _DIGITS.split(p.path)])
         raise VarError(problems)
     return doc
+
+
+def _argv(
+    text: str, values: Mapping[str, object], where: str, problems: list[VarProblem]
+) -> list[str] | str:
+    """A command line's words (split as a shell would), each substituted as text; the
+    line as it is if it cannot be split (the loader says why)."""
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return text
+    return [str(_one(w, values, where, True, problems)) if "$" in w else w for w in words]
 
 
 def _one(

@@ -38,7 +38,7 @@ EXIT_CODE = 3  # a marked child exits with it on SIGUSR1 (abnormal), and with 0 
 STEADY = frozenset({"running", "paused", "stopped"})  # no start, stop or restart under way
 QUIET = 0.25  # s without a new event, every child steady: the tree is quiet
 QUIET_DEADLINE = 30.0  # a tree not quiet after this long is a failure
-HOLD_DEADLINE = 5.0  # the launcher reaps and reports within this once the tree is quiet
+HOLD_DEADLINE = 15.0  # the launcher reaps and reports within this once the tree is quiet
 
 # -- the child ----------------------------------------------------------------------
 

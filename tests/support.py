@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import os
 import re
 import select
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import psutil
@@ -24,7 +26,25 @@ import pytest
 
 from supervision import ChildInfo, Event, EventKind
 
-TIMEOUT = 10.0
+
+def import_ray() -> ModuleType:
+    """Ray, or a skip that says how to get it. CI sets NANNYTREE_REQUIRE_RAY=1: there a
+    missing Ray is an error, never a skip."""
+    if os.environ.get("NANNYTREE_REQUIRE_RAY"):
+        return importlib.import_module("ray")
+    return pytest.importorskip(
+        "ray",
+        reason="Ray is not installed (pip install '.[ray]'; the test extra brings it on "
+        "Linux x86_64 and aarch64); NANNYTREE_REQUIRE_RAY=1 makes this a failure",
+    )
+
+
+# The live soaks' length: 30 s in a developer's run, 600 in CI (NANNYTREE_SOAK_SECONDS).
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))
+# A race's or a loop's soak: thousands of short rounds, within a minute even in CI.
+RACE_SECONDS = min(SOAK_SECONDS, 60.0)
+
+TIMEOUT = 30.0  # a wait for an event: about correctness, however busy the machine
 
 
 def living_descendants() -> list[psutil.Process]:

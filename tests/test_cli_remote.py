@@ -33,7 +33,7 @@ from actors.cli._run import Runner, _Snapshots
 from actors.cli._status import TreeInspector
 from actors.testing import FakeEngine
 from supervision import ChildNotRunning, ChildSpec, NodeInfo, Placement, SupervisorSpec
-from tests.support import wait_until
+from tests.support import import_ray, wait_until
 
 SLEEP = ["sleep", "60"]
 LONG_ID = "b" * 20 + "-node-id"  # long enough to be renamed in event texts, as Ray's are
@@ -529,7 +529,7 @@ def test_check_of_a_tree_without_placed_targets_never_loads_the_engine(
 
 
 def test_each_engine_key_is_a_ray_engine_parameter() -> None:
-    pytest.importorskip("ray")
+    import_ray()
     import inspect
 
     from actors.ray import RayEngine

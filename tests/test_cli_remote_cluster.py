@@ -20,7 +20,9 @@ from typing import Any
 import psutil
 import pytest
 
-ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
+from tests.support import import_ray
+
+ray = import_ray()
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from actors.cli._control import call  # noqa: E402

@@ -131,9 +131,12 @@ def test_the_runtime_dir_is_made_private_whatever_the_umask(tmp_path, monkeypatc
 def test_without_xdg_it_lives_in_tmpdir_and_a_client_never_makes_it(tmp_path, monkeypatch):
     monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(os, "getuid", lambda: 1000)  # a user's; root's is /run/nannytree
     assert runtime_dir(create=False) is None
-    assert not (tmp_path / f"nannytree-{os.getuid()}").exists()
-    assert runtime_dir() == tmp_path / f"nannytree-{os.getuid()}"
+    assert not (tmp_path / "nannytree-1000").exists()
+    (tmp_path / "nannytree-1000").mkdir(mode=0o700)
+    os.chown(tmp_path / "nannytree-1000", 1000, 1000)
+    assert runtime_dir(create=False) == tmp_path / "nannytree-1000"
 
 
 def test_a_loose_runtime_dir_is_refused_not_repaired(tmp_path, monkeypatch):

@@ -30,6 +30,8 @@ IMPORTS_FIRST = (
 )
 
 
+WAIT = 30.0  # beside a busy sibling, on a machine that may be busy too
+
 Trees = Callable[[SupervisorSpec], testing.TreeHarness]  # the nanny_tree fixture
 
 
@@ -47,8 +49,8 @@ def _tree(nanny_tree: Trees, victim: ChildSpec) -> testing.TreeHarness:
 def _crash_after_each_restart(tree: testing.TreeHarness, child_id: str, rounds: int) -> None:
     since = tree.mark()
     for n in range(rounds):
-        pid = tree.crash(child_id, RuntimeError(f"round {n}"))
-        exited = tree.wait_for(EventKind.CHILD_EXITED, child_id)
+        pid = tree.crash(child_id, RuntimeError(f"round {n}"), WAIT)
+        exited = tree.wait_for(EventKind.CHILD_EXITED, child_id, timeout=WAIT)
         assert exited.pid == pid
         assert exited.reason is not None
         assert (exited.reason.kind, exited.reason.exc_type, exited.reason.message) == (
@@ -56,7 +58,7 @@ def _crash_after_each_restart(tree: testing.TreeHarness, child_id: str, rounds: 
             "RuntimeError",
             f"round {n}",
         ), exited.reason
-        tree.wait_restarted(child_id)  # and crash the new one at once, as it starts
+        tree.wait_restarted(child_id, WAIT)  # and crash the new one at once, as it starts
     exits = [
         e.reason.message if e.reason is not None else None
         for e in tree.log.snapshot()[since:]
@@ -99,7 +101,9 @@ def test_an_exception_of_the_test_module_reaches_the_target(nanny_tree: Trees) -
     tree = _tree(
         nanny_tree, ChildSpec(id="w", target=children.sleep_forever, restart=Restart.TEMPORARY)
     )
-    pid = tree.crash("w", Injected("by class"))
+    # The child imports this module to unpickle Injected, beside a busy sibling: on a
+    # loaded machine that takes a while, and the crash waits for it.
+    pid = tree.crash("w", Injected("by class"), timeout=40)
     reason = tree.wait_for(EventKind.CHILD_EXITED, "w", pid=pid).reason
     assert reason is not None
     assert (reason.exc_type, reason.message) == (f"{__name__}.Injected", "by class")

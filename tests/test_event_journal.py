@@ -17,6 +17,10 @@ from actors import EventLog
 from actors.cli._journal import EventJournal
 from supervision import Event, EventKind, ExitKind, ExitReason
 
+# A writer given all the time it needs to write the last line, however busy the machine
+# (close's own 5 s bounds a tree's exit, not a test's).
+CLOSE = 50.0
+
 
 def _event(n: int, detail: str = "") -> Event:
     return Event(
@@ -53,7 +57,7 @@ def test_every_line_is_dated_and_shows_what_events_shows(tmp_path: Path) -> None
     journal.follow(log)
     before = time.time()
     log.append(_event(1))
-    journal.close()
+    journal.close(CLOSE)
     (line,) = _lines(tmp_path / "t.events.jsonl")
     stamp = datetime.datetime.fromisoformat(line["ts"])
     assert stamp.utcoffset() == datetime.timedelta(0)
@@ -70,7 +74,8 @@ def test_rotation_never_loses_or_repeats_a_line(tmp_path: Path) -> None:
     journal.follow(log)
     for n in range(3000):  # the writer rotates while the log fills
         log.append(_event(n))
-    journal.close()
+    journal.close(CLOSE)
+    assert journal.written == 3000
     lines = _lines(path)
     assert [line["who"] for line in lines] == [f"shop/w{n}" for n in range(3000)]
     files = [path, *path.parent.glob(path.name + ".*")]
@@ -85,7 +90,7 @@ def test_backups_bound_the_files_kept(tmp_path: Path) -> None:
     journal.follow(log)
     for n in range(1000):
         log.append(_event(n))
-    journal.close()
+    journal.close(CLOSE)
     kept = sorted(p.name for p in tmp_path.iterdir())
     assert kept == [path.name] + [f"{path.name}.{n}" for n in (1, 2, 3)]
     lines = _lines(path)
@@ -101,7 +106,7 @@ def test_no_backups_empties_the_file_instead(tmp_path: Path) -> None:
     journal.follow(log)
     for n in range(100):
         log.append(_event(n))
-    journal.close()
+    journal.close(CLOSE)
     assert [p.name for p in tmp_path.iterdir()] == [path.name]
     assert path.stat().st_size <= 1024
     assert _lines(path)[-1]["who"] == "shop/w99"
@@ -123,7 +128,7 @@ def test_a_childs_text_is_escaped_one_event_one_line(tmp_path: Path) -> None:
             reason=ExitReason(ExitKind.EXIT_CODE, code=3, stderr_tail=nasty),
         )
     )
-    journal.close()
+    journal.close(CLOSE)
     raw = path.read_bytes()
     assert raw.count(b"\n") == 2 and b"\x1b" not in raw and b"\x00" not in raw
     first, second = _lines(path)
@@ -138,7 +143,7 @@ def test_events_the_log_dropped_before_they_were_written_are_counted(tmp_path: P
         log.append(_event(n))
     journal = EventJournal(path)
     journal.follow(log)
-    journal.close()
+    journal.close(CLOSE)
     lines = _lines(path)
     assert lines[0]["what"] == "events_dropped" and lines[0]["dropped"] == 90
     assert [line["who"] for line in lines[1:]] == [f"shop/w{n}" for n in range(90, 100)]

@@ -15,7 +15,6 @@ import random
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -38,7 +37,7 @@ from tests.fuzz._targets import (
 
 FAST = settings(
     max_examples=300,
-    deadline=timedelta(seconds=2),
+    deadline=None,  # pytest-timeout ends a hang; a busy machine's slow example is none
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,
 )
@@ -99,7 +98,7 @@ def test_the_control_socket_answers_every_request_and_the_tree_runs_on() -> None
     each gets JSON lines, no handler raises, and the tree leaves no process."""
     check_target(
         ControlTarget(),
-        settings(FAST, max_examples=60, deadline=timedelta(seconds=30)),
+        settings(FAST, max_examples=60),
     )
 
 

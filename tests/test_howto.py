@@ -143,7 +143,8 @@ def _orphans_of_pid_1(prefix: list[str], tmp_path: Path) -> tuple[list[str], int
                         found.append(f"sleep {p.status()}")
             return found
 
-        assert len(sleeps()) == 2, "the orphans are PID 1's"
+        # Forked by sh, they may not have exec'd `sleep` yet (named "sh" until then).
+        wait_until(lambda: len(sleeps()) == 2, what="the orphans are PID 1's sleeps")
         for orphan in pid_1.children():
             with contextlib.suppress(psutil.NoSuchProcess):
                 if orphan.name() == "sleep":

@@ -29,8 +29,9 @@ import psutil
 import pykka
 import pytest
 
-# CI sets NANNYTREE_REQUIRE_RAY=1: there, a missing Ray is an error, never a skip.
-ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
+from tests.support import import_ray
+
+ray = import_ray()
 
 from actors import Tree  # noqa: E402
 from actors._remote._marks import MARK  # noqa: E402

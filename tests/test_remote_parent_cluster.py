@@ -9,7 +9,6 @@ tuned as in tests/test_remote_cluster.py. Bounded polls only.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -18,8 +17,9 @@ import psutil
 import pykka
 import pytest
 
-# CI sets NANNYTREE_REQUIRE_RAY=1: there, a missing Ray is an error, never a skip.
-ray = __import__("ray") if os.environ.get("NANNYTREE_REQUIRE_RAY") else pytest.importorskip("ray")
+from tests.support import import_ray
+
+ray = import_ray()
 
 from actors import Tree  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402

@@ -18,6 +18,7 @@ from supervision.simulate import (
     event_sequence,
     simulate,
 )
+from tests.support import import_ray
 
 SLEEP = ["sleep", "600"]
 
@@ -45,7 +46,7 @@ def exits(result: object) -> list[tuple[float, ExitKind]]:
 
 
 def test_the_default_lease_is_ray_engines() -> None:
-    pytest.importorskip("ray")
+    import_ray()
     from actors.ray import RayEngine
 
     default = inspect.signature(RayEngine).parameters["lease_timeout"].default
@@ -158,7 +159,10 @@ def test_live_and_simulated_node_loss_agree_with_a_lease() -> None:
     from actors.testing import FakeEngine
     from tests.support import wait_until
 
-    lease, every = 1.5, 0.5
+    # A renewal every lease/3 s. Live and simulated may differ by the live tree's own
+    # delays, which a loaded machine stretches; they must not differ by a renewal, so
+    # they are compared to within half of one (0.5 s).
+    lease, every = 3.0, 1.0
     engine = FakeEngine(["a", "b", "c"], lease_timeout=lease)
     live_tree = Tree.start(tree(), engine=engine)
     try:
@@ -195,6 +199,6 @@ def test_live_and_simulated_node_loss_agree_with_a_lease() -> None:
     simulated = simulate(tree(), duration=30.0, cluster=cluster)
     sim_told = [t for t, k in exits(simulated)]
     assert sim_told == [pytest.approx(2 * every + lease)]
-    assert told - started == pytest.approx(sim_told[0], abs=0.3)
+    assert told - started == pytest.approx(sim_told[0], abs=every / 2)
     expected = [(s, k, o) for s, k, o in event_sequence(simulated.events) if s == "root"]
     assert live == expected

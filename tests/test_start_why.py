@@ -142,19 +142,31 @@ def test_a_start_check_runs_before_every_start_and_no_restart_skips_it(tmp_path:
     )
     tree = Tree.start(SupervisorSpec(id="root", children=[spec], intensity=10, period=60))
     try:
+        killed: int | None = None
         for kill in range(1, 6):
-            pid = tree.nanny.which_child("app").get().pid
-            os.kill(pid, signal.SIGKILL)
+            # Killed once it has started for the kill-th time, and its supervisor knows
+            # its pid: a kill before its first line would be a failed start, with no
+            # "start" written.
             wait_until(
-                lambda pid=pid: tree.nanny.which_child("app").get().pid not in (None, pid),
+                lambda kill=kill, killed=killed: (
+                    runs.read_text().splitlines().count("start") == kill
+                    and tree.nanny.which_child("app").get().pid not in (None, killed)
+                ),
                 DEADLINE,
-                f"restart {kill}",
+                f"start {kill}",
             )
+            killed = tree.nanny.which_child("app").get().pid
+            assert killed is not None
+            os.kill(killed, signal.SIGKILL)
         wait_until(
             lambda: runs.read_text().splitlines().count("start") == 6, DEADLINE, "the 6th start"
         )
-        starts = [e for e in tree.events() if e.context is EventKind.CHILD_STARTED]
-        assert len(starts) == 6
+        # The child writes its line before its supervisor has said it started: wait.
+        wait_until(
+            lambda: sum(e.context is EventKind.CHILD_STARTED for e in tree.events()) == 6,
+            DEADLINE,
+            "the 6th child_started",
+        )
         # Each start after its check: none started ahead of it (a restart the launcher
         # makes at the exit, before the supervisor's decision, would come first).
         assert runs.read_text().splitlines() == [f"check in {tmp_path}", "start"] * 6

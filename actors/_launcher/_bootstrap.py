@@ -40,9 +40,11 @@ if TYPE_CHECKING:
     from types import FrameType, TracebackType
     from typing import Any, NoReturn
 
+    from ._confine import Confinement
     from ._listeners import ChildSetup
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 
 _libc: ctypes.CDLL | None = None
@@ -217,9 +219,12 @@ def _report_error(control_fd: int, exc: BaseException) -> None:
         message = str(exc)
     except Exception:
         message = f"<unprintable {type(exc).__name__}>"
-    import traceback  # here, not at the top: a child that never fails never pays for it
-
-    text = "".join(traceback.format_exception(type(exc), exc, tb))
+    try:  # here, not at the top: a child that never fails never pays for it
+        import traceback
+    except ImportError:  # a user's target that cannot read the stdlib: no traceback then
+        text = f"{_type_name(exc)}: {message}\n"
+    else:
+        text = "".join(traceback.format_exception(type(exc), exc, tb))
     record = ChildFailed(
         _utf8(_type_name(exc)[:MAX_TYPE]),
         _utf8(_clip(message, MAX_MESSAGE)),
@@ -380,13 +385,24 @@ def run_forked(
     stderr_fd: int | None,
     go_fd: int | None = None,
     setup: ChildSetup | None = None,
+    confine: Confinement | None = None,
+    said_fd: int = -1,
 ) -> NoReturn:
-    """Entry of a child forked by the launcher, signals still blocked."""
+    """Entry of a child forked by the launcher, signals still blocked. With `confine`,
+    a refused limit is said on `said_fd` ("L<index>:<errno>"), which closes once set."""
     try:
         from . import _listeners  # the launcher's own import: free in a fork
 
+        if confine is not None:  # while a hard limit may still be raised
+            refused = confine.limit()
+            if refused is not None:
+                os.write(said_fd, b"L%d:%d" % refused)
+                os._exit(127)
         if setup is not None:  # first: a change of credentials clears PDEATHSIG
             _listeners.become(setup.uid, setup.gid, setup.groups)
+        if confine is not None:
+            confine.seal()
+            os.close(said_fd)
         _tie_to_launcher(launcher_pid)
         _reset_signals()
         if stdout_fd is not None:
@@ -407,36 +423,62 @@ def run_forked(
         _apply_settings(settings, control_fd)
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
         _run_target(settings, control_fd, go_fd)
-    except BaseException:
+    except BaseException as exc:
+        _print_and_exit(exc)
+
+
+def _print_and_exit(exc: BaseException) -> NoReturn:
+    try:
         try:
             import traceback
-
-            traceback.print_exc()
+        except ImportError:  # a user that cannot read the stdlib
+            os.write(2, f"{_type_name(exc)}: {exc}\n".encode(errors="replace"))
+        else:
+            traceback.print_exception(exc)
             sys.stderr.flush()
-        finally:
-            os._exit(1)
+    finally:
+        os._exit(1)
 
 
 def main(argv: list[str]) -> NoReturn:
-    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd>``."""
+    """Entry of a fresh interpreter: ``<launcher-pid> <settings-fd> [uid gid groups
+    preload go-fd]``: the user it becomes before anything else (groups comma-separated),
+    "cloudpickle" in `preload` when its target needs it (imported first, while the
+    interpreter can still read its own files: a venv under /root, which the user may
+    not, as a fork of the launcher would have it), and the fd on which a warm standby
+    waits for "go" (-1: none)."""
     try:
         control_fd = int(os.environ.pop(CONTROL_FD_ENV))
         launcher_pid, settings_fd = int(argv[0]), int(argv[1])
+        go_fd = int(argv[6]) if len(argv) > 6 and int(argv[6]) >= 0 else None
+        if len(argv) > 2:  # first: a change of credentials clears PDEATHSIG
+            from ._listeners import become
+
+            if argv[5] == "cloudpickle":
+                import cloudpickle  # noqa: F401
+
+            groups = [int(g) for g in argv[4].split(",") if g]
+            become(int(argv[2]), int(argv[3]), groups)
+            # As an exec'd program of that user: its core dumps, its own /proc entries.
+            prctl(PR_SET_DUMPABLE, 1)
         _tie_to_launcher(launcher_pid)
         settings = _wire.loads(_read_all(settings_fd))
         os.close(settings_fd)
-        _close_fds_except(control_fd)
+        # Sockets placed from fd 3 by the launcher (a target with sockets), and their
+        # variables, which the settings' env does not have.
+        listen = {k: v for k, v in os.environ.items() if k.startswith("LISTEN_")}
+        sockets: list[int] = []
+        if listen.get("LISTEN_PID") == str(os.getpid()):
+            sockets = list(range(3, 3 + int(listen.get("LISTEN_FDS", "0"))))
+            settings = {**settings, "env": {**settings["env"], **listen}}
+        _close_fds_except(control_fd, *sockets, *([] if go_fd is None else [go_fd]))
         os.set_inheritable(control_fd, False)
+        if go_fd is not None:
+            os.set_inheritable(go_fd, False)
         _apply_settings(settings, control_fd)
-        _run_target(settings, control_fd)
-    except BaseException:
-        try:
-            import traceback
-
-            traceback.print_exc()
-            sys.stderr.flush()
-        finally:
-            os._exit(1)
+        _run_target(settings, control_fd, go_fd)
+    except BaseException as exc:
+        _print_and_exit(exc)
 
 
 if __name__ == "__main__":

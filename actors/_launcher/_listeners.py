@@ -8,6 +8,12 @@ being refused. The last `Forget` of a template using it closes it LINGER seconds
 later, unless a template naming the address is defined meanwhile: a child replaced
 by an update (a new worker, a new template) keeps the very socket (docs/sockets.md).
 Every socket is close-on-exec in the launcher: only the children that name it get it.
+
+A unix socket's mode is set by the umask around `bind`, never by path afterwards, and
+its folder is checked first (`open_folder`: only root can change where its path leads,
+though the last folder may be the child's user's); the stale file of an earlier run,
+and ours when it closes, are removed through an fd of that folder. A user who can
+write the folder cannot make root act on a file of its choosing.
 """
 
 from __future__ import annotations
@@ -27,13 +33,18 @@ FIRST_FD = 3  # SD_LISTEN_FDS_START
 LINGER = 2.0  # seconds an unused socket waits for a successor's template before it closes
 
 
-class _Held:
-    __slots__ = ("inode", "path", "sock", "users")
+SOCKET_MODE = 0o666  # systemd's SocketMode= default
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
-    def __init__(self, sock: socket.socket, path: str | None) -> None:
+
+class _Held:
+    __slots__ = ("folder", "inode", "name", "sock", "users")
+
+    def __init__(self, sock: socket.socket, folder: int = -1, name: str = "") -> None:
         self.sock = sock
-        self.path = path  # a unix socket's file, removed when the socket closes
-        self.inode = os.stat(path).st_ino if path is not None else 0
+        # A unix socket's file (its folder's fd and its name), removed when it closes.
+        self.folder, self.name = folder, name
+        self.inode = os.lstat(name, dir_fd=folder).st_ino if folder >= 0 else 0
         self.users: set[int] = set()
 
 
@@ -44,15 +55,16 @@ class Listeners:
         self._held: dict[str, _Held] = {}
         self._idle: dict[str, float] = {}  # unused sockets: when each closes (monotonic)
 
-    def fds(self, template: int, sockets: list[list[object]]) -> list[int]:
+    def fds(self, template: int, sockets: list[list[object]], uid: int = -1) -> list[int]:
         """The fds of a template's sockets ([name, listen, backlog] each), bound now if
-        they are not yet; raises SpawnError naming the socket, its address and why."""
+        they are not yet; raises SpawnError naming the socket, its address and why.
+        `uid`: the child's user (-1: ours), whose folders may hold its sockets."""
         out = []
         for name, listen, backlog in sockets:
             assert isinstance(listen, str) and isinstance(backlog, int)
             held = self._held.get(listen)
             if held is None:
-                held = self._held[listen] = _bind(str(name), listen, backlog)
+                held = self._held[listen] = _bind(str(name), listen, backlog, uid)
             held.users.add(template)
             self._idle.pop(listen, None)
             out.append(held.sock.fileno())
@@ -103,26 +115,37 @@ class Listeners:
 
 
 def _close(closing: list[_Held]) -> None:
-    # Paths first: once any of them refuses a connection, none is left on disk.
+    # Files first: once any of them refuses a connection, none is left on disk.
     for held in closing:
-        if held.path is not None:
+        if held.folder >= 0:
             with contextlib.suppress(OSError):
-                if os.stat(held.path).st_ino == held.inode:  # ours, not a successor's
-                    os.unlink(held.path)
+                st = os.lstat(held.name, dir_fd=held.folder)
+                if st.st_ino == held.inode:  # ours, not a successor's
+                    os.unlink(held.name, dir_fd=held.folder)
     for held in closing:
         held.sock.close()
+        if held.folder >= 0:
+            os.close(held.folder)
 
 
-def _bind(name: str, listen: str, backlog: int) -> _Held:
-    path = None
+def _bind(name: str, listen: str, backlog: int, uid: int = -1) -> _Held:
+    folder = -1
     try:
         if listen.startswith(("/", "@")):
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             if listen.startswith("/"):
-                path = listen
-                _remove_stale(path)
-                sock.bind(path)
-                os.chmod(path, 0o666)  # systemd's SocketMode= default
+                where, _, base = listen.rpartition("/")
+                folder = open_folder(where or "/", uid, f"socket {name!r}")
+                _remove_stale(folder, base)
+                old = os.umask(0o777 & ~SOCKET_MODE)  # the mode from the start: no chmod after
+                try:
+                    # By path (its name, as the child reads it): nobody but root can
+                    # change where the folders checked lead, and bind follows no
+                    # symlink in the last place.
+                    sock.bind(listen)
+                finally:
+                    os.umask(old)
+                held = _Held(sock, folder, base)
             else:
                 sock.bind("\0" + listen[1:])
         else:
@@ -132,31 +155,121 @@ def _bind(name: str, listen: str, backlog: int) -> _Held:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host.strip("[]"), int(port)))
         sock.listen(backlog)
+    except UnsafeFolder as exc:
+        with contextlib.suppress(NameError):
+            sock.close()
+        if folder >= 0:
+            os.close(folder)
+        raise SpawnError(errno.EPERM, str(exc)) from None
     except OSError as exc:
         with contextlib.suppress(NameError):
             sock.close()
+        if folder >= 0:
+            os.close(folder)
         why = exc.strerror or str(exc)
         holder = _holder(listen) if exc.errno == errno.EADDRINUSE else ""
         raise SpawnError(
             exc.errno,
             f"socket {name!r} cannot listen on {listen}: {why}{holder}",
         ) from None
-    return _Held(sock, path)
+    return held if folder >= 0 else _Held(sock)
 
 
-def _remove_stale(path: str) -> None:
+class UnsafeFolder(PermissionError):
+    """A unix socket's folder another user could use to redirect root; says the fix."""
+
+
+def open_folder(path: str, uid: int, what: str) -> int:
+    """An O_PATH fd of the folder `path` (absolute), checked so that no one but root
+    (or us) can change where the path leads: it is walked from / one folder at a time,
+    each folder above the last root's or ours and not writable by others unless sticky
+    (/tmp), and a folder in a sticky one root's or ours too (else its owner could
+    rename it away). The last folder may also be `uid`'s (the child's user): what it
+    does inside is its own. A symlink on the way is followed only if it and its folder
+    are root's or ours (/var/run). UnsafeFolder otherwise, naming `what`, the folder
+    and the fix; OSError (such as FileNotFoundError) if the path cannot be walked."""
+    trusted = {0, os.geteuid()}
+    todo, links = os.path.normpath(path), 0
+    while True:
+        fd = os.open("/", _DIR_FLAGS)
+        try:
+            here, up = "/", os.fstat(fd)
+            parts = [p for p in todo.split("/") if p]
+            for i, part in enumerate(parts):
+                try:
+                    step = os.open(part, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                        raise
+                    link = os.lstat(part, dir_fd=fd)
+                    if not stat.S_ISLNK(link.st_mode):
+                        raise
+                    if link.st_uid not in trusted:
+                        raise UnsafeFolder(
+                            f"{what}: {os.path.join(here, part)} is a symlink of uid "
+                            f"{link.st_uid}, who could point it anywhere; give the real path"
+                        ) from None
+                    links += 1
+                    if links > 40:
+                        raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+                    target = os.readlink(part, dir_fd=fd)
+                    todo = os.path.normpath(os.path.join(here, target, *parts[i + 1 :]))
+                    break
+                os.close(fd)
+                fd, here = step, os.path.join(here, part)
+                st = os.fstat(fd)
+                owners = trusted
+                if i == len(parts) - 1 and not _shared(up):
+                    owners = trusted | ({uid} - {-1})
+                _check_folder(st, here, owners, what)
+                up = st
+            else:
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
+def _shared(st: os.stat_result) -> bool:
+    """A folder others may write (sticky: they may not rename what is not theirs)."""
+    return bool(st.st_mode & 0o022)
+
+
+def _check_folder(st: os.stat_result, where: str, owners: set[int], what: str) -> None:
+    if st.st_uid not in owners:
+        raise UnsafeFolder(
+            f"{what}: the folder {where} belongs to uid {st.st_uid}, who could make the "
+            "socket's path lead elsewhere; use a folder of root's (a folder of the child's "
+            f"user's is fine in one of root's, such as /run/app), `chown root {where}`, "
+            "or another path"
+        )
+    if _shared(st) and not st.st_mode & stat.S_ISVTX:
+        raise UnsafeFolder(
+            f"{what}: the folder {where} has mode {stat.S_IMODE(st.st_mode):04o}: other "
+            f"users may write it; `chmod go-w {where}`, or use another folder"
+        )
+
+
+def _via(folder: int, name: str) -> str:
+    """The path of `name` in the folder open as `folder`, through /proc: the kernel
+    follows that one link to the very folder checked, whatever its path now holds."""
+    return f"/proc/self/fd/{folder}/{name}"
+
+
+def _remove_stale(folder: int, name: str) -> None:
     """A socket file nobody listens on (left by a previous run) is removed; one that
     answers, or a file that is no socket, is left for bind to refuse."""
     try:
-        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+        if not stat.S_ISSOCK(os.lstat(name, dir_fd=folder).st_mode):
             return
     except FileNotFoundError:
         return
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        probe.connect(path)
+        probe.connect(_via(folder, name))
     except ConnectionRefusedError:
-        os.unlink(path)
+        os.unlink(name, dir_fd=folder)
     except OSError:
         pass
     finally:

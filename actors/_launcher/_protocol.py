@@ -163,6 +163,8 @@ def _field(tag: str, value: Any, expected: Any) -> Any:
     int,
     int,
     list,
+    list,
+    bool,
 )
 @dataclass(frozen=True)
 class Template(Record):
@@ -204,6 +206,10 @@ class Template(Record):
     uid: int = -1
     gid: int = -1
     groups: list[int] = field(default_factory=list)
+    # Set in the child before its exec or target (`_confine`): [name, soft, hard] each
+    # (-1: infinity), as setrlimit takes them, and PR_SET_NO_NEW_PRIVS.
+    limits: list[list[Any]] = field(default_factory=list)
+    no_new_privs: bool = False
 
 
 @_record("define", int, Template)

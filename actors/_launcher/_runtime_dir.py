@@ -2,11 +2,14 @@
 and the files that carry an injected exception to a child.
 
 $XDG_RUNTIME_DIR/nannytree when XDG_RUNTIME_DIR names a directory we may write
-(systemd makes it per user, 0700), else nannytree-<uid> in the temp directory
-($TMPDIR if it names one we may write, else /tmp). Made with mode 0700. One that
-exists already must be a directory of ours that nobody else may enter: it is
-refused otherwise, never repaired, since another user may have made it (or a
-symlink in its place) to read our sockets or plant files in it.
+(systemd makes it per user, 0700; root takes only one of root's: sudo may keep a
+user's); else, for root, /run/nannytree (ROOT_DIR:
+/run is root's, so no other user can take the name first, as one could in /tmp);
+else nannytree-<uid> in the temp directory ($TMPDIR if it names one we may write,
+else /tmp). Made with mode 0700. One that exists already must be a directory of
+ours that nobody else may enter: it is refused otherwise, never repaired, since
+another user may have made it (or a symlink in its place) to read our sockets or
+plant files in it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import os
 import stat
 from pathlib import Path
 from typing import Literal, overload
+
+ROOT_DIR = Path("/run/nannytree")
 
 
 class UnsafeDirectory(PermissionError):
@@ -61,8 +66,11 @@ def runtime_dir(*, create: bool = True) -> Path | None:
     None if absent and not `create` (a client looks, it never makes). Raises
     UnsafeDirectory if it exists but is not private."""
     xdg = os.environ.get("XDG_RUNTIME_DIR")
-    if xdg and _writable_dir(xdg):
+    root = os.getuid() == 0
+    if xdg and _writable_dir(xdg) and not (root and os.stat(xdg).st_uid != 0):
         path = Path(xdg) / "nannytree"
+    elif root:
+        path = ROOT_DIR
     else:
         tmp = os.environ.get("TMPDIR")
         path = Path(tmp if tmp and _writable_dir(tmp) else "/tmp") / f"nannytree-{os.getuid()}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import signal
 import stat
@@ -18,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from . import _bootstrap, _listeners, _wire
+from ._confine import Confinement
 from ._control import CONTROL_FD_ENV
 from ._daemons import TOKEN_ENV, child_token
 from ._launched import Launched, SpawnError
@@ -32,6 +34,11 @@ CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
 # The directory holding the `actors` package (actors/_launcher/ is two below it),
 # for fresh interpreters.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# A fresh interpreter that becomes a user (argv: the package's folder, then main's).
+_AS_USER = (
+    "import sys; sys.path.insert(0, sys.argv[1]); "
+    "from actors._launcher._bootstrap import main; main(sys.argv[2:])"
+)
 # Runs of starts cancelled or failed, remembered so their later spawns start nothing;
 # a supervisor names a new chain per run, so only the recent ones matter.
 FAILED_CHAINS = 1024
@@ -221,10 +228,12 @@ def _fork_exec(
     err_fd: int | None,
     pid_env: str | None,
     setup: ChildSetup | None = None,
+    confine: Confinement | None = None,
 ) -> int:
     """As _posix_spawn, but with the child's own pid in `pid_env` (known only after the
-    fork), and what `setup` asks (sockets from fd 3, another user). The exec's failure
-    comes back on a close-on-exec pipe, as an OSError."""
+    fork), what `setup` asks (sockets from fd 3, another user) and what `confine` does
+    (limits, no_new_privs). The exec's failure comes back on a close-on-exec pipe, as
+    an OSError."""
     err_r, err_w = os.pipe()
     signal.pthread_sigmask(signal.SIG_BLOCK, CATCHABLE)
     try:
@@ -246,6 +255,11 @@ def _fork_exec(
             if err_fd is not None:
                 os.dup2(err_fd, 2)
             own = {pid_env: str(os.getpid())} if pid_env is not None else {}
+            if confine is not None:  # limits first: raising a hard one needs root
+                refused = confine.limit()
+                if refused is not None:
+                    os.write(err_w, b"L%d:%d" % refused)
+                    os._exit(127)
             if setup is not None:
                 try:
                     (err_w,) = setup.apply([err_w])
@@ -253,6 +267,8 @@ def _fork_exec(
                     os.write(err_w, b"S%d" % (exc.errno or 0))  # not the exec: the setup
                     os._exit(127)
                 own.update(setup.env(os.getpid()))
+            if confine is not None:
+                confine.seal()
             _bootstrap.unblock_all_signals()
             os.execve(path, argv, {**env, **own})
         except OSError as exc:
@@ -270,6 +286,9 @@ def _fork_exec(
     if said:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+        if said.startswith(b"L") and confine is not None:
+            which, _, why = said[1:].partition(b":")
+            raise SpawnError(int(why), confine.refused(int(which), int(why)))
         if said.startswith(b"S") and setup is not None:
             code = int(said[1:]) if said[1:].isdigit() else errno.EIO
             raise SpawnError(
@@ -281,6 +300,25 @@ def _fork_exec(
         code = int(said) if said.isdigit() else errno.EIO
         raise OSError(code, os.strerror(code))
     return pid
+
+
+def _another_user(t: Template) -> bool:
+    """Whether the child takes on other credentials: then a target is exec'd afresh,
+    never forked from us, who hold every child's template (env, secrets)."""
+    return t.uid >= 0 or t.gid >= 0
+
+
+def _confinement(t: Template) -> Confinement | None:
+    if not t.limits and not t.no_new_privs:
+        return None
+    return Confinement(t.limits, t.no_new_privs)
+
+
+def _above(fd: int, setup: ChildSetup) -> int:
+    """`fd` moved past the fds a child's sockets take from 3 (closed-on-exec still)."""
+    moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, _listeners.FIRST_FD + len(setup.fds))
+    os.close(fd)
+    return moved
 
 
 def _child_settings(t: Template) -> dict[str, Any]:
@@ -331,13 +369,14 @@ class Starter:
             token = ""
             born = boot_ticks() - 1  # a tick of margin: the clocks round apart
             setup = self._setup(template_id, template)
+            confine = _confinement(template)
             if template.command is not None:
                 token = child_token()
-                pid = self._spawn_command(template, out_fd, err_fd, token, setup)
-            elif template.fresh:
-                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd)
+                pid = self._spawn_command(template, out_fd, err_fd, token, setup, confine)
+            elif template.fresh or _another_user(template):
+                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd, setup, confine)
             else:
-                pid, control_fd = self._fork(template, out_fd, err_fd, setup=setup)
+                pid, control_fd = self._fork(template, out_fd, err_fd, None, setup, confine)
         except SpawnError:
             outputs.abandon()
             raise
@@ -363,7 +402,7 @@ class Starter:
         sockets if they are not yet (SpawnError naming the socket when one cannot be)."""
         if not t.sockets and t.uid < 0 and t.gid < 0:
             return None
-        fds = self.listeners.fds(template_id, t.sockets)
+        fds = self.listeners.fds(template_id, t.sockets, t.uid)
         return ChildSetup(fds, [str(s[0]) for s in t.sockets], t.uid, t.gid, list(t.groups))
 
     def _chdir(self, cwd: str) -> None:
@@ -388,6 +427,7 @@ class Starter:
         err_fd: int | None,
         token: str,
         setup: ChildSetup | None = None,
+        confine: Confinement | None = None,
     ) -> int:
         assert t.command is not None
         argv = t.command
@@ -398,10 +438,12 @@ class Starter:
             path = _which(argv[0], search)
         env = {**t.env, TOKEN_ENV: token}
         try:
-            if t.pid_env is None and setup is None:
+            if t.pid_env is None and setup is None and confine is None:
                 pid = _posix_spawn(path, argv, env, out_fd, err_fd)
             else:
-                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env, setup)
+                pid = _fork_exec(path, argv, env, out_fd, err_fd, t.pid_env, setup, confine)
+        except SpawnError:
+            raise
         except OSError as exc:
             self._paths.pop(key, None)
             raise SpawnError(
@@ -417,8 +459,11 @@ class Starter:
         err_fd: int | None,
         go_fd: int | None = None,
         setup: ChildSetup | None = None,
+        confine: Confinement | None = None,
     ) -> tuple[int, int]:
         control_r, control_w = os.pipe()
+        # A refused limit comes back on it (EOF: all set), for a start error naming it.
+        said_r, said_w = os.pipe() if confine is not None else (-1, -1)
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 if stream is not None:
@@ -431,46 +476,111 @@ class Starter:
             pid = os.fork()
         except OSError as exc:
             _bootstrap.unblock_all_signals()
-            os.close(control_r)
-            os.close(control_w)
+            close_all([control_r, control_w, *([said_r, said_w] if confine else [])])
             raise SpawnError(exc.errno, f"fork failed: {exc.strerror}") from None
         if pid == 0:
             _bootstrap.run_forked(
-                self.me, control_w, _child_settings(t), out_fd, err_fd, go_fd, setup
+                self.me,
+                control_w,
+                _child_settings(t),
+                out_fd,
+                err_fd,
+                go_fd,
+                setup,
+                confine,
+                said_w,
             )
         _bootstrap.unblock_all_signals()
         # Also set here, so a killpg from the host can never precede the child's own setpgid.
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)
         os.close(control_w)
+        if confine is not None:
+            os.close(said_w)
+            try:
+                said = os.read(said_r, 32)
+            finally:
+                os.close(said_r)
+            if said:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+                os.close(control_r)
+                which, _, why = said[1:].partition(b":")
+                raise SpawnError(int(why), confine.refused(int(which), int(why)))
         os.set_blocking(control_r, False)
         return pid, control_r
 
-    def _spawn_fresh(self, t: Template, out_fd: int | None, err_fd: int | None) -> tuple[int, int]:
+    def _spawn_fresh(
+        self,
+        t: Template,
+        out_fd: int | None,
+        err_fd: int | None,
+        setup: ChildSetup | None = None,
+        confine: Confinement | None = None,
+        go_fd: int | None = None,
+    ) -> tuple[int, int]:
+        """A target in a new interpreter: by posix_spawn, or fork+exec when it takes on
+        sockets, limits or no_new_privs. It holds only its own settings.
+
+        One that takes on another user starts as root, isolated (-I: no env, no cwd on
+        its path) so it can read an interpreter that user may not (a venv under /root),
+        and becomes the user before it reads its target, as a fork of ours would. With
+        `go_fd`, it is a warm standby of such a target: it waits for "go" on it."""
         control_r, control_w = os.pipe()
         # A memfd, not a pipe: writing a large payload must not block the loop.
         settings_fd = os.memfd_create("nannytree-settings", os.MFD_CLOEXEC)
+        given_go = -1
         try:
+            if setup is not None and setup.fds:
+                # Above the fds its sockets take from 3: their numbers are on its argv.
+                control_w = _above(control_w, setup)
+                settings_fd = _above(settings_fd, setup)
+            if go_fd is not None:  # a copy the child inherits: the caller keeps its own
+                floor = _listeners.FIRST_FD + (len(setup.fds) if setup is not None else 0)
+                given_go = fcntl.fcntl(go_fd, fcntl.F_DUPFD_CLOEXEC, floor)
+                os.set_inheritable(given_go, True)
             _wire.write_all(settings_fd, _wire.dumps(_child_settings(t)))
             os.lseek(settings_fd, 0, os.SEEK_SET)
-            env = dict(t.env)
-            env[CONTROL_FD_ENV] = str(control_w)
-            python_path = env.get("PYTHONPATH")
-            env["PYTHONPATH"] = _PACKAGE_PARENT + (os.pathsep + python_path if python_path else "")
-            argv = [sys.executable, "-P", "-m", "actors._launcher._bootstrap"]
-            argv += [str(self.me), str(settings_fd)]
+            if _another_user(t):
+                # Its env is in its settings, applied once it is the user: none of it
+                # (LD_PRELOAD, PYTHONPATH) reaches the interpreter while it is root.
+                env = {CONTROL_FD_ENV: str(control_w)}
+                argv = [sys.executable, "-I", "-c", _AS_USER, _PACKAGE_PARENT]
+                argv += [str(self.me), str(settings_fd), str(t.uid), str(t.gid)]
+                argv.append(",".join(map(str, t.groups)))
+                # Pickled by value: its unpickler is loaded while the child is root.
+                argv.append("cloudpickle" if b"cloudpickle" in (t.payload or b"") else "-")
+                argv.append(str(given_go))
+                if setup is not None:  # its sockets only: it becomes the user itself
+                    setup = ChildSetup(setup.fds, setup.names, -1, -1, [])
+            else:
+                env = dict(t.env)
+                env[CONTROL_FD_ENV] = str(control_w)
+                python_path = env.get("PYTHONPATH")
+                env["PYTHONPATH"] = _PACKAGE_PARENT + (
+                    os.pathsep + python_path if python_path else ""
+                )
+                argv = [sys.executable, "-P", "-m", "actors._launcher._bootstrap"]
+                argv += [str(self.me), str(settings_fd)]
             os.set_inheritable(control_w, True)
             os.set_inheritable(settings_fd, True)
             try:
-                pid = _posix_spawn(sys.executable, argv, env, out_fd, err_fd)
+                if (setup is None or not setup.fds) and confine is None:
+                    pid = _posix_spawn(sys.executable, argv, env, out_fd, err_fd)
+                else:
+                    pid = _fork_exec(
+                        sys.executable, argv, env, out_fd, err_fd, None, setup, confine
+                    )
+            except SpawnError:
+                os.close(control_r)
+                raise
             except OSError as exc:
                 os.close(control_r)
                 raise SpawnError(
                     exc.errno, f"cannot start {sys.executable!r}: {exc.strerror}"
                 ) from None
         finally:
-            os.close(control_w)
-            os.close(settings_fd)
+            close_all([control_w, settings_fd, *([given_go] if given_go >= 0 else [])])
         os.set_blocking(control_r, False)
         return pid, control_r
 
@@ -487,9 +597,11 @@ class Starter:
             self._chdir(template.cwd)
             outputs.open(self.tee, template, tee)
             setup = self._setup(template_id, template)
-            pid, control_fd = self._fork(
-                template, outputs.out_fd, outputs.err_fd, go_r, setup=setup
-            )
+            out_fd, err_fd, confine = outputs.out_fd, outputs.err_fd, _confinement(template)
+            if _another_user(template):  # a fork of us would hold the others' templates
+                pid, control_fd = self._spawn_fresh(template, out_fd, err_fd, setup, confine, go_r)
+            else:
+                pid, control_fd = self._fork(template, out_fd, err_fd, go_r, setup, confine)
         except Exception:
             # No standby then: the next spawn forks as usual and reports what fails.
             outputs.abandon()

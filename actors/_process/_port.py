@@ -66,6 +66,8 @@ class SpawnRequest:
     log_timestamps: bool = False
     sockets: Sequence[tuple[str, str, int]] = ()  # Template.sockets: (name, listen, backlog)
     account: tuple[int, int, tuple[int, ...]] | None = None  # (uid, gid, groups): Template's
+    limits: Sequence[tuple[str, int, int]] = ()  # Template.limits: (name, soft, hard), -1: infinity
+    no_new_privs: bool = False  # Template.no_new_privs
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.payload is None):
@@ -108,6 +110,8 @@ class SpawnRequest:
             uid=-1 if self.account is None else self.account[0],
             gid=-1 if self.account is None else self.account[1],
             groups=[] if self.account is None else list(self.account[2]),
+            limits=[list(limit) for limit in self.limits],
+            no_new_privs=bool(self.no_new_privs),
         )
 
 

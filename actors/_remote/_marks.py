@@ -5,7 +5,8 @@ A remote host marks its process environment with `NANNYTREE_REMOTE` before it
 starts its tree: `<subtree>|<incarnation token>|<host pid>`, where the subtree
 names the parent tree's engine and the subtree's path. Its launcher, the
 launcher's guardian and every child inherit the mark (a child that does not
-inherit the environment gets it in its spec's env), and so do their own children.
+inherit the environment, or runs as a `user`, gets it in its spec's env), and so do
+their own children.
 
 A new incarnation placed where an older one of the same subtree ran (a restart
 after `remote_crash` or `remote_unresponsive` keeps its node) looks for marked
@@ -59,7 +60,7 @@ def marked_spec(spec: SupervisorSpec, mark: Mark) -> SupervisorSpec:
     for child in spec.children:
         if isinstance(child, SupervisorSpec):
             children.append(marked_spec(child, mark))
-        elif not child.inherit_env:
+        elif not child.inherit_env or child.user is not None:  # ours is not passed to it
             children.append(
                 dataclasses.replace(child, env={**(child.env or {}), MARK: mark.value()})
             )

@@ -1,8 +1,11 @@
-"""The user a child runs as (`user`, `group`): looked up in the user database when its
-request is built, as systemd's User= and Group= (docs/sockets.md, "Users").
+"""The user a child runs as (`user`, `group`) and the environment it gets: looked up in
+the user database when its request is built, as systemd's User= and Group=
+(docs/sockets.md, "Users").
 
 The launcher takes on the ids after the fork (`actors._launcher._listeners.become`);
-everything it opens for the child (log files, pipes) it opens as itself, before.
+everything it opens for the child (log files, pipes) it opens as itself, before. The
+programs the shell runs for the child (its probes and checks) take the same ids and
+the same environment (`_run_as.py`).
 """
 
 from __future__ import annotations
@@ -10,18 +13,25 @@ from __future__ import annotations
 import grp
 import os
 import pwd
-from collections.abc import Mapping
 
 from supervision import ChildSpec
 
 Account = tuple[int, int, tuple[int, ...]]  # uid, gid, supplementary groups
+Resolved = tuple[Account, dict[str, str]]  # and the variables of its user entry
+
+# What a child with `user` keeps of nannytree's environment: systemd's User= passes
+# PATH and the locale. The rest may be root's own (HOME=/root, XDG_RUNTIME_DIR, SUDO_*,
+# MAIL, a credential exported in root's shell): the tree file's `env` passes those on
+# purpose.
+PASSED = frozenset({"PATH", "LANG", "LANGUAGE", "TZ"})
+PASSED_PREFIX = "LC_"
 
 
 class AccountError(Exception):
     """A child's user or group cannot be taken on; the message names child and field."""
 
 
-def resolve(spec: ChildSpec) -> tuple[Account, dict[str, str]] | None:
+def resolve(spec: ChildSpec) -> Resolved | None:
     """(uid, gid, groups) and the variables systemd's User= sets (HOME, USER, LOGNAME,
     SHELL), or None when the child runs as nannytree; raises AccountError."""
     if spec.user is None and spec.group is None:
@@ -61,12 +71,24 @@ def resolve(spec: ChildSpec) -> tuple[Account, dict[str, str]] | None:
     return (uid, gid, groups), env
 
 
-def child_env(env: Mapping[str, str], account_env: Mapping[str, str], spec: ChildSpec) -> None:
-    """The user's variables, unless the spec's own env sets them."""
-    own = spec.env or {}
-    for key, value in account_env.items():
-        if key not in own:
-            env[key] = value  # type: ignore[index]
+def child_env(spec: ChildSpec, resolved: Resolved | None) -> dict[str, str]:
+    """The environment of the child and of every program run for it: nannytree's (all
+    of it; with `user`, only PATH and the locale; none with inherit_env=False), then
+    the user's HOME, USER, LOGNAME and SHELL, then the spec's own `env`, which wins."""
+    if not spec.inherit_env:
+        env: dict[str, str] = {}
+    elif spec.user is not None:
+        env = {k: v for k, v in os.environ.items() if _passed(k)}
+    else:
+        env = dict(os.environ)
+    if resolved is not None:
+        env.update(resolved[1])
+    env.update(spec.env or {})
+    return env
+
+
+def _passed(name: str) -> bool:
+    return name in PASSED or name.startswith(PASSED_PREFIX)
 
 
 def _user(value: str | int, cid: str) -> pwd.struct_passwd | None:

@@ -7,27 +7,25 @@ child is not probed (a stopped process cannot answer). See docs/health.md.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import Any
 
 import pykka
 
-from supervision import ChildSpec, Health
+from supervision import ChildSpec, ExecProbe, Health
 from supervision._probes import LivenessCount, Verdict
 
 from .._runtime._actor_loop import tell_quietly
 from ._messages import HealthChanged
-from ._prober import Prober, ProbeSite, Watch
+from ._prober import Prober, Watch
+from ._run_as import RunAs, run_as
 
 
-def probe_site(spec: ChildSpec) -> ProbeSite:
-    """Where the child's exec probes run: its environment, its working directory."""
-    env: Mapping[str, str] | None = spec.env
-    if spec.inherit_env:
-        env = {**os.environ, **(spec.env or {})}
-    cwd = None if spec.cwd is None else os.path.abspath(os.fspath(spec.cwd))
-    return ProbeSite(env=dict(env or {}), cwd=cwd)
+def probe_site(spec: ChildSpec, probe: object) -> RunAs:
+    """How `probe` (the child's readiness or liveness) runs, if it runs a program: as
+    the child, or as_root; nothing to resolve for the others."""
+    if not isinstance(probe, ExecProbe):
+        return RunAs()
+    return run_as(spec, probe.argv[0], as_root=probe.as_root)
 
 
 def health_of(count: LivenessCount) -> Health:
@@ -52,7 +50,7 @@ class LivenessWatch:
         def changed(verdict: Verdict, count: LivenessCount) -> None:
             tell_quietly(ref, HealthChanged(incarnation, verdict, health_of(count)))
 
-        self._watch = self._prober.watch(liveness, probe_site(self._spec), changed)
+        self._watch = self._prober.watch(liveness, probe_site(self._spec, liveness.probe), changed)
 
     def stop(self) -> None:
         if self._watch is not None:

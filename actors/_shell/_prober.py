@@ -2,9 +2,10 @@
 
 A TCP probe is a non-blocking connect; an HTTP probe a connect, one GET and the
 status line of the answer (at most HTTP_LIMIT bytes are read: a child's answer
-is untrusted); an exec probe a process in a session of its own, watched by its
-pidfd and killed (its whole group) at the timeout. Each attempt ends in a
-callback on this thread with (ok, error); the owner decides what it means.
+is untrusted); an exec probe a process in a session of its own, run as the child
+(`_run_as.py`), watched by its pidfd and killed (its whole group) at the timeout.
+Each attempt ends in a callback on this thread with (ok, error); the owner decides
+what it means.
 
 Liveness probes are scheduled here too (`watch`), and counted here, so a healthy
 child costs its worker no message at all: the worker hears only of a change
@@ -25,12 +26,14 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from supervision import ExecProbe, HttpProbe, Liveness, TcpProbe
 from supervision._probes import LivenessCount, Probe, Verdict
+
+from ._run_as import RunAs
 
 log = logging.getLogger("nannytree")
 
@@ -40,18 +43,10 @@ OUTPUT_LIMIT = 2048  # bytes of an exec probe's output kept for its error
 Done = Callable[[bool, str], None]
 
 
-@dataclass(frozen=True)
-class ProbeSite:
-    """Where an exec probe runs: the child's environment and working directory."""
-
-    env: Mapping[str, str] | None = None
-    cwd: str | None = None
-
-
 class Attempt:
     """One probe attempt in flight; `cancel()` drops it (its callback never comes)."""
 
-    def __init__(self, probe: Probe, site: ProbeSite, done: Done, deadline: float) -> None:
+    def __init__(self, probe: Probe, site: RunAs, done: Done, deadline: float) -> None:
         self.probe = probe
         self.site = site
         self.done = done
@@ -73,7 +68,7 @@ class Watch:
     """A liveness watch of one incarnation: its schedule and its count."""
 
     liveness: Liveness
-    site: ProbeSite
+    site: RunAs
     on_change: Callable[[Verdict, LivenessCount], None]
     count: LivenessCount
     attempt: Attempt | None = None
@@ -100,7 +95,7 @@ class Prober:
 
     # -- the API (any thread) -----------------------------------------------------------
 
-    def attempt(self, probe: Probe, site: ProbeSite, done: Done) -> Attempt:
+    def attempt(self, probe: Probe, site: RunAs, done: Done) -> Attempt:
         """Try `probe` once; `done(ok, error)` on the prober's thread."""
         attempt = Attempt(probe, site, done, 0.0)
         self._submit(attempt)
@@ -109,7 +104,7 @@ class Prober:
     def watch(
         self,
         liveness: Liveness,
-        site: ProbeSite,
+        site: RunAs,
         on_change: Callable[[Verdict, LivenessCount], None],
     ) -> Watch:
         """Probe every period from `initial_delay` on; `on_change` (on the prober's
@@ -354,16 +349,18 @@ class Prober:
     # -- exec ---------------------------------------------------------------------------
 
     def _begin_exec(self, attempt: Attempt, probe: ExecProbe) -> None:
+        if attempt.site.error:
+            self._end(attempt, False, f"cannot run {probe.argv[0]!r}: {attempt.site.error}")
+            return
         try:
             proc = subprocess.Popen(
                 probe.argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                env=None if attempt.site.env is None else dict(attempt.site.env),
-                cwd=attempt.site.cwd,
                 start_new_session=True,  # its group is killed at the timeout
                 close_fds=True,
+                **attempt.site.popen(),  # as the child: its ids, env and cwd
             )
         except OSError as e:
             self._end(attempt, False, f"cannot run {probe.argv[0]!r}: {_os_error(e)}")

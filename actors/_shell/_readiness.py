@@ -23,7 +23,8 @@ from supervision._probes import Probe, ready_period
 
 from .._process._port import ChildHandle
 from ._ports import foreign_holder, process_tree
-from ._prober import Prober, ProbeSite
+from ._prober import Prober
+from ._run_as import RunAs
 from ._sd_notify import Notification, NotifyEndpoint
 from ._stopping import KILL_REPORT_GRACE
 
@@ -46,7 +47,7 @@ def wait_ready(
     notify: NotifyEndpoint | None,
     take_note: Callable[[ChildHandle, Notification], None],
     prober: Prober | None = None,
-    site: Callable[[], ProbeSite] | None = None,
+    site: Callable[[], RunAs] | None = None,
     waiting: Waiting | None = None,
     settle: float = 0.0,
 ) -> bool:
@@ -59,7 +60,7 @@ def wait_ready(
     if isinstance(ready, TcpProbe | HttpProbe | ExecProbe):
         assert prober is not None
         deadline = time.monotonic() + timeout
-        where = site() if site is not None else ProbeSite()  # only now: it copies the env
+        where = site() if site is not None else RunAs()  # only now: it reads the env
         return _wait_probe(ready, prober, where, proc, deadline, waiting)
     if isinstance(ready, LogLine):
         return _wait_line(ready, proc, time.monotonic() + timeout, waiting)
@@ -109,7 +110,7 @@ def _wait_notify(
 def _wait_probe(
     probe: Probe,
     prober: Prober,
-    site: ProbeSite,
+    site: RunAs,
     proc: ChildHandle,
     deadline: float,
     waiting: Waiting,

@@ -1,5 +1,6 @@
-"""A child's reload: its spec's check command (the reload is refused if it fails),
-then its reload signal to the main process (systemd's ExecReload= with a check)."""
+"""A child's reload: its spec's check command, run as the child (the reload is refused
+if it fails), then its reload signal to the main process (systemd's ExecReload= with a
+check)."""
 
 from __future__ import annotations
 
@@ -21,13 +22,11 @@ def reload_process(spec: ChildSpec, proc: ChildHandle | None, supervisor: str) -
     if proc is None or proc.exit is not None:
         raise ChildNotRunning(supervisor, spec.id, "reload it")
     if reload.check is not None:
-        _run_check(spec, list(reload.check), reload.check_timeout, supervisor)
+        failed = run_check(
+            spec, reload.check, reload.check_timeout, "check", as_root=reload.check_as_root
+        )
+        if failed is not None:
+            raise ReloadRefused(supervisor, spec.id, str(failed))
     if not proc.send_signal(int(reload.signal), group=False):
         raise ChildNotRunning(supervisor, spec.id, "reload it")
     return int(reload.signal)
-
-
-def _run_check(spec: ChildSpec, argv: list[str], timeout: float, supervisor: str) -> None:
-    failed = run_check(spec, argv, timeout, "check")
-    if failed is not None:
-        raise ReloadRefused(supervisor, spec.id, str(failed))

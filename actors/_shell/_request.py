@@ -72,6 +72,8 @@ def request_shape(spec: ChildSpec, payload: bytes | None) -> tuple[Any, ...] | N
         spec.sockets,
         spec.user,
         spec.group,
+        _limits(spec),
+        spec.no_new_privileges,
     )
 
 
@@ -82,6 +84,14 @@ def _log_fields(spec: ChildSpec) -> dict[str, Any]:
         "log_backups": spec.log_backups or 0,
         "log_timestamps": bool(spec.log_timestamps),
     }
+
+
+def _limits(spec: ChildSpec) -> tuple[tuple[str, int, int], ...]:
+    """The spec's limits as setrlimit takes them (-1: infinity)."""
+    return tuple(
+        (name, -1 if soft is None else soft, -1 if hard is None else hard)
+        for name, (soft, hard) in sorted((spec.limits or {}).items())
+    )
 
 
 def _tee(spec: ChildSpec) -> tuple[int, ...]:
@@ -99,14 +109,11 @@ def build_request(
     spec: ChildSpec, payload: bytes | None, notify: NotifyEndpoint | None
 ) -> SpawnRequest:
     """The request, in the host's state now (its environment, cwd, sys.path, argv)."""
-    env = dict(os.environ) if spec.inherit_env else {}
-    env.update(spec.env or {})
     try:
         account = _account.resolve(spec)
     except _account.AccountError as e:
         raise StartProblem(ExitReason.start_failure(str(e))) from None
-    if account is not None:
-        _account.child_env(env, account[1], spec)
+    env = _account.child_env(spec, account)
     if notify is not None:
         env.update(notify.env())
     if spec.pid_file is not None:
@@ -136,6 +143,8 @@ def build_request(
         # Not root: resolve() allowed only our own ids, which need no change (and
         # setgroups would be refused).
         "account": None if account is None or os.geteuid() != 0 else account[0],
+        "limits": _limits(spec),
+        "no_new_privs": spec.no_new_privileges,
     }
     if spec.command is not None:
         return SpawnRequest(command=list(spec.command), **common, **extra)

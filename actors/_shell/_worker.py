@@ -376,7 +376,7 @@ class WorkerActor(PooledActor):
                 self._notify,
                 self._take_note,
                 self._context.prober,
-                lambda: probe_site(self.spec),
+                lambda: probe_site(self.spec, self.spec.ready),
                 waiting,
                 settle,
             )
@@ -429,7 +429,13 @@ class WorkerActor(PooledActor):
         spec = self.spec
         if spec.start_check is None:
             return
-        failed = run_check(spec, spec.start_check, spec.start_check_timeout, "start_check")
+        failed = run_check(
+            spec,
+            spec.start_check,
+            spec.start_check_timeout,
+            "start_check",
+            as_root=spec.start_check_as_root,
+        )
         if failed is not None:
             raise StartProblem(
                 ExitReason(ExitKind.START_FAILURE, message=failed.why, stderr_tail=failed.output)

@@ -4,6 +4,7 @@ without running the target modules' import-time code."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib.util
 import os
 import re
@@ -20,7 +21,12 @@ from typing import Any
 from actors import output_problem, pid_file_problem, rights_for
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
+from .._shell._run_as import changer
+
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
+# `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
+# (supervision/_vars.py), not a shell's.
+_VARIABLES = re.compile(r"\$\$\{|\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 
 def problems(path: Path, spec: Any) -> list[str]:
@@ -36,7 +42,7 @@ def problems(path: Path, spec: Any) -> list[str]:
                 f"child {cid!r}: args/kwargs are for a Python target; a command takes its "
                 'arguments in its list: command = ["prog", "arg", ...]'
             )
-        if isinstance(command, str) and SHELL_CHARS & set(_unquoted(command)):
+        if isinstance(command, str) and SHELL_CHARS & set(_VARIABLES.sub("", _unquoted(command))):
             found.append(
                 f"child {cid!r}: command {command!r} runs without a shell, so its shell "
                 "characters are passed as plain arguments; write "
@@ -95,6 +101,7 @@ def _loose_child(table: dict[str, Any], here: Path) -> Any:
         id=table["id"],
         command=command,
         start_check=check,
+        start_check_as_root=table.get("start_check_as_root") is True,
         cwd=str(here / cwd) if cwd else None,
         env=env if isinstance(env, dict) else None,
         target=UnresolvedTarget(target) if isinstance(target, str) and ":" in target else None,
@@ -199,15 +206,21 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     cwd = child.cwd
     if cwd is not None and not os.path.isdir(cwd):
         found.append(f"child {child.id!r}: cwd {cwd!r} does not exist; create it or fix cwd")
-    programs = [("program", child.command), ("start_check", child.start_check)]
-    for what, argv in [*programs, *_probe_commands(child)]:
-        if argv is not None and not _runnable(argv[0], cwd, child.env):
-            program = argv[0]
+    for what, argv, as_root in [("program", child.command, None), *_programs(child)]:
+        if argv is None:
+            continue
+        # A root run is in / with nannytree's own PATH (docs/sockets.md, "Users").
+        where, env = ("/", None) if as_root else (cwd, child.env)
+        program = argv[0]
+        if not _runnable(program, where, env):
+            label = what if what in ("program", "start_check") else f"{what} program"
             found.append(
-                f"child {child.id!r}: {what} {program!r} is not an executable file"
+                f"child {child.id!r}: {label} {program!r} is not an executable file"
                 + ("" if "/" in program else " on PATH")
                 + "; install it or give its full path"
             )
+        elif as_root:
+            found += _root_program_problems(child.id, what, program, as_root)
     files = {"pid_file": child.pid_file, "stdout": child.stdout, "stderr": child.stderr}
     if isinstance(child.ready, ReadyFile):
         files["ready file"] = child.ready.path
@@ -233,7 +246,9 @@ def _child_problems(child: Any, here: Path) -> list[str]:
         problem = _target_problem(ref, here)
         if problem:
             found.append(f"child {child.id!r}: target {ref!r}: {problem}")
+    found += _socket_problems(child)
     found += _account_problems(child)
+    found += _limit_problems(child)
     return found
 
 
@@ -251,19 +266,90 @@ def _rights(child: Any) -> Any:
     return rights_for(entry.pw_uid, entry.pw_gid, os.getgrouplist(entry.pw_name, entry.pw_gid))
 
 
-def _probe_commands(child: Any) -> Iterator[tuple[str, list[str]]]:
-    """The programs a child's probes and reload check run."""
+def _socket_problems(child: Any) -> list[str]:
+    """A unix `listen` socket whose folder the launcher would refuse (another user
+    could redirect its path: actors/_launcher/_listeners.py) or that does not exist."""
+    import pwd
+
+    from actors._launcher._listeners import UnsafeFolder, open_folder
+
+    found = []
+    uid = -1
+    user = getattr(child, "user", None)
+    with contextlib.suppress(KeyError):
+        uid = user if isinstance(user, int) else pwd.getpwnam(user).pw_uid if user else -1
+    for sock in getattr(child, "sockets", None) or ():
+        listen = getattr(sock, "listen", "")
+        if not isinstance(listen, str) or not listen.startswith("/"):
+            continue
+        name = sock.name if sock.name is not None else child.id
+        folder = os.path.dirname(listen) or "/"
+        try:
+            os.close(open_folder(folder, uid, f"child {child.id!r}: socket {name!r}"))
+        except UnsafeFolder as e:
+            found.append(str(e))
+        except OSError as e:
+            found.append(
+                f"child {child.id!r}: socket {name!r}: folder {folder!r} cannot be used "
+                f"({e.strerror or e}); create it or fix listen"
+            )
+    return found
+
+
+def _programs(child: Any) -> Iterator[tuple[str, list[str], str | None]]:
+    """The programs run for a child besides its own: (what, argv, the key that runs
+    it as root, or None: it runs as the child)."""
+    check = getattr(child, "start_check", None)
+    if check:
+        root = "start_check_as_root" if getattr(child, "start_check_as_root", False) else None
+        yield "start_check", list(check), root
     if isinstance(child.ready, ExecProbe):
-        yield "ready probe program", list(child.ready.argv)
+        yield "ready probe", list(child.ready.argv), _probe_root(child.ready, "ready")
     probe = getattr(child.liveness, "probe", None)
     if isinstance(probe, ExecProbe):
-        yield "liveness probe program", list(probe.argv)
+        yield "liveness probe", list(probe.argv), _probe_root(probe, "liveness")
     reload = child.reload
     check = reload.check if isinstance(reload, Reload) else None
     if isinstance(reload, tuple):
         check = reload[0]
     if check:
-        yield "reload check program", list(check)
+        root = "reload.check_as_root" if getattr(reload, "check_as_root", False) else None
+        yield "reload check", list(check), root
+
+
+def _probe_root(probe: ExecProbe, key: str) -> str | None:
+    return f"{key}.as_root" if probe.as_root else None
+
+
+def root_run_notes(spec: Any) -> list[str]:
+    """A note for each program the file runs as root for a child with a user: the
+    opt-in is deliberate, and `check` says it aloud."""
+    notes = []
+    for child in _workers(spec):
+        who = child.user if child.user is not None else f"group {child.group}"
+        for what, argv, as_root in _programs(child):
+            if as_root:
+                notes.append(
+                    f"note: child {child.id!r}: its {what} {argv} runs as root ({as_root} = "
+                    f"true), not as {who!r}: with nannytree's environment, in /"
+                )
+    return notes
+
+
+def _root_program_problems(cid: str, what: str, program: str, key: str) -> list[str]:
+    """A program run as root must be root's alone: a file or folder its child's user
+    (or anyone but root) can change is code that user gets run as root (`run` refuses
+    to run it, too)."""
+    path = program if "/" in program else shutil.which(program)
+    who = None if path is None else changer(path)
+    if who is None:
+        return []
+    return [
+        f"child {cid!r}: {what} {program!r} runs as root ({key} = true), but {who} can "
+        "change it: code another user writes, run as root; make the file and its "
+        f"folders root's and not writable by others (chown root:root, chmod go-w), or "
+        f"drop {key}"
+    ]
 
 
 def _account_problems(child: Any) -> list[str]:
@@ -291,6 +377,48 @@ def _account_problems(child: Any) -> list[str]:
     elif not found and getattr(child, "user", None) is not None and getattr(child, "target", None):
         found += _interpreter_problems(child)
     return found
+
+
+def _limit_problems(child: Any) -> list[str]:
+    """`limits` the kernel would refuse at the start: a hard limit above ours that only
+    root may raise, and nofile past fs.nr_open (which stops even root)."""
+    import resource
+
+    limits = getattr(child, "limits", None) or {}
+    found = []
+    for name, (_, hard) in limits.items():
+        own = resource.getrlimit(getattr(resource, f"RLIMIT_{name.upper()}"))[1]
+        wanted = resource.RLIM_INFINITY if hard is None else hard
+        above = own != resource.RLIM_INFINITY and (wanted == resource.RLIM_INFINITY or wanted > own)
+        if above and os.geteuid() != 0:
+            found.append(
+                f"child {child.id!r}: limits.{name}: hard limit {_rlimit(wanted)} is above "
+                f"nannytree's own ({_rlimit(own)}), which only root may raise; lower "
+                f"limits.{name} to at most {_rlimit(own)}, or run nannytree as root"
+            )
+        if name == "nofile" and hard is not None:
+            nr_open = _nr_open()
+            if nr_open is not None and hard > nr_open:
+                found.append(
+                    f"child {child.id!r}: limits.nofile: {hard} is above fs.nr_open "
+                    f"({nr_open}), which Linux refuses even to root; lower limits.nofile "
+                    "or raise fs.nr_open (sysctl)"
+                )
+    return found
+
+
+def _rlimit(value: int) -> str:
+    import resource
+
+    return "infinity" if value == resource.RLIM_INFINITY else str(value)
+
+
+def _nr_open() -> int | None:
+    try:
+        with open("/proc/sys/fs/nr_open") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
 
 
 def _interpreter_problems(child: Any) -> list[str]:

@@ -160,13 +160,14 @@ def _count(text: str) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from actors import load_tree_file
+    from actors._treefile import read_tree_file
     from supervision import ConfigError, load_engine
 
     from ._run import run_tree
 
     try:
         spec = load_tree_file(args.file)
-        engine = load_engine(Path(args.file).read_bytes(), str(args.file), vars=os.environ)
+        engine = load_engine(read_tree_file(args.file), str(args.file), vars=os.environ)
     except ConfigError as e:
         _error(e)
         return FAILED
@@ -195,18 +196,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from actors._treefile import read_tree_file
     from supervision import ConfigError, load_engine, load_tree
+    from supervision._config import TooLarge
 
-    from ._check import daemon_warnings, far_side_warnings, loose_problems, problems
+    from ._check import (
+        daemon_warnings,
+        far_side_warnings,
+        loose_problems,
+        problems,
+        root_run_notes,
+    )
     from ._engine import engine_text
     from ._plain import Painter, spec_lines, write
 
     path = Path(args.file)
     try:
         # Targets stay unresolved: checking a file never runs its modules' code.
-        spec = load_tree(path.read_bytes(), str(path), vars=dict(os.environ))
+        spec = load_tree(read_tree_file(path), str(path), vars=dict(os.environ))
     except OSError as e:
         _error(f"{path}: cannot read it ({e.strerror or e})")
+        return FAILED
+    except TooLarge as e:  # read no further: its other problems would cost as much
+        _error(e)
         return FAILED
     except ConfigError as e:
         # Every problem of the file in one pass: each child's, and what would fail at
@@ -225,7 +237,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     found = problems(path, spec)
     for problem in found:
         _error(f"{path}: {problem}")
-    for warning in daemon_warnings(path):
+    for warning in [*daemon_warnings(path), *root_run_notes(spec)]:
         _error(f"{path}: {warning}")
     if found:
         _error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")
@@ -242,7 +254,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     )
     write(sys.stdout, spec_lines(Painter(sys.stdout), spec))
-    engine = load_engine(path.read_bytes(), str(path), vars=dict(os.environ))
+    engine = load_engine(read_tree_file(path), str(path), vars=dict(os.environ))
     if engine is not None:
         print(printable(f"engine: {engine_text(engine)}"))
     return OK
@@ -324,15 +336,22 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_ls(args: argparse.Namespace) -> int:
     """The running trees: id, pid and socket, one per line."""
-    found = running_sockets()
-    for sock in found:
+    listed = 0
+    for sock in running_sockets():
         try:
             hello = call(sock, {"op": "hello"}, timeout=5.0)
         except ControlError:
             continue
         fields = (hello.get("tree", sock.stem), f"pid {hello.get('pid')}", sock)
         print("\t".join(printable(f) for f in fields))
-    return OK if found else NOT_RUNNING
+        listed += 1
+    if not listed:
+        # On stderr: a script reading the list still gets an empty one.
+        print(
+            "nannytree: no tree is running (start one with `nannytree run FILE`)", file=sys.stderr
+        )
+        return NOT_RUNNING
+    return OK
 
 
 def _action(op: str) -> Callable[[argparse.Namespace], int]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, get_args
+from typing import TYPE_CHECKING, get_args
 
 import psutil
 import pykka
@@ -30,8 +30,6 @@ from supervision import ChildState, Event, EventKind
 from ._records import Node
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
-
     from .. import EventLog
     from ._status import TreeInspector
 
@@ -257,19 +255,21 @@ class _Families:
 
 
 class MetricsServer:
-    """The HTTP endpoint: prometheus_client's server over a registry of the tree's
-    collector only. Binding happens here, so a taken port is an OSError at start."""
+    """The HTTP endpoint: prometheus_client's WSGI app over a registry of the tree's
+    collector only, served by a BoundedHTTPServer (two threads, bounded connections
+    and timeouts, whatever a client does: `_http_server.py`). Binding happens here,
+    so a taken port is an OSError at start."""
 
     def __init__(self, collector: TreeCollector, host: str, port: int) -> None:
-        from prometheus_client import start_http_server
+        from prometheus_client import make_wsgi_app
+
+        from ._http_server import BoundedHTTPServer
 
         self.collector = collector
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
-        server: WSGIServer
-        server, self._thread = start_http_server(port, addr=host, registry=self.registry)
-        self._server: Any = server
-        self.host, self.port = host, int(server.server_address[1])
+        self._server = BoundedHTTPServer(make_wsgi_app(self.registry), host, port)
+        self.host, self.port = host, int(self._server.server_address[1])
 
     @property
     def url(self) -> str:
@@ -277,7 +277,5 @@ class MetricsServer:
         return f"http://{host}:{self.port}/metrics"
 
     def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(5.0)
+        self._server.close()
         self.collector.close()

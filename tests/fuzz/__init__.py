@@ -3,7 +3,8 @@
     python -m tests.fuzz TARGET [--inputs N] [--seconds S] [--seed N] [--out DIR]
 
 TARGET is one of toml, request, frames, sd_notify, events, control, or all. Each
-input runs under a deadline (1 s; 30 s for control, a live tree); the report
+input runs under a deadline of CPU time (1 s; 30 s for control, a live tree), and
+a wall deadline for an answer that never comes (30 s; 120 s for control); the report
 gives inputs per second, the RSS at the start, after the first twentieth, at
 half and at the end, and each finding with its input (saved under --out). The
 suite runs the same targets briefly under hypothesis (tests/test_fuzz_inputs.py).

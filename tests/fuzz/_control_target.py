@@ -103,6 +103,7 @@ class ControlTarget(Target):
     name = "control"
     max_len = 4096
     deadline = 30.0
+    wait_deadline = 120.0
     fresh = 0.85
     tokens = (b'{"op": "', b'"id": "', b'", ', b"}", b"\n", *(f'"{op}"'.encode() for op in OPS))
 
