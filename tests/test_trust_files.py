@@ -22,11 +22,10 @@ import pytest
 
 from actors import Tree
 from supervision import Backoff, ChildSpec, EventKind, SupervisorSpec, SupervisorStartError
-from tests.support import children_by_id, event_log, wait_until
+from tests.support import RACE_SECONDS, children_by_id, event_log, wait_until
 from tests.test_forking_daemons import DAEMON
 from tests.users import User
 
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
 SYSTEM_PY = "/usr/bin/python3"  # a user's own program: not under /work's venv
 SECRET = b"root:only:0:0\n"
 
@@ -271,10 +270,10 @@ def test_the_rotation_race_never_makes_root_write_outside_the_folder(
 
 
 @pytest.mark.soak
-@pytest.mark.timeout(SOAK_SECONDS + 600)
+@pytest.mark.timeout(RACE_SECONDS + 600)
 def test_the_rotation_race_soak(child_user: User, root_only: Path) -> None:
-    """At least 200 rotations raced, in rounds, for NANNYTREE_SOAK_SECONDS."""
-    end = time.monotonic() + SOAK_SECONDS
+    """At least 200 rotations raced, in rounds of 400, for RACE_SECONDS."""
+    end = time.monotonic() + RACE_SECONDS
     done = 0
     while done < 200 or time.monotonic() < end:
         race_rotations(child_user, root_only, 400)
