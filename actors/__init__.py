@@ -15,7 +15,16 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 
 if TYPE_CHECKING:
     from . import child
+    from ._launcher._daemons import pid_file_problem
     from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
+    from ._launcher._safe_open import (
+        UnsafeFile,
+        open_folder,
+        open_output,
+        open_read,
+        output_problem,
+        rights_for,
+    )
     from ._shell._event_log import EventLog, load_events
     from ._shell._messages import (
         ChildExited,
@@ -48,6 +57,13 @@ _HOMES = {
     "TreeNode": "._shell._nanny",
     "WorkerActor": "._shell._worker",
     "UnsafeDirectory": "._launcher._runtime_dir",
+    "UnsafeFile": "._launcher._safe_open",
+    "pid_file_problem": "._launcher._daemons",
+    "open_folder": "._launcher._safe_open",
+    "open_output": "._launcher._safe_open",
+    "open_read": "._launcher._safe_open",
+    "output_problem": "._launcher._safe_open",
+    "rights_for": "._launcher._safe_open",
     "child": ".child",
     "load_events": "._shell._event_log",
     "load_tree_file": "._treefile",
@@ -71,12 +87,19 @@ __all__ = [
     "Tree",
     "TreeNode",
     "UnsafeDirectory",
+    "UnsafeFile",
     "WorkerActor",
     "child",
     "load_events",
     "load_tree_file",
     "load_tree_text",
+    "open_folder",
+    "open_output",
+    "open_read",
+    "output_problem",
+    "pid_file_problem",
     "private_dir",
+    "rights_for",
     "runtime_dir",
 ]
 

@@ -9,6 +9,7 @@ Every wait has a deadline; nothing sleeps to synchronise.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import os
 import re
 import signal
@@ -59,6 +60,15 @@ def files_oldest_first(path: Path) -> list[Path]:
     found = [p for p in path.parent.iterdir() if p.name.startswith(path.name + ".")]
     backups = sorted(found, key=lambda p: -int(p.name.rsplit(".", 1)[1]))
     return [*backups, *([path] if path.exists() else [])]
+
+
+def began(path: Path, mark: bytes) -> bool:
+    """`mark` in one of the newest files (one may be rotated away as it is read)."""
+    for f in files_oldest_first(path)[-3:]:
+        with contextlib.suppress(FileNotFoundError):
+            if mark in f.read_bytes():
+                return True
+    return False
 
 
 def numbers(data: bytes, tag: bytes = b"") -> list[int]:
@@ -166,6 +176,8 @@ def test_a_restart_mid_stream_loses_nothing_and_keeps_the_order(tmp_path: Path, 
         wait_until(lambda i=i: len(files_oldest_first(path)) > 2 * i + 2, what="lines")  # type: ignore[misc]
         os.kill(children_by_id(ref)["c"].pid or 0, signal.SIGKILL)
     wait_until(lambda: int(counter.read_text()) == 4, what="the last restart")
+    # Its first line written (a loaded machine may stop it between the two).
+    wait_until(lambda: began(path, b"\n3:"), what="the last incarnation's first line")
     ref.proxy().terminate_child("c").get(timeout=30)
     lines = b"".join(f.read_bytes() for f in files_oldest_first(path)).split(b"\n")
     assert lines[-1] == b""

@@ -13,13 +13,17 @@ A child's *tree* is what nannytree may treat as that child:
 The launcher, a subreaper, sees that tree as `ChildTree`: the processes
 re-parented to it that are in the child's group, carry its token, or started
 since its spawn. Nothing here trusts what a child wrote: a pid file is read
-without following a symlink, bounded in size, owned by us (or root), and the
-pid it names must be alive and in the child's tree (docs/launcher.md, "Daemons
-that fork themselves").
+as `_safe_open` walks a path (no symlink another user could have put on the way,
+none at the end), without blocking, bounded in size, a regular file of one link
+owned by us or root, or by the child's own user in a folder only that user and
+root can write (systemd's PIDFile= rule, so a `user =` daemon can write its
+own); and the pid it names must be alive and in the child's tree
+(docs/launcher.md, "Daemons that fork themselves").
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
@@ -29,6 +33,7 @@ from dataclasses import dataclass
 
 from ._launched import Launched
 from ._procfs import ProcStat, children, environ, exiting, group_members, proc_stat
+from ._safe_open import UnsafeFile, open_folder, owners
 
 TOKEN_ENV = "NANNYTREE_CHILD_TOKEN"
 PID_FILE_MAX = 64  # bytes: a pid and a newline, with room to spare
@@ -154,31 +159,46 @@ class PidFileError(Exception):
         super().__init__(f"pid file {path!r}: {problem}")
 
 
-def read_pid_file(path: str | os.PathLike[str]) -> int:
-    """The pid a pid file holds: a regular file we (or root) own, not a symlink, bounded.
+def read_pid_file(path: str | os.PathLike[str], owner: int = -1) -> int:
+    """The pid a pid file holds, read as the module says; `owner` is the uid the
+    child runs as (-1: ours), whose own file is taken from a folder of its own.
 
     Raises PidFileError saying what is wrong; FileNotFoundError is a PidFileError
     too (the daemon may not have written it yet: the caller retries until its
     start_timeout).
     """
-    name = os.fspath(path)
+    name = os.path.abspath(os.fspath(path))
+    trusted = owners()
+    try:
+        folder = open_folder(os.path.dirname(name), None, reading=True)
+    except FileNotFoundError:
+        raise PidFileError(name, "is in a folder that does not exist") from None
+    except OSError as e:
+        raise PidFileError(name, f"cannot be reached ({e.strerror or e})") from None
     flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
     try:
-        fd = os.open(name, flags)
+        fd = os.open(os.path.basename(name), flags, dir_fd=folder.fd)
+        folder_st = folder.stat
     except FileNotFoundError:
         raise PidFileError(name, "does not exist (yet)") from None
     except OSError as e:
-        if os.path.islink(name):
+        if e.errno == errno.ELOOP:
             raise PidFileError(
                 name, "is a symbolic link; point pid_file at the file itself"
             ) from None
         raise PidFileError(name, f"cannot be opened ({e.strerror})") from None
+    finally:
+        folder.close()
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise PidFileError(name, "is not a regular file")
-        if info.st_uid not in (os.getuid(), 0):
-            raise PidFileError(name, f"is owned by uid {info.st_uid}, not by us or root")
+        if info.st_nlink != 1:
+            raise PidFileError(name, "is a hard link (a file of several names); remove it")
+        if info.st_uid not in trusted:
+            problem = _owner_problem(info.st_uid, owner, folder_st)
+            if problem:
+                raise PidFileError(name, problem)
         data = os.read(fd, PID_FILE_MAX + 1)
     finally:
         os.close(fd)
@@ -191,15 +211,44 @@ def read_pid_file(path: str | os.PathLike[str]) -> int:
     return int(text)
 
 
+def pid_file_problem(path: str, owner: int) -> str | None:
+    """What `read_pid_file` will refuse of a `user =` child's pid file for its folder,
+    before the daemon writes it (for `nannytree check`); None if nothing."""
+    name = os.path.abspath(path)
+    try:
+        folder = open_folder(os.path.dirname(name), None, reading=True)
+    except OSError as e:
+        return str(e) if isinstance(e, UnsafeFile) else None
+    folder.close()
+    st = folder.stat
+    if owner < 0 or owner in owners():
+        return None
+    return _owner_problem(owner, owner, st)
+
+
+def _owner_problem(uid: int, owner: int, folder: os.stat_result) -> str | None:
+    """Why a pid file of `uid`'s is not taken (None: it is): only the child's own
+    user's, in a folder no one but that user and root can write (systemd's rule)."""
+    if uid != owner or owner < 0:
+        return f"is owned by uid {uid}, not by us, root or the child's user"
+    others = folder.st_mode & 0o002 or (folder.st_mode & 0o020 and folder.st_gid != 0)
+    if folder.st_uid not in (0, os.geteuid(), owner) or others:
+        return (
+            "is the child's user's, in a folder others can write too; put it in a folder "
+            "only that user and root can write (e.g. one of its own, chmod 0755)"
+        )
+    return None
+
+
 def main_pid_from_file(
-    path: str | os.PathLike[str], tree: ChildTree, taken: Collection[int] = ()
+    path: str | os.PathLike[str], tree: ChildTree, taken: Collection[int] = (), owner: int = -1
 ) -> ProcStat:
     """The process a daemon's pid file names, checked as `main_process` does.
 
     Raises PidFileError when the file is unsafe, malformed, or names a process
     that is dead or not the child's (a stale file, another program's pid).
     """
-    pid = read_pid_file(path)
+    pid = read_pid_file(path, owner)
     try:
         return main_process(pid, tree, taken)
     except NotMainProcess as e:
@@ -300,7 +349,9 @@ class ForkingDaemons:
                     self._ended(child)
                 continue
             try:
-                st = main_pid_from_file(child.pid_file, self.tree(child), self._children)
+                st = main_pid_from_file(
+                    child.pid_file, self.tree(child), self._children, child.pid_owner
+                )
             except PidFileError as e:
                 if now >= child.pid_deadline:
                     del self.waiting[first]

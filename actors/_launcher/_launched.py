@@ -39,6 +39,7 @@ class Launched:
         "pid",
         "pid_deadline",
         "pid_file",
+        "pid_owner",
         "pidfd",
         "sinks",
         "started",
@@ -63,6 +64,7 @@ class Launched:
         # processes of its tree that left its group and were re-parented to us.
         self.token = ""
         self.pid_file: str | None = None  # a forking daemon's pid file
+        self.pid_owner = -1  # the uid it runs as (-1: ours): its pid file may be its own
         self.pid_deadline = 0.0
         self.follow = 0  # MAINPID=: the main process once this one exits
         self.follow_grace = 0.0  # how long to wait for a MAINPID= after its first exit

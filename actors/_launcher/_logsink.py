@@ -11,6 +11,11 @@ what a pipe gave is held (at most LINE_HOLD bytes, or log_max_bytes if smaller)
 until its line ends, the pipe closes (the line is ended with a newline then), or
 it outgrows the hold (then it is written as it is, and the line may be split
 across files).
+
+Reopens and rotations go through `_safe_open` (no symlink followed, regular files
+of one link only, renames within the folder's fd, a folder others write used with
+the child's rights). One that is refused leaves the file held as it is, and says
+why in a line of its own there.
 """
 
 from __future__ import annotations
@@ -19,8 +24,9 @@ import contextlib
 import os
 import time
 
+from ._safe_open import Folder, Rights, UnsafeFile, open_folder, open_output
+
 LINE_HOLD = 64 * 1024  # the longest unfinished line held back for its end
-OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 
 
 class LogPolicy:
@@ -50,12 +56,13 @@ def stamp(now: float | None = None) -> bytes:
 class LogFile:
     """The writing end of one child's log file (its fd belongs to the sink above)."""
 
-    __slots__ = ("_held", "_line_start", "_pending", "fd", "path", "policy", "size")
+    __slots__ = ("_held", "_line_start", "_pending", "fd", "path", "policy", "rights", "size")
 
-    def __init__(self, path: str, fd: int, policy: LogPolicy) -> None:
-        self.path = path
+    def __init__(self, path: str, fd: int, policy: LogPolicy, rights: Rights | None = None) -> None:
+        self.path = os.path.abspath(path)  # the launcher's cwd moves with each start
         self.fd = fd
         self.policy = policy
+        self.rights = rights
         self.size = _size(fd)
         self._held = bytearray()
         self._line_start = True  # the file's last byte ends a line (or it is empty)
@@ -105,15 +112,25 @@ class LogFile:
         old fd is kept)."""
         self._pending = False
         try:
-            fd = os.open(self.path, OPEN_FLAGS, 0o644)
-        except OSError:
+            fd = open_output(self.path, self.rights)
+        except (OSError, UnsafeFile) as e:
+            self._note(e)
             return False
+        self._take(fd)
+        return True
+
+    def _take(self, fd: int) -> None:
         old, self.fd = self.fd, fd
         with contextlib.suppress(OSError):
             os.close(old)
         self.size = _size(fd)
         self._line_start = True
-        return True
+
+    def _note(self, e: Exception) -> None:
+        """Why the file could not be opened anew, in the one still held."""
+        why = e.strerror if isinstance(e, OSError) and e.strerror else e
+        text = f"[nannytree: cannot open {self.path} anew: {why}; writing on here]\n"
+        self._write(("" if self._line_start else "\n").encode() + text.encode(errors="replace"))
 
     def _write_lines(self, data: bytes) -> None:
         policy = self.policy
@@ -159,23 +176,42 @@ class LogFile:
             view = view[n:]
 
     def _rotate(self) -> None:
-        """file -> file.1 -> ... -> file.N (the oldest dropped); then a new file."""
-        path, backups = self.path, self.policy.backups
+        """file -> file.1 -> ... -> file.N (the oldest dropped); then a new file, all
+        within the folder's fd."""
+        name, backups = os.path.basename(self.path), self.policy.backups
+        try:
+            folder = open_folder(os.path.dirname(self.path), self.rights)
+        except (OSError, UnsafeFile) as e:
+            self._note(e)
+            self.size = 0  # cannot rotate here: keep writing, try again a file later
+            return
+        try:
+            with folder.acting():
+                self._rename_all(folder, name, backups)
+        finally:
+            folder.close()
+
+    def _rename_all(self, folder: Folder, name: str, backups: int) -> None:
         try:
             if backups == 0:
-                os.unlink(path)
+                folder.unlink(name)
             else:
                 for i in range(backups - 1, 0, -1):
                     with contextlib.suppress(FileNotFoundError):
-                        os.rename(f"{path}.{i}", f"{path}.{i + 1}")
-                os.rename(path, f"{path}.1")
+                        folder.rename(f"{name}.{i}", f"{name}.{i + 1}")
+                folder.rename(name, f"{name}.1")
         except FileNotFoundError:
             pass  # moved away already (an external rotation not yet signalled)
         except OSError:
-            self.size = 0  # cannot rotate here: keep writing, try again a file later
-            return
-        if not self._swap():
             self.size = 0
+            return
+        try:
+            fd = folder.open(name)
+        except (OSError, UnsafeFile) as e:
+            self._note(e)
+            self.size = 0
+            return
+        self._take(fd)
 
 
 def _size(fd: int) -> int:

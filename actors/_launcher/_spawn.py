@@ -27,10 +27,10 @@ from ._listeners import ChildSetup
 from ._logsink import LogPolicy
 from ._procfs import boot_ticks
 from ._protocol import Template
+from ._safe_open import Folders, Rights, UnsafeFile, rights_for
 from ._tee import Sink, Tee
 
 CATCHABLE = frozenset(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
-_OUTPUT_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
 # The directory holding the `actors` package (actors/_launcher/ is two below it),
 # for fresh interpreters.
 _PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -79,9 +79,12 @@ def _which(command: str, path: str) -> str:
     )
 
 
-def _open_file(path: str, which: str) -> int:
+def _open_file(path: str, which: str, rights: Rights | None, folders: Folders) -> int:
+    """The child's output file, as _safe_open opens it (SpawnError naming it if not)."""
     try:
-        return os.open(path, _OUTPUT_FLAGS, 0o644)
+        return folders.open_output(path, rights)
+    except UnsafeFile as exc:
+        raise SpawnError(None, f"cannot open its {which} file {path!r}: {exc}") from None
     except OSError as exc:
         raise SpawnError(
             exc.errno,
@@ -100,9 +103,11 @@ class _Outputs:
         self.given: list[int] = []  # the child's ends: closed once it has them
         self.out_fd: int | None = None
         self.err_fd: int | None = None
+        self.rights: Rights | None = None
 
     def open(self, tee: Tee, template: Template, teeing: bool) -> None:
         policy = LogPolicy(template.log_max_bytes, template.log_backups, template.log_timestamps)
+        self.rights = rights_for(template.uid, template.gid, template.groups)
         # A rotated or stamped file is written by its sink alone, fds to spare or not.
         wanted = template.tee if teeing or policy.active else ()
         if template.stdout is None and template.stderr is None and _a_terminal():
@@ -125,7 +130,9 @@ class _Outputs:
         if path == "capture":
             return self._pipe(stream)
         if not teed:
-            return None if path is None else self._give(_open_file(path, _WHICH[stream]))
+            if path is None:
+                return None
+            return self._give(_open_file(path, _WHICH[stream], self.rights, tee.folders))
         if path is None:
             inherited = tee.inherited(stream)
             if inherited is None:
@@ -140,8 +147,9 @@ class _Outputs:
             try:
                 write_end = self._pipe(stream)
             except OSError:
-                return self._give(_open_file(path, which))
-            sink = tee.file(path, lambda: _open_file(path, which), policy)
+                return self._give(_open_file(path, which, self.rights, tee.folders))
+            rights, folders = self.rights, tee.folders
+            sink = tee.file(path, lambda: _open_file(path, which, rights, folders), policy, rights)
         sink.attach()
         self.sinks[stream] = sink
         return write_end
@@ -383,7 +391,8 @@ class Starter:
         child.token = token
         child.born = born
         if template.pid_file is not None:
-            child.pid_file = template.pid_file
+            child.pid_file = os.path.abspath(template.pid_file)  # our cwd is its, now
+            child.pid_owner = template.uid
             child.pid_deadline = child.started + template.pid_timeout
         child.follow_grace = template.follow_grace if token else 0.0
         return child

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Collection
 
 from ._logsink import LogFile, LogPolicy
+from ._safe_open import Folders, Rights
 
 SINK_LIMIT = 256 * 1024  # bytes waiting for a destination before its pipes are not read
 SINK_RESUME = 64 * 1024  # ... until it is below this
@@ -240,7 +241,14 @@ class Tee:
                 self._stdio[stream] = Sink(self, fd, owned=False)
         self._watched: set[Sink] = set()
         self._files: dict[str, Sink] = {}  # a child's file -> its one sink
-        self.owned = 0  # open fds of children's files: the loop counts them against its limit
+        self._files_open = 0
+        self.folders = Folders()  # the folders of children's files, held open
+
+    @property
+    def owned(self) -> int:
+        """Open fds of children's files and their folders: the loop counts them
+        against its limit."""
+        return self._files_open + len(self.folders)
 
     @property
     def watched(self) -> int:
@@ -251,24 +259,30 @@ class Tee:
         """The sink over our own stdout or stderr (None: we have none)."""
         return self._stdio.get(stream)
 
-    def file(self, path: str, opener: Callable[[], int], policy: LogPolicy) -> Sink:
+    def file(
+        self, path: str, opener: Callable[[], int], policy: LogPolicy, rights: Rights | None
+    ) -> Sink:
         """The sink over a child's file: the one already open for `path`, or one over
-        the fd `opener` gives (it owns that fd from then on). The latest policy holds."""
+        the fd `opener` gives (it owns that fd from then on). The latest policy (and
+        the rights its folder is used with) holds."""
         sink = self._files.get(path)
         if sink is None or sink.fd < 0:
             fd = opener()
             sink = Sink(self, fd, owned=True)
             sink.path = path
-            self.owned += 1
+            self._files_open += 1
             if sink._plain and stat.S_ISREG(os.fstat(fd).st_mode):
-                sink.log = LogFile(path, fd, policy)
+                sink.log = LogFile(path, fd, policy, rights)
             self._files[path] = sink
         elif sink.log is not None:
             sink.log.policy = policy
+            sink.log.rights = rights
         return sink
 
     def reopen(self) -> None:
-        """Open every child's file anew by its path (an external rotation moved it)."""
+        """Open every child's file anew by its path (an external rotation moved it);
+        the next start walks its file's folders again too."""
+        self.folders.clear()
         for sink in list(self._files.values()):
             if sink.log is not None and sink.fd >= 0:
                 sink.log.reopen()
@@ -295,7 +309,7 @@ class Tee:
             with contextlib.suppress(OSError):
                 os.close(sink.fd)
             sink.fd = -1
-            self.owned -= 1
+            self._files_open -= 1
             if sink.path is not None and self._files.get(sink.path) is sink:
                 del self._files[sink.path]
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from actors import output_problem, pid_file_problem, rights_for
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 from .._shell._run_as import changer
@@ -232,6 +233,14 @@ def _child_problems(child: Any, here: Path) -> list[str]:
                 f"child {child.id!r}: {name} {str(path)!r}: folder {folder!r} does not exist; "
                 "create it or fix the path"
             )
+        elif name in ("stdout", "stderr"):
+            problem = output_problem(str(path), _rights(child))
+            if problem:
+                found.append(f"child {child.id!r}: {name} {str(path)!r}: {problem}")
+        elif name == "pid_file" and (rights := _rights(child)) is not None:
+            problem = pid_file_problem(str(path), rights.uid)
+            if problem:
+                found.append(f"child {child.id!r}: pid_file {str(path)!r} {problem}")
     ref = getattr(child.target, "ref", None)
     if isinstance(ref, str):
         problem = _target_problem(ref, here)
@@ -241,6 +250,20 @@ def _child_problems(child: Any, here: Path) -> list[str]:
     found += _account_problems(child)
     found += _limit_problems(child)
     return found
+
+
+def _rights(child: Any) -> Any:
+    """The ids the child's files are used with where others can write (as run's)."""
+    import pwd
+
+    user = getattr(child, "user", None)
+    if user is None:
+        return None
+    try:
+        entry = pwd.getpwuid(user) if isinstance(user, int) else pwd.getpwnam(user)
+    except KeyError:
+        return None  # an unknown user: _account_problems says so
+    return rights_for(entry.pw_uid, entry.pw_gid, os.getgrouplist(entry.pw_name, entry.pw_gid))
 
 
 def _socket_problems(child: Any) -> list[str]:

@@ -387,6 +387,9 @@ def cmd_logs(args: argparse.Namespace) -> int:
     if args.id is None:
         _error("give a child's ID (or --reopen)")
         return USAGE
+    if args.follow:
+        # Imported before the tail is read, not between it and the follow's open.
+        from . import _logfile  # noqa: F401
     request = {
         "op": "logs",
         "id": args.id,

@@ -7,11 +7,14 @@ waits for it. The EventLog is the bounded queue: a writer that falls so far behi
 that the log dropped events it had not written yet writes a line saying how many
 (`"what": "events_dropped"`) and goes on. Rotation renames whole files between two
 lines (PATH -> PATH.1 -> ... -> PATH.<backups>), so every line written is in exactly
-one file until the oldest backup is removed.
+one file until the oldest backup is removed. The file is opened and renamed as a
+child's log is (actors/_launcher/_safe_open.py): no symlink someone else could have
+put on the way is followed, and a folder others can write is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import logging
@@ -22,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from actors import open_folder, open_output
 from supervision import Event
 
 from ._records import EventRecord
@@ -70,7 +74,7 @@ class EventJournal:
         self._record = record
         self.dropped = 0  # events the log dropped before they were written
         self.written = 0  # lines written
-        self._file = open(self.path, "ab")  # noqa: SIM115 (owned by the writer thread)
+        self._file = os.fdopen(open_output(str(self.path), None), "ab")  # the writer's
         self._size = self._file.tell()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
@@ -136,15 +140,23 @@ class EventJournal:
         self.written += 1
 
     def _rotate(self) -> None:
+        """Within the folder's fd, walked anew (see actors/_launcher/_safe_open.py):
+        nothing another user put on the way is followed."""
         self._file.flush()
         self._file.close()
-        if self.backups == 0:
-            self._file = open(self.path, "wb")  # noqa: SIM115
-        else:
-            for n in range(self.backups - 1, 0, -1):
-                older = self.path.with_name(f"{self.path.name}.{n}")
-                if older.exists():
-                    os.replace(older, self.path.with_name(f"{self.path.name}.{n + 1}"))
-            os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-            self._file = open(self.path, "ab")  # noqa: SIM115
+        name = self.path.name
+        folder = open_folder(str(self.path.absolute().parent), None)
+        try:
+            if self.backups:
+                for n in range(self.backups - 1, 0, -1):
+                    with contextlib.suppress(FileNotFoundError):
+                        folder.rename(f"{name}.{n}", f"{name}.{n + 1}")
+                with contextlib.suppress(FileNotFoundError):
+                    folder.rename(name, f"{name}.1")
+            fd = folder.open(name)
+        finally:
+            folder.close()
+        if not self.backups:
+            os.ftruncate(fd, 0)  # emptied instead
+        self._file = os.fdopen(fd, "ab")
         self._size = 0

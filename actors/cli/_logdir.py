@@ -13,9 +13,10 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from actors import open_folder
 from supervision import CAPTURE, ChildSpec, SupervisorSpec
 
-from ._control import own_dir
+from ._control import ControlError, own_dir
 
 LOG_DIR_ENV = "NANNYTREE_LOG_DIR"
 DEFAULT_MAX_BYTES = 10 << 20  # per file, as `--log-max-bytes` says unless told
@@ -38,8 +39,23 @@ def default_log_dir() -> Path:
 
 def tree_log_folder(base: Path, stem: str) -> Path:
     """`base/stem`, private to us (made, with `base`, if absent); OSError or
-    ControlError (a folder of someone else's) if it cannot be."""
+    ControlError (a folder of someone else's) if it cannot be.
+
+    The base is walked as a child's log folder is (actors/_launcher/_safe_open.py):
+    one another user owns or can write is refused, since they could swap `stem`
+    for a symlink. The launcher walks every child's path again at each open."""
     base.mkdir(mode=0o755, parents=True, exist_ok=True)
+    where = str(base.absolute())
+    held = open_folder(where, None, reading=True)
+    held.close()
+    if held.foreign is not None:
+        mine = "root" if os.geteuid() == 0 else "you"
+        raise ControlError(
+            f"log folder {where} can be written by {held.foreign}: they could swap "
+            f"{stem} in it for a symlink and have the tree write where they choose; "
+            f"make it {mine} only to write (chown {os.geteuid()}: {where}; chmod go-w {where}) "
+            "or pass --log-dir a folder of yours"
+        )
     folder = own_dir(base / stem, create=True)
     assert folder is not None
     return folder

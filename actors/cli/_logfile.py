@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import os
-import stat
+
+from actors import open_read
 
 MAX_TAIL = 64 * 1024
 
 
 def open_log(path: str) -> int:
-    """A child's log file for reading: never through a symlink, never a FIFO's block."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise ValueError(f"{path} is not a regular file")
-    return fd
+    """A child's log file for reading: never through a symlink a child's user could
+    have put on the way, never a FIFO's block, never a hard link (`open_read`)."""
+    return open_read(path)
 
 
 def tail_file(path: str, limit: int = MAX_TAIL) -> str:
