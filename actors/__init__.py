@@ -16,6 +16,7 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 if TYPE_CHECKING:
     from . import child
     from ._launcher._daemons import pid_file_problem
+    from ._launcher._listeners import socket_folder_problem
     from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
     from ._launcher._safe_open import (
         UnsafeFile,
@@ -37,9 +38,10 @@ if TYPE_CHECKING:
         Stop,
     )
     from ._shell._nanny import NannyActor, NannyPlugin, TreeNode
+    from ._shell._run_as import program_changer
     from ._shell._worker import WorkerActor
     from ._tree import Tree
-    from ._treefile import load_tree_file, load_tree_text
+    from ._treefile import load_tree_file, load_tree_text, read_tree_file
 
 _HOMES = {
     "ChildExited": "._shell._messages",
@@ -69,6 +71,9 @@ _HOMES = {
     "load_tree_file": "._treefile",
     "load_tree_text": "._treefile",
     "private_dir": "._launcher._runtime_dir",
+    "program_changer": "._shell._run_as",
+    "read_tree_file": "._treefile",
+    "socket_folder_problem": "._launcher._listeners",
     "runtime_dir": "._launcher._runtime_dir",
 }
 
@@ -99,8 +104,11 @@ __all__ = [
     "output_problem",
     "pid_file_problem",
     "private_dir",
+    "program_changer",
+    "read_tree_file",
     "rights_for",
     "runtime_dir",
+    "socket_folder_problem",
 ]
 
 

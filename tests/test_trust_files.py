@@ -516,3 +516,31 @@ def test_an_event_log_path_a_stranger_controls_is_refused(
     assert run.p.returncode != 0
     assert f"cannot write the event log {folder}/events.jsonl" in err, err
     assert f"can be written by user {other_user.name}" in err, err
+
+
+def test_logs_reads_no_file_of_roots_that_the_child_links_in_place_of_its_log(
+    child_user: User, logs: Path, child_secret: Path
+) -> None:
+    """`nannytree logs` is answered by the run's server, as root: a child's user who
+    puts a symlink or a hard link to a root file in place of its log gets none of it
+    shown, and a symlinked folder on the way is not followed either."""
+    from actors.cli._logfile import tail_file
+
+    log = logs / "app.log"
+    as_user(child_user, "sh", "-c", f"echo mine > {log}")
+    assert tail_file(str(log)) == "mine\n"
+    as_user(child_user, "rm", str(log))
+    as_user(child_user, "ln", "-s", str(child_secret), str(log))
+    with pytest.raises(ValueError, match="symlink") as linked:
+        tail_file(str(log))
+    as_user(child_user, "rm", str(log))
+    os.link(child_secret, log)  # as the child could, where hard links are not protected
+    with pytest.raises(ValueError) as hard:
+        tail_file(str(log))
+    os.unlink(log)
+    away = logs / "away"
+    as_user(child_user, "ln", "-s", str(child_secret.parent), str(away))
+    with pytest.raises(ValueError) as through:
+        tail_file(str(away / child_secret.name))
+    for refused in (linked, hard, through):
+        assert SECRET.decode() not in str(refused.value)

@@ -179,6 +179,20 @@ class UnsafeFolder(PermissionError):
     """A unix socket's folder another user could use to redirect root; says the fix."""
 
 
+def socket_folder_problem(folder: str, uid: int, what: str) -> str | None:
+    """Why the launcher would refuse to bind a unix socket in `folder` for a child of
+    user `uid` (-1: none), naming `what` and the fix; None if it would not."""
+    try:
+        os.close(open_folder(folder, uid, what))
+    except UnsafeFolder as e:
+        return str(e)
+    except OSError as e:
+        return (
+            f"{what}: folder {folder!r} cannot be used ({e.strerror or e}); create it or fix listen"
+        )
+    return None
+
+
 def open_folder(path: str, uid: int, what: str) -> int:
     """An O_PATH fd of the folder `path` (absolute), checked so that no one but root
     (or us) can change where the path leads: it is walked from / one folder at a time,

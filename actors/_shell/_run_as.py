@@ -56,7 +56,7 @@ def run_as(spec: ChildSpec, program: str, *, as_root: bool = False) -> RunAs:
     change it."""
     if as_root:
         where = program if "/" in program else shutil.which(program)
-        who = None if where is None else changer(where)
+        who = None if where is None else program_changer(where)
         if who is not None:
             return RunAs(error=root_program_problem(program, who))
         return RunAs(env=dict(os.environ), cwd=ROOT_CWD)
@@ -79,7 +79,7 @@ def root_program_problem(program: str, who: str) -> str:
     )
 
 
-def changer(path: str) -> str | None:
+def program_changer(path: str) -> str | None:
     """Who but root can change `path` (the file, a link on its way, or a folder above
     it), or None. Only root can change what this found root's, so a run right after
     runs what was checked."""

@@ -18,10 +18,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from actors import output_problem, pid_file_problem, rights_for
+from actors import (
+    output_problem,
+    pid_file_problem,
+    program_changer,
+    rights_for,
+    socket_folder_problem,
+)
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
-
-from .._shell._run_as import changer
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 # `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
@@ -271,8 +275,6 @@ def _socket_problems(child: Any) -> list[str]:
     could redirect its path: actors/_launcher/_listeners.py) or that does not exist."""
     import pwd
 
-    from actors._launcher._listeners import UnsafeFolder, open_folder
-
     found = []
     uid = -1
     user = getattr(child, "user", None)
@@ -284,15 +286,9 @@ def _socket_problems(child: Any) -> list[str]:
             continue
         name = sock.name if sock.name is not None else child.id
         folder = os.path.dirname(listen) or "/"
-        try:
-            os.close(open_folder(folder, uid, f"child {child.id!r}: socket {name!r}"))
-        except UnsafeFolder as e:
-            found.append(str(e))
-        except OSError as e:
-            found.append(
-                f"child {child.id!r}: socket {name!r}: folder {folder!r} cannot be used "
-                f"({e.strerror or e}); create it or fix listen"
-            )
+        problem = socket_folder_problem(folder, uid, f"child {child.id!r}: socket {name!r}")
+        if problem is not None:
+            found.append(problem)
     return found
 
 
@@ -341,7 +337,7 @@ def _root_program_problems(cid: str, what: str, program: str, key: str) -> list[
     (or anyone but root) can change is code that user gets run as root (`run` refuses
     to run it, too)."""
     path = program if "/" in program else shutil.which(program)
-    who = None if path is None else changer(path)
+    who = None if path is None else program_changer(path)
     if who is None:
         return []
     return [

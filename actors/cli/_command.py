@@ -159,8 +159,7 @@ def _count(text: str) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from actors import load_tree_file
-    from actors._treefile import read_tree_file
+    from actors import load_tree_file, read_tree_file
     from supervision import ConfigError, load_engine
 
     from ._run import run_tree
@@ -196,9 +195,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from actors._treefile import read_tree_file
-    from supervision import ConfigError, load_engine, load_tree
-    from supervision._config import TooLarge
+    from actors import read_tree_file
+    from supervision import ConfigError, TooLarge, load_engine, load_tree
 
     from ._check import (
         daemon_warnings,
