@@ -12,7 +12,7 @@ In README.md and docs/**/*.md:
 
 Examples/ files appear on the pages by inclusion (`--8<--`), and run as themselves.
 
-Here too, for every test: the groups the suite's two xdist workers keep together.
+Here too, for every test: the groups the suite's xdist workers keep together.
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ pytest_collect_file = Sybil(
 ).pytest()
 
 
-# -- the suite on two workers ------------------------------------------------------
+# -- the suite on four workers -----------------------------------------------------
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -132,7 +132,7 @@ def _groups_ignored() -> bool:
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The suite runs on 2 xdist workers (`-n 2 --dist loadgroup`, pyproject.toml);
+    """The suite runs on 4 xdist workers (`-n 4 --dist loadgroup`, pyproject.toml);
     what must not be split or run twice at once goes to one worker as a group:
     - the modules that start a Ray cluster, one module after another (a cluster each:
       two at once would starve 2 cores);

@@ -39,8 +39,8 @@ def import_ray() -> ModuleType:
     )
 
 
-# The live soaks' length: 30 s in a developer's run, 600 in CI (NANNYTREE_SOAK_SECONDS).
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))
+# The live soaks' length: 10 s in a developer's run, 600 in CI (NANNYTREE_SOAK_SECONDS).
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "10"))
 # A race's or a loop's soak: thousands of short rounds, within a minute even in CI.
 RACE_SECONDS = min(SOAK_SECONDS, 60.0)
 

@@ -4,7 +4,6 @@ same schedule replayed in `supervision.simulate` make the same decisions
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import time
@@ -15,6 +14,7 @@ from supervision import ChildSpec, EventKind, Restart, Strategy, SupervisorSpec
 from tests.chaos._oracle import MARGIN, Totals, run_schedule
 from tests.chaos._replay import Injected, compare, off_the_edges, replay, window_edges
 from tests.chaos._schedule import Fault, generate, worker
+from tests.support import SOAK_SECONDS
 
 # Seeds whose schedules cover, between them: every strategy, three levels, a
 # simple_one_for_one pool with faults on its children by id, every kind of fault,
@@ -122,8 +122,6 @@ def test_a_schedule_is_named_by_its_seed() -> None:
 
 
 # -- the long run -------------------------------------------------------------------------
-
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
 
 
 @pytest.mark.soak

@@ -254,7 +254,7 @@ def test_a_python_child_error_with_a_lone_surrogate_is_still_reported() -> None:
 
 # -- the long run, as a soak test ------------------------------------------------------------
 
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_FUZZ_SECONDS", "20"))  # per target
+SOAK_SECONDS = float(os.environ.get("NANNYTREE_FUZZ_SECONDS", "5"))  # per target; CI: 20
 
 
 @pytest.mark.soak

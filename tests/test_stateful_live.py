@@ -56,7 +56,7 @@ from supervision import (
 )
 from tests import children
 from tests import live_invariants as inv
-from tests.support import wait_until
+from tests.support import SOAK_SECONDS, wait_until
 
 CALL_TIMEOUT = 30.0  # an API call that takes longer is hung (a stopped launcher: 5 s)
 STATIC = ["a", "b", "c", "d", "e", "sub"]  # root's children ("e" only by start_child)
@@ -381,9 +381,6 @@ def _settings(examples: int, steps: int) -> settings:
 @pytest.mark.parametrize("strategy", list(Strategy), ids=lambda s: s.value)
 def test_the_live_tree_keeps_its_invariants(strategy: Strategy) -> None:
     run_state_machine_as_test(for_strategy(strategy), settings=_settings(2, 15))
-
-
-SOAK_SECONDS = float(os.environ.get("NANNYTREE_SOAK_SECONDS", "30"))  # CI: 600
 
 
 @pytest.mark.soak
