@@ -19,8 +19,10 @@ from . import _account
 from ._sd_notify import NotifyEndpoint
 
 # An sd_notify child's first process that exited 0 leaving a process behind: how long
-# its MAINPID= is waited for (it crosses the host on its way to the launcher).
-MAINPID_GRACE = 1.0
+# its MAINPID= is waited for (it crosses the host's threads on its way to the launcher,
+# which a loaded machine delays: 1 s was outrun). Only a daemon that never says
+# MAINPID= waits it out, before its error.
+MAINPID_GRACE = 5.0
 
 
 class StartProblem(Exception):
