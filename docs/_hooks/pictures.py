@@ -18,6 +18,11 @@ pictures/<name>, so a page in a folder of docs/ shows one as
 
 The pages include them through docs/_snippets/ (a caption that says what was
 run), which are fragments, not pages: this hook keeps them out of the site.
+
+NANNYTREE_DOCS_DRAFT=1 (the test suite's build) takes a picture from the cache when
+it is fresh, and otherwise draws a draft: the same generator on less data (the
+experiment: an hour of virtual time and two seeds, not a day and twenty), into
+build/docs-pictures-draft/, so that a draft never stands in the site's cache.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ log = logging.getLogger("mkdocs.hooks.pictures")
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / "build" / "docs-pictures"
+DRAFTS = ROOT / "build" / "docs-pictures-draft"
 HOOKS = "docs/_hooks"
 CODE = ("supervision/**/*.py", "actors/**/*.py")  # what every picture draws
 TIMEOUT = 600.0
@@ -52,12 +58,13 @@ class Picture:
     outputs: tuple[str, ...]
     command: tuple[str, ...]  # {out}: the folder (or the file, for one output)
     inputs: tuple[str, ...]  # globs from the repository root
+    draft: tuple[str, ...] = ()  # arguments that make a draft of it (less data)
 
-    def paths(self) -> list[Path]:
-        return [CACHE / self.folder / name for name in self.outputs]
+    def paths(self, cache: Path = CACHE) -> list[Path]:
+        return [cache / self.folder / name for name in self.outputs]
 
-    def stale(self) -> bool:
-        outputs = self.paths()
+    def stale(self, cache: Path = CACHE) -> bool:
+        outputs = self.paths(cache)
         if not all(p.is_file() for p in outputs):
             return True
         newest = max(
@@ -85,6 +92,7 @@ PICTURES = (
         ("experiment.png", "sweep.png"),
         ("examples/experiment.py", "--out", "{out}"),
         ("examples/experiment.py", *CODE),
+        ("--hours", "1", "--seeds", "2", "--sweep-seeds", "2"),
     ),
 )
 
@@ -118,33 +126,39 @@ def _run(command: Sequence[str], folder: Path) -> None:
         raise RuntimeError(f"picture generator {' '.join(command)} failed:\n{text}")
 
 
-def generate() -> list[Path]:
-    """Make every stale picture; return all the pictures' paths."""
+def generate(draft: bool = False) -> list[Path]:
+    """Make every stale picture (a draft of it, if `draft` and the cache's is stale);
+    return all the pictures' paths."""
+    found = []
     for picture in PICTURES:
-        if not picture.stale():
+        cache = DRAFTS if draft and picture.stale() else CACHE
+        found += picture.paths(cache)
+        if not picture.stale(cache):
             continue
-        folder = CACHE / picture.folder
+        command = (*picture.command, *picture.draft) if cache is DRAFTS else picture.command
+        folder = cache / picture.folder
         fresh = folder.with_name(folder.name + ".new")
         shutil.rmtree(fresh, ignore_errors=True)
         fresh.mkdir(parents=True)
         began = time.monotonic()
-        _run(picture.command, fresh)
+        _run(command, fresh)
         missing = [name for name in picture.outputs if not (fresh / name).is_file()]
         if missing:
-            raise RuntimeError(f"picture generator {picture.command[0]} made no {missing}")
+            raise RuntimeError(f"picture generator {command[0]} made no {missing}")
         folder.mkdir(parents=True, exist_ok=True)
         for name in picture.outputs:  # only whole, fresh outputs replace the old ones
             (fresh / name).replace(folder / name)
         shutil.rmtree(fresh)
         took = time.monotonic() - began
-        log.info("pictures: made %s in %.1f s", ", ".join(picture.outputs), took)
-    return [path for picture in PICTURES for path in picture.paths()]
+        kind = "a draft of " if cache is DRAFTS else ""
+        log.info("pictures: made %s%s in %.1f s", kind, ", ".join(picture.outputs), took)
+    return found
 
 
 def on_files(files: Files, config: Any) -> Files:
     for file in list(files):
         if file.src_uri.startswith("_snippets/"):
             files.remove(file)  # fragments the pages include, not pages
-    for path in generate():
+    for path in generate(draft=os.environ.get("NANNYTREE_DOCS_DRAFT") == "1"):
         files.append(File.generated(config, f"pictures/{path.name}", abs_src_path=str(path)))
     return files
