@@ -137,7 +137,12 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
     remote: list[int] = []
     try:
         wait_until(lambda: sock.exists(), 60, "the control socket")
-        wait_until(lambda: ingest()["node"] is not None, 90, "the remote subtree placed")
+        # Placed, and its node's name looked up (which can come a moment after).
+        wait_until(
+            lambda: ingest()["node"] is not None and ingest()["node_name"] is not None,
+            90,
+            "the remote subtree placed",
+        )
         first = ingest()
         assert first["node_name"] == "node-b"
         detail = ask("detail", id="reader")["detail"]

@@ -20,9 +20,9 @@ from ._sd_notify import NotifyEndpoint
 
 # An sd_notify child's first process that exited 0 leaving a process behind: how long
 # its MAINPID= is waited for (it crosses the host's threads on its way to the launcher,
-# which a loaded machine delays: 1 s was outrun). Only a daemon that never says
-# MAINPID= waits it out, before its error.
-MAINPID_GRACE = 5.0
+# which a loaded machine delays: 1 s, then 5 s beside four CPU hogs, were outrun). Only
+# a daemon that never says MAINPID= waits it out, before its error.
+MAINPID_GRACE = 15.0
 
 
 class StartProblem(Exception):
