@@ -322,9 +322,10 @@ class ForkingDaemons:
         if child.pid_file is not None:
             self.waiting[child.pid] = child  # its pid file is looked for from now on
             return True
-        if child.follow_grace and self.left_behind(child):
+        if child.follow_grace and (child.follow or self.left_behind(child)):
             # It speaks sd_notify and left a process behind: its MAINPID= may be on
-            # its way through the host. Wait a little for it before calling it gone.
+            # its way through the host (or came, and its process was not ours yet to
+            # adopt: it is tried again). Wait a little for it before calling it gone.
             child.pid_deadline = time.monotonic() + child.follow_grace
             self.waiting[child.pid] = child
             return True
@@ -336,14 +337,19 @@ class ForkingDaemons:
         if child is not None and child.token:
             child.follow = main_pid
         waiting = self.waiting.get(pid)
-        if waiting is not None and waiting.pid_file is None and self._adopt(waiting, main_pid):
-            del self.waiting[pid]
+        if waiting is not None and waiting.pid_file is None:
+            waiting.follow = main_pid  # tried again while waited for, if not ours yet
+            if self._adopt(waiting, main_pid):
+                del self.waiting[pid]
 
     def look(self) -> None:
         """Read the pid files of the daemons waited for; end the waits that ran out."""
         now = time.monotonic()
         for first, child in list(self.waiting.items()):
             if child.pid_file is None:  # waiting for a MAINPID=
+                if child.follow and self._adopt(child, child.follow):
+                    del self.waiting[first]
+                    continue
                 if now >= child.pid_deadline:
                     del self.waiting[first]
                     self._ended(child)
