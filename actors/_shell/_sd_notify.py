@@ -185,8 +185,14 @@ class NotifyEndpoint:
             self._refuse(pid, f"datagram larger than {MAX_DATAGRAM} bytes, dropped")
             return None
         if self._member is None and proc_stat(pid) is None:
-            self._refuse(pid, "sender exited before its message could be checked")
-            return None
+            # Gone since it sent. The child's first process may be (a daemon's parent
+            # says READY=1 and MAINPID= and exits at once, and the launcher reaps it
+            # before we read): its pid is known, and no other process holds it now.
+            # Any other sender could not be checked.
+            if pid != self.root:
+                self._refuse(pid, "sender exited before its message could be checked")
+                return None
+            return self._parse(pid, data.decode("utf-8", "replace"))
         if not self._in_tree(pid):
             self._refuse(pid, "sender is not a process of this child")
             return None
