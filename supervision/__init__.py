@@ -46,6 +46,8 @@ from ._errors import (
     SupervisorNotRunning,
     SupervisorStartError,
     TooManyChildren,
+    UpdateFailed,
+    UpdateRefused,
 )
 from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._fencing import Fencing
@@ -75,6 +77,8 @@ from ._spec import (
 )
 from ._update import (
     IN_PLACE,
+    UPDATE_SETTLE,
+    UPDATE_SETTLE_MAX,
     Change,
     ChangeSettings,
     DeleteOld,
@@ -85,10 +89,16 @@ from ._update import (
     StartNew,
     StopOld,
     StoreSpec,
+    UpdateOutcome,
     UpdatePlan,
     UpdateStep,
+    check_settle,
     plan_restart_all,
     plan_update,
+    preflight,
+    starting_workers,
+    stops_the_update,
+    taken_after_a_stop,
 )
 
 __all__ = [
@@ -97,6 +107,8 @@ __all__ = [
     "INFINITY",
     "IN_PLACE",
     "MISSING",
+    "UPDATE_SETTLE",
+    "UPDATE_SETTLE_MAX",
     "Action",
     "AlreadyPresent",
     "AlreadyStarted",
@@ -173,11 +185,15 @@ __all__ = [
     "TooLarge",
     "TooManyChildren",
     "UnresolvedTarget",
+    "UpdateFailed",
+    "UpdateOutcome",
     "UpdatePlan",
+    "UpdateRefused",
     "UpdateStep",
     "add_restart",
     "asks_to_daemonize",
     "check_childspecs",
+    "check_settle",
     "choose_node",
     "classify_exit",
     "event_from_dict",
@@ -187,7 +203,11 @@ __all__ = [
     "parse_signal",
     "plan_restart_all",
     "plan_update",
+    "preflight",
     "signal_name",
+    "starting_workers",
+    "stops_the_update",
+    "taken_after_a_stop",
 ]
 
 

@@ -178,3 +178,25 @@ class SupervisorNotRunning(NannyError):
     def __init__(self, supervisor: str) -> None:
         self.supervisor = supervisor
         super().__init__(f"supervisor {supervisor!r} is not running")
+
+
+class UpdateRefused(NannyError, ValueError):
+    """An update refused before anything stopped: the file is not valid, the plan
+    cannot be made, or what it would start has problems (`problems`, one line each,
+    naming the child and the field)."""
+
+    def __init__(self, tree: str, message: str, problems: tuple[str, ...] = ()) -> None:
+        self.tree = tree
+        self.problems = problems
+        super().__init__(message)
+
+
+class UpdateFailed(NannyError, ValueError):
+    """An update some steps of which were carried out and one failed: `outcome` (an
+    UpdateOutcome) says which were applied, which failed and why, which were not
+    taken. The tree is left as the message says; the next update converges from it."""
+
+    def __init__(self, tree: str, message: str, outcome: Any) -> None:
+        self.tree = tree
+        self.outcome = outcome
+        super().__init__(message)

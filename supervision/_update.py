@@ -9,6 +9,13 @@ events do: "shop/apps") whose API carries it out. `plan_restart_all(ids)` is
 `supervisorctl restart all`. Both return an `UpdatePlan`, steps in the order they
 must be carried out.
 
+Beside the plan, the rest of what an update decides without touching a process:
+the preflight (`preflight`: what makes it refused before anything stops), the
+apply policy (`stops_the_update`, `taken_after_a_stop`: which step failures stop
+it, which let it go on), its `settle` (`check_settle`), and what it did
+(`UpdateOutcome`). The live tree's operations layer (actors/_operate/_update.py)
+carries them out; the simulator can model an operator's update with them.
+
 The file's order is kept (beyond OTP, whose start_child only appends: see
 docs/otp-semantics.md, section 13): a changed child is replaced at its place, an
 added one is placed where the file puts it, a kept one the file moved is moved
@@ -19,12 +26,12 @@ that the parent's next restart of it starts what runs now, not the old children.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import TypeAlias
 
-from ._spec import AnySpec, Strategy, SupervisorSpec
+from ._spec import AnySpec, ChildSpec, Strategy, SupervisorSpec
 
 
 class Change(StrEnum):
@@ -362,3 +369,86 @@ def plan_restart_all(children: Sequence[str]) -> UpdatePlan:
     stops = [StopOld(c, Change.RESTARTED) for c in reversed(children)]
     starts = [StartAgain(c, Change.RESTARTED) for c in children]
     return UpdatePlan((*stops, *starts))
+
+
+# -- the preflight -------------------------------------------------------------------
+
+
+def starting_workers(plan: UpdatePlan) -> Iterator[ChildSpec]:
+    """The workers the plan would start (those of a replaced or added supervisor too)."""
+    for step in plan.steps:
+        if isinstance(step, Replace | Insert):
+            yield from _workers(step.spec)
+
+
+def _workers(spec: AnySpec) -> Iterator[ChildSpec]:
+    if isinstance(spec, ChildSpec):
+        yield spec
+    else:
+        for child in spec.children:
+            yield from _workers(child)
+
+
+def preflight(plan: UpdatePlan, problems_of: Callable[[ChildSpec], Iterable[str]]) -> list[str]:
+    """Every problem of the workers the plan would start, each once, in plan order:
+    an update with any is refused before anything stops. `problems_of` is the host's
+    look at one worker (its programs, cwd, the folders of the files it writes...),
+    one line each, naming the child and the field."""
+    found: list[str] = []
+    for child in starting_workers(plan):
+        found += problems_of(child)
+    return list(dict.fromkeys(found))
+
+
+# -- the apply policy -------------------------------------------------------------------
+
+
+def stops_the_update(start_failed: bool) -> bool:
+    """Whether a failed step stops the update there. A start that failed does not
+    (the replaced child stays stopped with its new spec, an added one is not added:
+    the rest goes on); any other failure does (a supervisor that did not answer, a
+    child no longer there): the steps after it are not taken."""
+    return not start_failed
+
+
+def taken_after_a_stop(step: UpdateStep) -> bool:
+    """Whether a step is still taken after a failure stopped the update: a StoreSpec
+    is, so that each nested supervisor's stored spec is brought in step with what it
+    runs (its parent's next restart of it starts that, not the old children)."""
+    return isinstance(step, StoreSpec)
+
+
+@dataclass
+class UpdateOutcome:
+    """What an update did: the steps applied, those that failed (each with why),
+    those not taken after a failure that stopped it, and its summary (`message`:
+    what `nannytree update` answers)."""
+
+    applied: list[UpdateStep] = field(default_factory=list)
+    failed: list[tuple[UpdateStep, str]] = field(default_factory=list)
+    skipped: list[UpdateStep] = field(default_factory=list)
+    message: str = ""
+
+
+# -- settle ------------------------------------------------------------------------------
+
+UPDATE_SETTLE = 1.0
+"""Seconds a child that an update replaces or adds must stay up to count as started
+(supervisord's startsecs), unless it has a readiness of its own: the default."""
+
+UPDATE_SETTLE_MAX = 600.0
+"""The longest `settle` an update takes."""
+
+
+def check_settle(value: object) -> float:
+    """An update's `settle`, checked: seconds from 0 to UPDATE_SETTLE_MAX."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= UPDATE_SETTLE_MAX
+    ):
+        raise ValueError(
+            f"settle must be seconds from 0 to {UPDATE_SETTLE_MAX:g}, not {value!r}: "
+            "how long a replaced or added child must stay up to count as started"
+        )
+    return float(value)
