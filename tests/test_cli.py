@@ -28,10 +28,10 @@ import pytest
 from rich.console import Console
 
 from actors._launcher._runtime_dir import runtime_dir
+from actors._operate._records import EventRecord, Node
 from actors.cli._command import signal_arg
 from actors.cli._control import AlreadyRunning, ControlError, ControlSocket
 from actors.cli._control import call as control_call
-from actors.cli._status import EventRecord, Node
 from actors.cli._view import Header, LiveView, screen
 from actors.testing import wait_gone
 from tests.support import LiveRun, interrupt_run, wait_until

@@ -16,9 +16,9 @@ from typing import Any
 
 from rich.console import Console
 
+from actors._operate._records import EventRecord, Node
+from actors._operate._text import printable
 from actors.cli._plain import Painter, status_lines
-from actors.cli._status import EventRecord, Node
-from actors.cli._text import printable
 from actors.cli._view import Header, screen
 from actors.testing import wait_gone
 

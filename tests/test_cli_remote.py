@@ -24,13 +24,13 @@ import pykka
 import pytest
 
 from actors import EventLog, Tree
+from actors._operate._snapshot import TreeInspector
 from actors._remote._port import RemoteUnreachable
 from actors.cli._command import _parser, _run_options, main
 from actors.cli._control import ControlSocket, NoAnswer, call
 from actors.cli._controller import Controller
 from actors.cli._engine import NodeNames, merged
 from actors.cli._run import Runner, _Snapshots
-from actors.cli._status import TreeInspector
 from actors.testing import FakeEngine
 from supervision import ChildNotRunning, ChildSpec, NodeInfo, Placement, SupervisorSpec
 from tests.support import import_ray, wait_until
@@ -579,9 +579,9 @@ def test_node_names_repeat_with_their_ids_and_the_engine_may_name_them_itself() 
 
 
 def test_status_says_how_long_a_subtree_has_been_cut_off_or_waiting_for_a_node() -> None:
+    from actors._operate._records import Node
+    from actors._operate._snapshot import _state_for
     from actors.cli._plain import Painter, status_lines
-    from actors.cli._records import Node
-    from actors.cli._status import _state_for
     from supervision import ChildInfo, Restart
 
     now = time.monotonic()

@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from actors.cli._ready import _Ending, _never_ready, done, ready
-from actors.cli._records import Node
+from actors._operate._ready import Ending, done, never_ready, ready
+from actors._operate._records import Node
 from actors.testing import wait_gone
 from tests.support import wait_until
 
@@ -337,7 +337,7 @@ def test_what_counts_as_ready(fields, is_ready):
     assert done(node) is (fields["state"] == "stopped" and is_ready)
 
 
-def test_a_supervisor_that_gave_up_for_good_is_never_ready():
+def test_a_supervisor_that_gave_up_for_good_isnever_ready():
     """A transient nested supervisor that gave up stays stopped (its give-up is a
     normal exit): waiting for it, or for what is under it, ends at once; a permanent
     one is restarted by its parent (or the parent gives up: the tree's end)."""
@@ -345,13 +345,13 @@ def test_a_supervisor_that_gave_up_for_good_is_never_ready():
     pool = Node(id="pool", path="r/pool", type="supervisor", state="stopped")
     pool.restart, pool.last_exit = "transient", "shutdown: reached_max_restart_intensity"
     root.children = [pool, Node(id="w", path="r/w", type="worker", state="running")]
-    ending = _Ending("r")
-    why = _never_ready([root], root, ending)
+    ending = Ending("r")
+    why = never_ready([root], root, ending)
     assert why is not None
     assert why.startswith("supervisor 'r/pool' gave up and is not restarted (restart = transient)")
-    assert _never_ready([root.children[1]], root, ending) is None  # w does not need pool
+    assert never_ready([root.children[1]], root, ending) is None  # w does not need pool
     pool.restart = "permanent"
-    assert _never_ready([root], root, ending) is None
+    assert never_ready([root], root, ending) is None
 
 
 def test_check_reports_every_probe_mistake_of_a_file_at_once(tmp_path, env):

@@ -241,7 +241,7 @@ def test_the_testing_page_documents_the_plugin_and_every_export_of_actors_testin
     import actors.testing
 
     documented = _documented("api-testing.md")
-    assert {"actors.pytest_plugin", "actors.testing"} <= documented
+    assert {"actors.testing.pytest_plugin", "actors.testing"} <= documented
     source = Path(actors.testing.__file__).read_text()
     for name in re.findall(r"^from \S+ import \w+ as (\w+)", source, re.MULTILINE):
         assert f"actors.testing.{name}" in documented, name
@@ -258,7 +258,7 @@ def test_the_site_builds_strict_and_renders_every_public_name(built_site: Path) 
         for name in modules:
             missing = [p for p in _public(name) if f"{name}.{p}" not in anchors]
             assert not missing, f"{name}: not rendered (a docstring missing?): {missing}"
-    assert "actors.pytest_plugin.nanny_tree" in anchors
+    assert "actors.testing.pytest_plugin.nanny_tree" in anchors
 
 
 def test_the_engine_defaults_read_from_the_source_are_ray_engines_own() -> None:

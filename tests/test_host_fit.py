@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from actors import Tree
+from actors._operate._records import Node
 from actors.cli._host_notify import notify_address, summary, watchdog_period
-from actors.cli._records import Node
 from supervision import ChildSpec, SupervisorSpec
 from tests.support import wait_until
 

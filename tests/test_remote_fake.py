@@ -331,8 +331,8 @@ def test_status_shows_a_remote_subtree_with_its_node_and_no_local_figures(
     trees: list[Tree],
 ) -> None:
     """The CLI's status: a remote child's pid is another host's; it is not sampled here."""
+    from actors._operate._snapshot import TreeInspector
     from actors.cli._plain import Painter, status_lines
-    from actors.cli._status import TreeInspector
 
     engine = FakeEngine(["a", "b"])
     spec = root(ChildSpec(id="web", command=SLEEP), remote(Placement(node="b")))

@@ -16,7 +16,8 @@ from ._logfile import tail_file
 
 if TYPE_CHECKING:
     from .. import EventLog
-    from ._status import Target, TreeInspector
+    from .._operate._find import Target
+    from .._operate._snapshot import TreeInspector
 
 
 def worker_only(t: Target, what: str) -> None:
@@ -144,7 +145,7 @@ class CloseUp:
 
     def _detail(self, t: Target) -> dict[str, Any]:
         """One child up close: its spec, its process, its last exits and their stderr."""
-        from ._status import health_dict
+        from .._operate._snapshot import health_dict
 
         worker_only(t, "show the detail of")
         spec = self._spec_of(t)
@@ -174,7 +175,7 @@ class CloseUp:
         """A worker's detail as the last snapshot and the events show it; a child of a
         remote subtree that is not running now (a restart, a lost node) as its spec
         says, in state "unknown". None: no such worker."""
-        from ._records import Node
+        from .._operate._records import Node
 
         root = self.inspector.snapshot(stats=False)
         wanted = key.strip("/")

@@ -30,6 +30,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._operate._records import EventRecord, Node
+from .._operate._text import printable
 from ._control import (
     UPDATE_SETTLE,
     UPDATE_SETTLE_MAX,
@@ -45,8 +47,6 @@ from ._control import (
 from ._engine import add_engine_flags
 from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, TIMED_OUT, USAGE
 from ._monitors import add_monitor_flags, monitor_options
-from ._records import EventRecord, Node
-from ._text import printable
 
 if TYPE_CHECKING:
     from ._run import RunOptions

@@ -13,18 +13,20 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .._operate._ready import wait_ready
+from .._operate._records import EventRecord
+from .._operate._restart import restart, restart_all
 from ._closeup import CloseUp, worker_only
 from ._control import OP_TIMEOUT, Send, timeouts
-from ._ready import wait_ready
-from ._records import EventRecord
 from ._reset import reset
 
 if TYPE_CHECKING:
-    from supervision import Event, UpdatePlan
+    from supervision import Event
 
     from .. import EventLog
-    from ._status import Target, TreeInspector
-    from ._update import Updater
+    from .._operate._find import Target
+    from .._operate._snapshot import TreeInspector
+    from .._operate._update import Updater
 
 # The requests that act on the tree: each is recorded as an operator event.
 OPERATOR_OPS = frozenset(
@@ -173,20 +175,7 @@ class Controller:
         return {"message": actions[op](target, request)}
 
     def _call(self, target: Target, method: str, *args: Any, timeout: float | None = None) -> Any:
-        if target.nanny is None:
-            raise ValueError(
-                f"{target.path} is below the top level of the remote subtree "
-                f"{target.remote}: control calls reach only a remote subtree's own "
-                f"children; act on {target.remote} instead"
-            )
-        try:
-            bound = getattr(target.nanny.proxy(), method)
-        except AttributeError:  # the remote subtree's stand-in forwards a part of the API
-            raise ValueError(
-                f"{target.path} runs in the remote subtree {target.remote}, whose "
-                f"supervisor does not forward {method}; act on {target.remote} instead"
-            ) from None
-        return bound(*args).get(timeout=OP_TIMEOUT if timeout is None else timeout)
+        return target.call(method, *args, timeout=timeout)
 
     def _start(self, t: Target, request: dict[str, Any]) -> str:
         if t.info.state in ("running", "paused"):
@@ -234,43 +223,41 @@ class Controller:
         return f"reloaded {t.path} (pid {t.info.pid})"
 
     def _restart(self, t: Target, request: dict[str, Any]) -> str:
-        if t.info.state != "stopped":
-            self._call(t, "terminate_child", t.child_id)
-        info = self._call(t, "restart_child", t.child_id)
+        info = restart(t)
         if t.info.pid and info.pid:
             return f"restarted {t.path}: pid {t.info.pid} -> {info.pid}"
         return f"restarted {t.path}" + (f", pid {info.pid}" if info.pid else "")
 
     def _restart_all(self) -> str:
-        """As `supervisorctl restart all`: stop the root's children in reverse start
-        order, then start them in order (supervision.plan_restart_all)."""
-        from supervision import plan_restart_all
-
+        """As `supervisorctl restart all` (actors/_operate/_restart.py)."""
         ref = self.inspector.ref
         if ref is None:
             raise TimeoutError("the tree is starting")
-        root = ref.proxy()
-        # which_children lists the newest first, as OTP's does: start order is its reverse.
-        children = [c.id for c in reversed(root.which_children().get(timeout=OP_TIMEOUT))]
-        self._carry_out(root, plan_restart_all(children))
+        children = restart_all(ref)
         return f"restarted {len(children)} children of {self.inspector.spec.id}: " + ", ".join(
             children
         )
 
     def _reload(self, request: dict[str, Any]) -> str:
         """As `supervisorctl update`: the tree as the edited file says, diffed against
-        the live tree (docs/update.md: actors/cli/_update.py carries out what
+        the live tree (docs/update.md: actors/_operate/_update.py carries out what
         supervision.plan_update decides). Children the file did not change keep
         running, untouched."""
-        from supervision import ConfigError
+        from pathlib import Path
 
-        from ._update import Updater, settle_of
+        from supervision import UPDATE_SETTLE, ConfigError, check_settle
 
-        settle = settle_of(request)
+        from .._operate._update import Updater
+        from ._check import _child_problems
+
+        settle = check_settle(request.get("settle", UPDATE_SETTLE))
         if self.reload_source is None:
             raise ValueError("this tree was not run from a file; nothing to reload")
         if self._updater is None:
-            self._updater = Updater(lambda: self.inspector.ref, self.log)
+            here = Path.cwd()
+            self._updater = Updater(
+                lambda: self.inspector.ref, self.log, lambda c: _child_problems(c, here)
+            )
         old = self.inspector.spec
         try:
             new = self.reload_source()
@@ -283,39 +270,21 @@ class Controller:
                 old.id, f"the file's tree is {new.id!r}, not {old.id!r}; nothing changed"
             )
         try:
-            message, live = self._updater.update(old, new, settle)
+            outcome, live = self._updater.update(old, new, settle)
         except Exception:
             self._keep_live(old)
             raise
         self.inspector.replace_spec(live)
-        return message
+        return outcome.message
 
     def _keep_live(self, old: Any) -> None:
         """After a failed update: the inspector shows the tree as it now runs."""
-        from ._update import read_live
+        from .._operate._update import read_live
 
         ref = self.inspector.ref
         if ref is not None:
             with contextlib.suppress(Exception):
                 self.inspector.replace_spec(read_live(ref, old, timeout=5.0).spec)
-
-    @staticmethod
-    def _carry_out(nanny: Any, plan: UpdatePlan) -> None:
-        """Each step of the plan through the nanny's API, in order, each awaited."""
-        from supervision import DeleteOld, StartAgain, StartNew, StopOld
-
-        for step in plan.steps:
-            if isinstance(step, StopOld):
-                answer = nanny.terminate_child(step.child)
-            elif isinstance(step, DeleteOld):
-                answer = nanny.delete_child(step.child)
-            elif isinstance(step, StartNew):
-                answer = nanny.start_child(step.spec)
-            elif isinstance(step, StartAgain):
-                answer = nanny.restart_child(step.child)
-            else:  # an update's steps: actors/cli/_update.py carries them out
-                raise TypeError(f"restart all takes no {step!r}")
-            answer.get(timeout=OP_TIMEOUT)
 
     def _add(self, request: dict[str, Any]) -> str:
         """A new child of a simple_one_for_one supervisor, with extra arguments."""

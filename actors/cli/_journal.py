@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from actors import open_folder, open_output
 from supervision import Event
 
-from ._records import EventRecord
+from .._operate._records import EventRecord
 
 if TYPE_CHECKING:
     from .. import EventLog

@@ -27,11 +27,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from supervision import ChildState, Event, EventKind
 
-from ._records import Node
+from .._operate._records import Node
 
 if TYPE_CHECKING:
     from .. import EventLog
-    from ._status import TreeInspector
+    from .._operate._snapshot import TreeInspector
 
 PREFIX = "nannytree_"
 MAX_SERIES = 4096  # children whose exit counts are kept after they left the tree

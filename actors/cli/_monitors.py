@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .. import EventLog, Tree
+    from .._operate._snapshot import TreeInspector
     from ._journal import EventJournal
     from ._metrics import MetricsServer
-    from ._status import TreeInspector
 
 
 class Monitors:

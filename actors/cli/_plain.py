@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ._records import Node, health_text
-from ._text import printable
+from .._operate._records import Node, health_text
+from .._operate._text import printable
 
 if TYPE_CHECKING:
     from supervision import AnySpec, SupervisorSpec

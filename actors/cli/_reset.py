@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from ._control import OP_TIMEOUT
 
 if TYPE_CHECKING:
-    from ._status import Target, TreeInspector
+    from .._operate._find import Target
+    from .._operate._snapshot import TreeInspector
 
 
 def reset(inspector: TreeInspector, key: str, call: Callable[..., Any]) -> str:

@@ -24,6 +24,9 @@ from rich.console import Console
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
+from .._operate._records import EventRecord, Node, stderr_lines
+from .._operate._snapshot import EventFeed, TreeInspector
+from .._operate._text import printable
 from ._check import far_side_warnings
 from ._control import ControlError, ControlSocket, socket_for, timeouts
 from ._controller import Controller
@@ -39,8 +42,6 @@ from ._logdir import (
 )
 from ._monitors import Monitors
 from ._output import log_name, with_log_files, with_output
-from ._status import EventFeed, EventRecord, Node, TreeInspector, stderr_lines
-from ._text import printable
 from ._view import Header, LiveView, plain_line
 
 if TYPE_CHECKING:

@@ -18,9 +18,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from .._operate._records import EventRecord, Node
+from .._operate._text import printable
 from ._plain import _guided, fmt_bytes, fmt_cpu, fmt_duration, node_text, restarts_text, state_text
-from ._records import EventRecord, Node
-from ._text import printable
 
 STATE_STYLES = {
     "running": "green",

@@ -2,7 +2,7 @@
 `s6-svwait -U` and `docker compose up --wait` do.
 
 The waiting happens in the server: one request that blocks, bounded by the timeout
-(actors/cli/_ready.py). The server holds the tree's events, so it wakes on the
+(actors/_operate/_ready.py). The server holds the tree's events, so it wakes on the
 event that makes the tree ready, and it knows why a tree ended (gave up, failed to
 start) while its socket still exists: the run removes the socket as soon as the
 tree has stopped, so a client polling `status` would only see it vanish, and each
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .._operate._text import printable
 from ._control import BadUsage, ControlError, NoAnswer, NoTree, call, find_socket
 from ._exit import FAILED, INTERRUPTED, NOT_RUNNING, TIMED_OUT
 from ._exit import OK as READY
-from ._text import printable
 
 POLL = 0.02  # seconds between looks for a socket that is not there yet
 MARGIN = 10.0  # seconds the client waits for the server's answer past its timeout

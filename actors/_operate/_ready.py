@@ -1,5 +1,7 @@
-"""The server's side of `nannytree wait --ready`: whether a running tree (or some of its
-children) is ready, what keeps it from being so, and whether it never will be.
+"""The one judge of readiness: whether a running tree (or some of its children) is
+ready, what keeps it from being so, and whether it never will be. `nannytree wait
+--ready` asks it through the run host (`wait_ready`); the test harness's waits ask
+the same rules (`is_ready`, and `Ending` for "can this wait still succeed").
 
 Ready: every worker "running" (its `ready` passed) with no liveness probe failing,
 or a one-shot step done (transient or temporary, ended by itself with a normal
@@ -15,21 +17,27 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pykka
 
-from supervision import ChildSpec, Event, EventKind, ExitKind, ReadyFile, SupervisorSpec
+from supervision import ChildSpec, Event, EventKind, ExitKind, ExitReason, ReadyFile, SupervisorSpec
 
+from ._find import nanny_at
 from ._records import Node, health_text, stderr_lines
 
 if TYPE_CHECKING:
-    from ._status import TreeInspector
+    from ._snapshot import TreeInspector
 
 TICK = 0.1  # seconds between looks without an event (the root's start returning, a closing run)
 GAVE_UP = "reached_max_restart_intensity"
 START_FAILURE = ExitKind.START_FAILURE
 _ENDS = (EventKind.MAX_INTENSITY_REACHED, EventKind.AUTO_SHUTDOWN, EventKind.SUPERVISOR_STOPPED)
+# The states of a child that is there or coming back (a supervisor in one is not gone).
+ALIVE = (
+    *("running", "starting", "restarting", "backoff", "paused", "stopping"),
+    *("unreachable", "pending"),
+)
 
 
 def wait_ready(
@@ -54,7 +62,7 @@ def wait_ready(
         raise ValueError("timeout must be seconds >= 0, or null for no limit")
     deadline = None if timeout is None else time.monotonic() + timeout
     log = inspector.log
-    ending = _Ending(inspector.spec.id)
+    ending = Ending(inspector.spec.id)
     _, index = log.since(1 << 62, 0)  # where new events will start
     ending.see(log.snapshot())  # (one seen twice is harmless)
     while True:
@@ -68,7 +76,7 @@ def wait_ready(
         ended = ending.why(root, closing.is_set())
         if ended is not None:  # the reason says it all
             return {"tree": tree, "ready": False, "ended": ended, "waiting": []}
-        ended = _never_ready(awaited, root, ending)
+        ended = never_ready(awaited, root, ending)
         if ended is not None:
             return {"tree": tree, "ready": False, "ended": ended, "waiting": waiting}
         if not waiting:
@@ -153,12 +161,18 @@ def done(node: Node) -> bool:
     )
 
 
+def is_ready(state: str, health: str | None) -> bool:
+    """A worker in `state`, its liveness probe's status `health` (None: no probe), is
+    ready: it runs (its `ready` passed) and is not failing its probe."""
+    return state == "running" and health != "failing"
+
+
 def ready(node: Node) -> bool:
     """This node alone (not its children) is ready."""
     if node.type == "supervisor":
         return node.state == "running"
     if node.state == "running":
-        return (node.health or {}).get("status") != "failing"
+        return is_ready(node.state, (node.health or {}).get("status"))
     return done(node)
 
 
@@ -183,7 +197,7 @@ def _not_ready(awaited: list[Node]) -> list[Node]:
     return list(unique.values())
 
 
-def _entry(node: Node, inspector: TreeInspector, ending: _Ending) -> dict[str, Any]:
+def _entry(node: Node, inspector: TreeInspector, ending: Ending) -> dict[str, Any]:
     """One node that is not ready, and why: what the client prints."""
     entry: dict[str, Any] = {
         "path": node.path,
@@ -233,19 +247,56 @@ def ready_condition(spec: Any) -> str:
 # -- what can never be ready -------------------------------------------------------------------
 
 
-class _Ending:
-    """What the tree's events say about its end and its children's last exits."""
+class Held(Protocol):
+    """What `Ending.ended` asks of a tree's handle (actors.Tree)."""
 
-    def __init__(self, root: str) -> None:
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def ref(self) -> pykka.ActorRef[Any]: ...
+
+    def finished(self) -> ExitReason | None: ...
+
+
+class Ending:
+    """What a tree's events say about its end, its children's last exits and the
+    supervisors above an awaited child: whether a wait can still succeed.
+
+    One reading of the events, two questions: `why` (with a snapshot of the tree:
+    `nannytree wait --ready`) and `ended` (asking the supervisors above `owner`, the
+    path of the awaited child's supervisor: the test harness's waits)."""
+
+    def __init__(self, root: str, owner: str | None = None) -> None:
         self.root = root
         self.end: Event | None = None  # the root gave up, shut itself down or stopped
         self.first_failed: Event | None = None  # the first failed start: the cause
         self.root_failed = False  # a start failed in the root: while it starts, fatal
         self.gave_up: dict[str, Event] = {}  # supervisor path: its last give-up
         self.tails: dict[str, str] = {}  # child path: the stderr tail of its last exit
+        self.root_stopped = False  # the root's own last event came
+        self.stopped: ExitReason | None = None  # and its reason
+        # (parent's path, supervisor's id) of each nested supervisor above the child.
+        self.above: set[tuple[str, str]] = set()
+        if owner is not None:
+            parts = owner.split("/")
+            self.above = {("/".join(parts[:i]), parts[i]) for i in range(1, len(parts))}
+        self.suspects: list[tuple[str, str]] = []  # of those, each that exited since
 
     def see(self, events: Iterable[Event]) -> None:
         for event in events:
+            if (
+                event.context is EventKind.SUPERVISOR_STOPPED
+                and event.offender is None
+                and event.supervisor == self.root
+            ):
+                self.root_stopped, self.stopped = True, event.reason
+            elif (
+                event.offender is not None
+                and (event.supervisor, event.offender) in self.above
+                and event.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
+            ):
+                self.suspects.append((event.supervisor, event.offender))
             if event.reason is not None and event.offender and event.reason.stderr_tail:
                 tail = stderr_lines(event.reason.stderr_tail)
                 self.tails[f"{event.supervisor}/{event.offender}"] = tail
@@ -300,6 +351,26 @@ class _Ending:
         lines = "".join(f"\n    | {line}" for line in tail.splitlines())
         return f"\nits stderr ended with:{lines}" if lines else ""
 
+    def ended(self, tree: Held | None) -> tuple[str, ExitReason | None] | None:
+        """(what ended, its reason), or None while a wait on the awaited child may still
+        succeed: the tree runs, and each supervisor above the child that exited since
+        is there again (asked of its parent)."""
+        if self.root_stopped:
+            return f"tree {self.root!r}", self.stopped
+        if tree is not None and not tree.alive:
+            return f"tree {self.root!r}", tree.finished()
+        while self.suspects and tree is not None:
+            parent, sid = self.suspects.pop(0)
+            try:
+                info = nanny_at(tree.ref, parent).proxy().which_child(sid).get(timeout=5)
+            except LookupError:
+                return f"supervisor {parent}/{sid} (deleted)", None
+            except Exception:
+                continue  # its parent is stopping too: the tree's end will say
+            if info.state not in ALIVE:
+                return f"supervisor {parent}/{sid} (not restarted)", info.last_exit
+        return None
+
     def supervisor_gave_up(self, node: Node) -> str:
         event = self.gave_up.get(node.path)
         why = self._gave_up(event) if event is not None else f"{node.last_exit}"
@@ -309,7 +380,7 @@ class _Ending:
         )
 
 
-def _never_ready(awaited: list[Node], root: Node, ending: _Ending) -> str | None:
+def never_ready(awaited: list[Node], root: Node, ending: Ending) -> str | None:
     """A supervisor at or above an awaited node that gave up and stays stopped, an
     awaited worker whose restart_limit gave up (failed: the same, for one child), or
     an awaited temporary child that ended abnormally and was removed."""

@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from supervision import Event, EventKind, ExitReason, SupervisorSpec
 from supervision.simulate import event_sequence
 
-from ._shell._event_log import EventLog
-from ._test_events import WaitFailed, culprit, ended_message, last_events, last_exit
+from .._operate._ready import Ending
+from .._shell._event_log import EventLog
+from ._events import WaitFailed, culprit, ended_message, last_events, last_exit
 
 if TYPE_CHECKING:
-    from ._tree import Tree
+    from .._tree import Tree
 
 T = TypeVar("T")
 
@@ -37,18 +38,12 @@ class Waited(Protocol):
 
     def check_strict(self) -> None: ...
 
-    def nanny_at(self, path: str) -> Any: ...
-
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
 # How long a wait may miss the end of a tree that ended without a last event (its
 # root nanny failed): every other end is an event, which wakes the wait at once.
 BACKSTOP = 0.25
 OUTPUT_EVERY = 0.05  # s between reads of a child's output (no event says it grew)
-_ALIVE = (
-    *("running", "starting", "restarting", "backoff", "paused", "stopping"),
-    *("unreachable", "pending"),
-)
 
 
 def wanted(
@@ -145,7 +140,9 @@ def wait_on(
     WaitFailed at once when the tree, or a supervisor above `child`, has ended;
     TimeoutError after `timeout` s."""
     deadline = time.monotonic() + timeout
-    ending = _Ending(harness, child)
+    # Whether the wait can still succeed (the one judge's reading of the events).
+    owner = _owner_path(harness.log.snapshot(), child) if child is not None else None
+    ending = Ending(harness.spec.id, owner)
     index, first = start, True
     while True:
         pause = 0.0 if first else max(0.0, min(every, deadline - time.monotonic()))
@@ -156,7 +153,7 @@ def wait_on(
             found = check(event)
             if found is not None:
                 return found
-            ending.see(event)
+            ending.see((event,))
             asked = asked or (again_on is not None and again_on(event))
         if again is not None and asked:
             result = again()
@@ -164,7 +161,7 @@ def wait_on(
                 return result
         if harness.strict:
             harness.check_strict()
-        ended = ending.ended()
+        ended = ending.ended(harness.tree)
         if ended is not None:
             where, reason = ended
             raise WaitFailed(
@@ -176,57 +173,6 @@ def wait_on(
                 f"{what}: no matching event within {timeout}s; last events:\n"
                 f"{textwrap.indent(last_events(harness.log.snapshot()), '  ')}"
             )
-
-
-class _Ending:
-    """Whether a wait can still succeed: its tree runs, and so does each supervisor
-    above the awaited child (found by its last event) or is restarted."""
-
-    def __init__(self, harness: Waited, child: str | None) -> None:
-        self.harness = harness
-        self.root = harness.spec.id
-        self.stopped: ExitReason | None = None
-        self.root_stopped = False
-        # (parent's path, supervisor's id) of each nested supervisor above the child.
-        self.above: set[tuple[str, str]] = set()
-        owner = _owner_path(harness.log.snapshot(), child) if child is not None else None
-        if owner is not None:
-            parts = owner.split("/")
-            self.above = {("/".join(parts[:i]), parts[i]) for i in range(1, len(parts))}
-        self.suspects: list[tuple[str, str]] = []
-
-    def see(self, event: Event) -> None:
-        if (
-            event.context is EventKind.SUPERVISOR_STOPPED
-            and event.offender is None
-            and event.supervisor == self.root
-        ):
-            self.root_stopped, self.stopped = True, event.reason
-        elif (
-            event.offender is not None
-            and (event.supervisor, event.offender) in self.above
-            and event.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
-        ):
-            self.suspects.append((event.supervisor, event.offender))
-
-    def ended(self) -> tuple[str, ExitReason | None] | None:
-        """(what ended, its reason), or None while the wait may still succeed."""
-        tree = self.harness.tree
-        if self.root_stopped:
-            return f"tree {self.root!r}", self.stopped
-        if tree is not None and not tree.alive:
-            return f"tree {self.root!r}", tree.finished()
-        while self.suspects:
-            parent, sid = self.suspects.pop(0)
-            try:
-                info = self.harness.nanny_at(parent).which_child(sid).get(timeout=5)
-            except LookupError:
-                return f"supervisor {parent}/{sid} (deleted)", None
-            except Exception:
-                continue  # its parent is stopping too: the tree's end will say
-            if info.state not in _ALIVE:
-                return f"supervisor {parent}/{sid} (not restarted)", info.last_exit
-        return None
 
 
 def _owner_path(events: Sequence[Event], child: str) -> str | None:

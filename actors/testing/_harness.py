@@ -3,7 +3,9 @@ pytest plugin's `nanny_tree` fixture hands out.
 
 It starts a tree, injects faults, and waits on the tree's events (`_waits`: with a
 deadline, never a sleep, failing at once when the wait cannot succeed any more);
-in strict mode, exits the test did not cause fail it (`_test_events` reads them).
+in strict mode, exits the test did not cause fail it (`_events` reads them). It
+finds children, judges readiness and restarts through the operations layer
+(actors/_operate/), as the run host does.
 """
 
 from __future__ import annotations
@@ -32,10 +34,14 @@ from supervision import (
     SupervisorSpec,
 )
 
-from ._launcher._faults import inject_crash
-from ._shell._event_log import EventLog
-from ._shell._nanny import NannyActor, TreeNode
-from ._test_events import (
+from .._launcher._faults import inject_crash
+from .._operate._find import find_node, find_target, matching, nanny_at
+from .._operate._ready import is_ready
+from .._operate._restart import restart
+from .._shell._event_log import EventLog
+from .._shell._nanny import NannyActor, TreeNode
+from .._tree import Tree
+from ._events import (
     REPORT_EVENTS,
     StrictJudge,
     UnexpectedExit,
@@ -45,8 +51,7 @@ from ._test_events import (
     stderr_tail,
     unexpected_message,
 )
-from ._test_events import report_sections as _report_sections
-from ._tree import Tree
+from ._events import report_sections as _report_sections
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
 
 
@@ -95,7 +100,7 @@ class TreeHarness:
         `${NAME}` in the file takes its value from `vars` (e.g. `{"PORT": free_port()}`),
         then the environment; `${NAME:-default}` has a default, `$${` is a literal `${`.
         """
-        from ._treefile import load_tree_file
+        from .._treefile import load_tree_file
 
         return cls(load_tree_file(os.fspath(path), vars=vars), strict=strict, **start_kwargs)
 
@@ -163,10 +168,14 @@ class TreeHarness:
         return self._info(child_id)
 
     def _info(self, child_id: str) -> ChildInfo:
-        node = _find(self.nanny.which_tree().get(), child_id)
-        if node is None:
+        return self._node(child_id).info
+
+    def _node(self, child_id: str) -> TreeNode:
+        """The child `child_id` names (an id: the first found, depth first; or a path)."""
+        nodes = self.nanny.which_tree().get()
+        if not matching(nodes, self.spec.id, child_id):
             raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
-        return node.info
+        return find_node(nodes, self.spec.id, child_id, first=True)
 
     def pid(self, child_id: str) -> int:
         pid = self.child(child_id).pid
@@ -291,7 +300,7 @@ class TreeHarness:
         except (LookupError, pykka.ActorDeadError, RuntimeError):
             return None
         health = info.health
-        ready = info.state == "running" and (health is None or health.status != "failing")
+        ready = is_ready(info.state, None if health is None else health.status)
         return info if ready and not self._stale(child_id, info) else None
 
     def _stale(self, child_id: str, info: ChildInfo) -> bool:
@@ -437,11 +446,12 @@ class TreeHarness:
     def restart(self, child_id: str) -> ChildInfo:
         """Stop the child if it runs, and start it again (terminate_child, then
         restart_child); its new info."""
-        owner = self._owner(child_id)
+        target = find_target(
+            self.ref_or_raise, self.nanny.which_tree().get(), self.spec.id, child_id, first=True
+        )
         self.check_strict()
         self._fault()
-        owner.terminate_child(child_id).get()
-        owner.restart_child(child_id).get()
+        restart(target)
         return self._info(child_id)
 
     def crash(self, child_id: str, exception: BaseException, timeout: float = 10.0) -> int:
@@ -462,32 +472,18 @@ class TreeHarness:
 
     def _owner(self, child_id: str) -> Any:
         """The proxy of the supervisor that owns `child_id`."""
-        path = _path_of(self.nanny.which_tree().get(), child_id)
-        if path is None:
-            raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
+        path = self._node(child_id).path
         return self.nanny_at(path.rsplit("/", 1)[0])
 
     def nanny_at(self, path: str) -> Any:
         """The proxy of the running supervisor at `path` ("root/pool")."""
-        proxy = self.nanny
-        for part in path.split("/")[1:]:
-            proxy = proxy.child_nanny(part).get().proxy()
-        return proxy
+        return nanny_at(self.ref_or_raise, path).proxy()
 
-
-def _find(nodes: Iterable[TreeNode], child_id: str) -> TreeNode | None:
-    for node in nodes:
-        if node.info.id == child_id:
-            return node
-        found = _find(node.children, child_id)
-        if found is not None:
-            return found
-    return None
-
-
-def _path_of(nodes: Iterable[TreeNode], child_id: str) -> str | None:
-    node = _find(nodes, child_id)
-    return node.path if node is not None else None
+    @property
+    def ref_or_raise(self) -> pykka.ActorRef[NannyActor]:
+        if self.ref is None:
+            raise RuntimeError("the tree is not started; call start() or use `with`")
+        return self.ref
 
 
 def _keeps(spec: Any, stream: str) -> bool:

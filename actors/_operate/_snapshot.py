@@ -1,5 +1,6 @@
-"""What a running tree looks like right now: one snapshot, shared by the live view
-and the control socket's `status`, plus the tree's events as printable records."""
+"""What a running tree looks like right now: one snapshot, shared by the live view,
+the control socket's `status` and `wait --ready`, plus the tree's events as
+printable records."""
 
 from __future__ import annotations
 
@@ -7,8 +8,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 import pykka
@@ -16,7 +16,6 @@ import pykka
 from supervision import (
     AnySpec,
     ChildInfo,
-    ChildNotFound,
     Event,
     EventKind,
     Health,
@@ -24,12 +23,22 @@ from supervision import (
     SupervisorSpec,
 )
 
-from .. import EventLog, TreeNode
-from ._control import timeouts
-from ._engine import NodeNames
-from ._records import EventRecord, Node, stderr_lines
+from .._shell._event_log import EventLog
+from .._shell._nanny import TreeNode
+from ._find import Target, find_target
+from ._records import EventRecord, Node
 
-__all__ = ["EventFeed", "EventRecord", "Node", "ProcStats", "TreeInspector", "stderr_lines"]
+# Every exception that means "no answer in time": pykka's Timeout is no TimeoutError.
+TIMEOUTS: tuple[type[Exception], ...] = (TimeoutError, pykka.Timeout)
+
+
+class NodeNames(Protocol):
+    """The names of an engine's nodes, for display (the run host's, from its engine)."""
+
+    def name(self, node: str | None) -> str | None: ...
+
+    def rename(self, text: str) -> str: ...
+
 
 # -- the snapshot ------------------------------------------------------------------
 
@@ -123,22 +132,6 @@ class StartTimes:
         self._unsubscribe()
 
 
-@dataclass(frozen=True)
-class Target:
-    """A child found by id or path: its supervisor's ref and where it sits.
-
-    `nanny` is None for a child deeper than the top level of a remote subtree (its
-    control calls are not forwarded); `remote` is the path of the remote subtree it
-    belongs to, if any; `status` its last sd_notify STATUS= text."""
-
-    nanny: pykka.ActorRef[Any] | None
-    child_id: str
-    path: str
-    info: ChildInfo
-    status: str = ""
-    remote: str | None = None
-
-
 def _supervisor_specs(spec: SupervisorSpec, path: str) -> Iterator[tuple[str, SupervisorSpec]]:
     yield path, spec
     for child in spec.children:
@@ -218,7 +211,7 @@ class TreeInspector:
             if asked is not None and asked[0] is nanny:
                 try:
                     asked[1].get(timeout=0)
-                except timeouts():
+                except TIMEOUTS:
                     return asked[1]  # still under way: wait for that one
                 except Exception:
                     pass  # it failed: ask again
@@ -247,7 +240,7 @@ class TreeInspector:
                     below = tuple(self._listing(nested, child_path, timeout))
                 except (NannyError, pykka.ActorDeadError):
                     pass  # it ended meanwhile, or cannot be reached: no children shown
-                except timeouts():
+                except TIMEOUTS:
                     pass
             nodes.append(TreeNode(info, child_path, below))
         return nodes
@@ -264,7 +257,7 @@ class TreeInspector:
         if self.ref is None or self.ref.is_alive():
             try:
                 root.children = [self._node(t, now, stats) for t in self._tree(self.QUICK)]
-            except timeouts():  # busy: a start under way (a remote one included)
+            except TIMEOUTS:  # busy: a start under way (a remote one included)
                 root.children = self._from_events(self.spec, self.spec.id, now)
                 if self.ref is None:
                     root.state = "starting"
@@ -370,36 +363,12 @@ class TreeInspector:
 
         Raises ChildNotFound, or LookupError when a bare id names several children.
         """
-        root = self.spec.id
         # A lookup right after the last child started (its event printed) may come
         # before the tree's start returned: wait for it, as long as for an answer.
         self._up.wait(self.timeout)
-        nodes = [n for t in self._tree() for n in _flatten(t)]
-        wanted = key.strip("/")
-        if "/" in wanted:
-            paths = {f"{root}/{wanted}", wanted}
-            matches = [n for n in nodes if n.path in paths]
-        else:
-            matches = [n for n in nodes if n.info.id == wanted]
-        if not matches:
-            raise ChildNotFound(root, key)
-        if len(matches) > 1:
-            listed = ", ".join(m.path for m in matches)
-            raise LookupError(f"{key!r} names several children ({listed}); give its path")
-        found = matches[0]
-        nanny: pykka.ActorRef[Any] | None = self.ref
-        assert nanny is not None  # _tree() answered
-        remote = None
-        walked = root
-        for supervisor in found.path.split("/")[1:-1]:
-            walked = f"{walked}/{supervisor}"
-            if remote is not None:  # below a remote subtree's own children: not forwarded
-                nanny = None
-                break
-            nanny = nanny.proxy().child_nanny(supervisor).get(timeout=self.timeout)
-            if not _is_nanny(nanny):
-                remote = walked
-        return Target(nanny, found.info.id, found.path, found.info, found.status, remote)
+        nodes = self._tree()
+        assert self.ref is not None  # _tree() answered
+        return find_target(self.ref, nodes, self.spec.id, key, timeout=self.timeout)
 
     def spec_at(self, path: str) -> AnySpec | None:
         """The spec the tree was started with (or reloaded) for the child at `path`."""
@@ -410,12 +379,6 @@ class TreeInspector:
             if spec is None:
                 return None
         return spec
-
-
-def _is_nanny(ref: pykka.ActorRef[Any]) -> bool:
-    """Whether `ref` is a local nanny, not the stand-in for a remote subtree (which
-    forwards its own children's calls only)."""
-    return hasattr(ref.actor_class, "child_nanny")
 
 
 def _state_for(info: ChildInfo, now: float) -> float | None:
@@ -445,12 +408,6 @@ _STATE_OF = {
     EventKind.CHILD_TERMINATED: "stopped",
     EventKind.CHILD_FAILED: "failed",
 }
-
-
-def _flatten(tree: TreeNode) -> Iterator[TreeNode]:
-    yield tree
-    for child in tree.children:
-        yield from _flatten(child)
 
 
 class EventFeed:

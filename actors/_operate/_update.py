@@ -1,6 +1,11 @@
-"""`nannytree update`, carried out: the live tree read from its supervisors, the
-run-time checks of what would start, then the plan (supervision.plan_update) step
-by step through each supervisor's API, each step an event. See docs/update.md.
+"""An update of a running tree, carried out: the live tree read from its
+supervisors, the plan (supervision.plan_update), the preflight of what it would
+start (supervision.preflight), then the plan step by step through each
+supervisor's API under supervision's apply policy, each step an event. Also the
+one executor of plan steps that restart-all uses. See docs/update.md.
+
+`nannytree update` (the run host), `Tree.update` and `AsyncNanny.update` all
+come here.
 """
 
 from __future__ import annotations
@@ -8,15 +13,15 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pykka
 
 from supervision import (
     IN_PLACE,
+    UPDATE_SETTLE,
     AnySpec,
     ChangeSettings,
     ChildSpec,
@@ -34,39 +39,28 @@ from supervision import (
     StoreSpec,
     Strategy,
     SupervisorSpec,
+    UpdateFailed,
+    UpdateOutcome,
     UpdatePlan,
+    UpdateRefused,
     UpdateStep,
+    plan_update,
+    preflight,
+    stops_the_update,
+    taken_after_a_stop,
 )
 
-from .. import EventLog
-from ._check import _child_problems
-from ._control import OP_TIMEOUT, UPDATE_SETTLE, UPDATE_SETTLE_MAX, timeouts
+from .._shell._event_log import EventLog
+from ._find import OP_TIMEOUT, Ref, is_nanny, nanny_at
+from ._preflight import problems_of
 
-Ref = pykka.ActorRef[Any]
-
-
-def settle_of(request: dict[str, Any]) -> float:
-    """The `settle` of an update request (`nannytree update --settle`), checked."""
-    value = request.get("settle", UPDATE_SETTLE)
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not 0 <= value <= UPDATE_SETTLE_MAX
-    ):
-        raise ValueError(
-            f"settle must be seconds from 0 to {UPDATE_SETTLE_MAX:g}, not {value!r}: "
-            "how long a replaced or added child must stay up to count as started"
-        )
-    return float(value)
-
-
-class UpdateRefused(ValueError):
-    """The file or a run-time check failed: nothing was stopped."""
-
-
-class UpdateFailed(ValueError):
-    """Some steps were carried out and one failed: the message says which, and why."""
-
+# What a step that got no answer, or whose supervisor ended, raises.
+_NO_ANSWER: tuple[type[BaseException], ...] = (
+    NannyError,
+    pykka.ActorDeadError,
+    TimeoutError,
+    pykka.Timeout,
+)
 
 # -- the live tree -------------------------------------------------------------------
 
@@ -117,46 +111,45 @@ def _nested(proxy: Any, info: Any, spec: SupervisorSpec, timeout: float) -> Ref 
         ref: Ref = proxy.child_nanny(info.id).get(timeout=timeout)
     except NannyError:
         return None
-    return ref if hasattr(ref.actor_class, "child_nanny") else None  # a remote stand-in
+    return ref if is_nanny(ref) else None  # not a remote stand-in
 
 
-def nanny_at(root: Ref, path: str, timeout: float = OP_TIMEOUT) -> Ref:
-    """The nanny of the supervisor at `path` ("shop/apps")."""
-    ref = root
-    for part in path.split("/")[1:]:
-        ref = ref.proxy().child_nanny(part).get(timeout=timeout)
-    return ref
+# -- one step ------------------------------------------------------------------------------
 
 
-# -- run-time checks ------------------------------------------------------------------
-
-
-def starting_workers(plan: UpdatePlan) -> Iterator[ChildSpec]:
-    """The workers the plan would start (those of a replaced or added supervisor too)."""
-    for step in plan.steps:
-        if isinstance(step, Replace | Insert):
-            yield from _workers(step.spec)
-
-
-def _workers(spec: AnySpec) -> Iterator[ChildSpec]:
-    if isinstance(spec, ChildSpec):
-        yield spec
+def take_step(root: Ref, step: UpdateStep, settle: float = 0.0) -> int | None:
+    """One step of a plan through its supervisor's API (found below `root` by the
+    step's path; "": the root itself), awaited; the pid it started, if any."""
+    nanny = nanny_at(root, step.supervisor)
+    proxy = nanny.proxy()
+    answer: Any
+    if isinstance(step, StopOld):
+        answer = proxy.terminate_child(step.child)
+    elif isinstance(step, DeleteOld):
+        answer = proxy.delete_child(step.child)
+    elif isinstance(step, Replace):
+        answer = proxy.replace_child(step.child, step.spec, settle)
+    elif isinstance(step, Insert):
+        answer = proxy.insert_child(step.spec, step.after, settle)
+    elif isinstance(step, Move):
+        answer = proxy.move_child(step.child, step.after)
+    elif isinstance(step, ChangeSettings):
+        answer = nanny_at(root, step.path).proxy().change_settings(step.spec)
+    elif isinstance(step, StoreSpec):
+        below = nanny_at(root, f"{step.supervisor}/{step.child}")
+        held = read_live(below, step.spec).spec
+        answer = proxy.store_childspec(step.child, held)
+    elif isinstance(step, StartNew):
+        answer = proxy.start_child(step.spec)
+    elif isinstance(step, StartAgain):
+        answer = proxy.restart_child(step.child)
     else:
-        for child in spec.children:
-            yield from _workers(child)
+        raise TypeError(f"unknown update step {step!r}")
+    value = answer.get(timeout=OP_TIMEOUT)
+    return getattr(value, "pid", None)
 
 
-def problems(plan: UpdatePlan, here: Path) -> list[str]:
-    """Every run-time problem of the children the plan would start, one line each: those
-    of `nannytree check` (programs, probes, cwd, the folders of the files they write,
-    target, user)."""
-    found: list[str] = []
-    for child in starting_workers(plan):
-        found += _child_problems(child, here)
-    return list(dict.fromkeys(found))
-
-
-# -- carrying a plan out -----------------------------------------------------------------
+# -- carrying an update out -----------------------------------------------------------------
 
 
 _KINDS: dict[type[Any], EventKind] = {
@@ -168,40 +161,36 @@ _KINDS: dict[type[Any], EventKind] = {
 }
 
 
-@dataclasses.dataclass
-class Outcome:
-    """What an update did: steps applied, the one that failed to start or to be
-    taken (each with why), and those not taken after a failure that stopped it."""
-
-    applied: list[UpdateStep] = dataclasses.field(default_factory=list)
-    failed: list[tuple[UpdateStep, str]] = dataclasses.field(default_factory=list)
-    skipped: list[UpdateStep] = dataclasses.field(default_factory=list)
-
-
 class Updater:
-    """Carries out `nannytree update` on one running tree, one update at a time."""
+    """Carries out updates of one running tree, one at a time.
+
+    `root` gives the root nanny (None while the tree starts); `check` is the
+    host's look at a worker the update would start (problems, one line each):
+    by default that its cwd, program and file folders exist."""
 
     def __init__(
-        self, root: Callable[[], Ref | None], log: EventLog, here: Path | None = None
+        self,
+        root: Callable[[], Ref | None],
+        log: EventLog,
+        check: Callable[[ChildSpec], list[str]] = problems_of,
     ) -> None:
         self._root = root
         self._log = log
-        self._here = here or Path.cwd()
+        self._check = check
         self._lock = threading.Lock()
 
     def update(
         self, stored: SupervisorSpec, new: SupervisorSpec, settle: float = UPDATE_SETTLE
-    ) -> tuple[str, SupervisorSpec]:
-        """Apply `new` to the running tree; its answer, and the live tree after.
-        `settle`: seconds each replaced or added worker without readiness must stay up
-        to count as started (one that exits sooner fails its start and stays stopped,
-        charging no intensity; 0: started once its process runs).
+    ) -> tuple[UpdateOutcome, SupervisorSpec]:
+        """Apply `new` to the running tree; what it did (its `message` is the answer
+        of `nannytree update`), and the live tree after. `settle`: seconds each
+        replaced or added worker without readiness must stay up to count as started
+        (one that exits sooner fails its start and stays stopped, charging no
+        intensity; 0: started once its process runs).
 
         Raises UpdateRefused (nothing stopped) or UpdateFailed (what was applied,
         what failed: the tree is left as the message says, and the next update
         converges from it)."""
-        from supervision import plan_update
-
         root = self._root()
         if root is None:
             raise TimeoutError("the tree is starting")
@@ -211,13 +200,14 @@ class Updater:
                 plan = plan_update(live.spec, new, whole=live.whole)
             except ValueError as e:
                 raise self.refuse(stored.id, f"{e}; nothing changed") from None
-            found = problems(plan, self._here)
+            found = preflight(plan, self._check)
             if found:
                 listed = "\n".join(f"  {p}" for p in found)
                 raise self.refuse(
                     stored.id,
                     f"update refused, nothing stopped: {len(found)} problem"
                     f"{'s' if len(found) > 1 else ''} in what it would start:\n{listed}",
+                    tuple(found),
                 )
             outcome = self.carry_out(root, plan, settle)
             try:
@@ -234,40 +224,43 @@ class Updater:
             )
         if ended:
             message += "\nnote: the tree is stopping"
+        outcome.message = message
         self._event(stored.id, EventKind.UPDATE_DONE, None, detail=message.replace("\n", "; "))
         if outcome.failed:
-            raise UpdateFailed(message)
-        return message, after
+            raise UpdateFailed(stored.id, message, outcome)
+        return outcome, after
 
-    def refuse(self, tree: str, why: str) -> UpdateRefused:
+    def refuse(self, tree: str, why: str, problems: tuple[str, ...] = ()) -> UpdateRefused:
+        """The refusal of an update (recorded as an event): nothing was stopped."""
         detail = why.replace(":\n  ", ": ").replace("\n  ", "; ")
         self._event(tree, EventKind.UPDATE_REFUSED, None, detail=detail)
-        return UpdateRefused(why)
+        return UpdateRefused(tree, why, problems)
 
-    def carry_out(self, root: Ref, plan: UpdatePlan, settle: float = 0.0) -> Outcome:
-        """Each step through its supervisor's API, in order, each awaited and recorded.
-        A start that fails is recorded and the rest goes on (the child stays stopped
-        with its new spec); any other failure stops the update there, but the
-        nested supervisors' specs are still brought in step with what runs."""
-        outcome = Outcome()
-        broken = False
-        errors: tuple[type[BaseException], ...] = (NannyError, pykka.ActorDeadError, *timeouts())
+    def carry_out(self, root: Ref, plan: UpdatePlan, settle: float = 0.0) -> UpdateOutcome:
+        """Each step through its supervisor's API, in order, each awaited and recorded,
+        under supervision's apply policy: a start that fails is recorded and the rest
+        goes on (the child stays stopped with its new spec); any other failure stops
+        the update there, but the nested supervisors' specs are still brought in step
+        with what runs."""
+        outcome = UpdateOutcome()
+        stopped = False
         for step in plan.steps:
-            if broken and not isinstance(step, StoreSpec):
+            if stopped and not taken_after_a_stop(step):
                 outcome.skipped.append(step)
                 continue
             try:
-                pid = self._take(root, step, settle)
+                pid = take_step(root, step, settle)
             except StartError as e:
-                why = e.why  # with the last lines the child wrote
+                failure: tuple[str, bool] | None = (e.why, True)  # with its last lines
+            except _NO_ANSWER as e:
+                failure = (str(e) or type(e).__name__, False)
+            else:
+                failure = None
+            if failure is not None:
+                why, start_failed = failure
                 outcome.failed.append((step, why))
                 self._failed(step, why, plan)
-                continue
-            except errors as e:
-                why = str(e) or type(e).__name__
-                outcome.failed.append((step, why))
-                self._failed(step, why, plan)
-                broken = True
+                stopped = stopped or stops_the_update(start_failed)
                 continue
             outcome.applied.append(step)
             kind = _KINDS.get(type(step))
@@ -276,35 +269,6 @@ class Updater:
             elif kind is not None:
                 self._event(step.supervisor, kind, step.child, pid=pid, detail=_detail(step))
         return outcome
-
-    def _take(self, root: Ref, step: UpdateStep, settle: float) -> int | None:
-        nanny = nanny_at(root, step.supervisor)  # "" (restart all): the root
-        proxy = nanny.proxy()
-        answer: Any
-        if isinstance(step, StopOld):
-            answer = proxy.terminate_child(step.child)
-        elif isinstance(step, DeleteOld):
-            answer = proxy.delete_child(step.child)
-        elif isinstance(step, Replace):
-            answer = proxy.replace_child(step.child, step.spec, settle)
-        elif isinstance(step, Insert):
-            answer = proxy.insert_child(step.spec, step.after, settle)
-        elif isinstance(step, Move):
-            answer = proxy.move_child(step.child, step.after)
-        elif isinstance(step, ChangeSettings):
-            answer = nanny_at(root, step.path).proxy().change_settings(step.spec)
-        elif isinstance(step, StoreSpec):
-            below = nanny_at(root, f"{step.supervisor}/{step.child}")
-            held = read_live(below, step.spec).spec
-            answer = proxy.store_childspec(step.child, held)
-        elif isinstance(step, StartNew):
-            answer = proxy.start_child(step.spec)
-        elif isinstance(step, StartAgain):
-            answer = proxy.restart_child(step.child)
-        else:
-            raise TypeError(f"unknown update step {step!r}")
-        value = answer.get(timeout=OP_TIMEOUT)
-        return getattr(value, "pid", None)
 
     def _failed(self, step: UpdateStep, why: str, plan: UpdatePlan) -> None:
         what = f"{_verb(step)} {plan.path_of(step)}"
@@ -350,7 +314,7 @@ def _settings_steps(plan: UpdatePlan) -> list[ChangeSettings]:
     return [s for s in plan.steps if isinstance(s, ChangeSettings)]
 
 
-def summary(plan: UpdatePlan, outcome: Outcome) -> str:
+def summary(plan: UpdatePlan, outcome: UpdateOutcome) -> str:
     """The answer of `nannytree update`: what was applied; what failed, and why; what
     was not taken."""
     if not plan:

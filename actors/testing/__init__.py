@@ -20,15 +20,15 @@ import socket
 import sys
 import time
 
-from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine port
-from ._fake_engine import FakeHandle as FakeHandle
+from .._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine port
+from .._fake_engine import FakeHandle as FakeHandle
+from .._launcher._faults import inject_crash as inject_crash
+from .._process._fake import FakeChild as FakeChild  # the fake behind the process port
+from .._process._fake import FakeSpawner as FakeSpawner
+from ._events import UnexpectedExit as UnexpectedExit
+from ._events import WaitFailed as WaitFailed
 from ._harness import TreeHarness as TreeHarness
 from ._harness import wait_gone as wait_gone
-from ._launcher._faults import inject_crash as inject_crash
-from ._process._fake import FakeChild as FakeChild  # the fake behind the process port
-from ._process._fake import FakeSpawner as FakeSpawner
-from ._test_events import UnexpectedExit as UnexpectedExit
-from ._test_events import WaitFailed as WaitFailed
 from ._waits import EventProbe as EventProbe
 
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------
@@ -60,7 +60,7 @@ def raise_after(seconds: float, exception: BaseException) -> None:
 def ignore_sigterm() -> None:
     """Ignore SIGTERM: only SIGKILL (after the spec's shutdown) stops it."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    from . import child
+    from .. import child
 
     child.ready()
     run_forever()
@@ -73,7 +73,7 @@ def hang_on_start() -> None:
 
 def ready_after(seconds: float) -> None:
     """Become ready after `seconds` (use with ready="notify"), then run."""
-    from . import child
+    from .. import child
 
     time.sleep(seconds)
     child.ready()
