@@ -9,15 +9,26 @@ as the way `NannyActor.start` starts a tree, so the shell never names an adapter
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 import pykka
 
-from supervision import ExitReason, SupervisorSpec
+from supervision import (
+    UPDATE_SETTLE,
+    ConfigError,
+    ExitReason,
+    SupervisorSpec,
+    UpdateOutcome,
+    check_settle,
+)
 
+from ._operate._restart import restart_all
+from ._operate._update import Updater, read_live
 from ._process._client import LauncherClient
 from ._process._port import Spawner
 from ._shell._context import TreeContext
@@ -55,6 +66,7 @@ class Tree:
             spawner = functools.partial(LauncherClient.start, tree=spec.id)
         self.context = TreeContext(spec, log, spawner, engine)
         self._ref: pykka.ActorRef[NannyActor] | None = None
+        self._updater = Updater(lambda: self._ref, self.context.log)
 
     @classmethod
     def start(
@@ -125,6 +137,57 @@ class Tree:
         if not self.context.wait(timeout):
             raise TimeoutError(f"tree {self.spec.id!r} still running after {timeout}s")
         return self.context.reason
+
+    # -- operating ----------------------------------------------------------------
+
+    def update(
+        self,
+        spec_or_file: SupervisorSpec | str | os.PathLike[str],
+        settle: float = UPDATE_SETTLE,
+        *,
+        vars: Mapping[str, object] | None = None,
+    ) -> UpdateOutcome:
+        """Bring the running tree to `spec_or_file` (a SupervisorSpec, or a TOML tree
+        file loaded with `vars`), as `nannytree update` does (docs/update.md): only
+        the children it changes, adds or removes are touched, the rest keep running.
+
+        `settle`: seconds a replaced or added worker without a readiness of its own
+        must stay up to count as started (0: once its process runs). Returns what
+        was done (`applied`, `failed`, `skipped` steps, and the `message`); `spec`
+        is then the tree as it runs. Raises UpdateRefused before anything stopped (an
+        invalid file, another tree's id, a program or folder that is not there),
+        or UpdateFailed once a step failed (its `outcome` says what was done)."""
+        settle = check_settle(settle)
+        old = self.spec
+        if isinstance(spec_or_file, SupervisorSpec):
+            new = spec_or_file
+        else:
+            from ._treefile import load_tree_file
+
+            try:
+                new = load_tree_file(os.fspath(spec_or_file), vars=vars)
+            except ConfigError as e:
+                raise self._updater.refuse(
+                    old.id, f"the file is not valid, nothing changed: {e}"
+                ) from None
+        if new.id != old.id:
+            raise self._updater.refuse(
+                old.id, f"the new tree is {new.id!r}, not {old.id!r}; nothing changed"
+            )
+        try:
+            outcome, self.spec = self._updater.update(old, new, settle)
+        except Exception:
+            if self._ref is not None:  # the tree as it now runs, for the next update
+                with contextlib.suppress(Exception):
+                    self.spec = read_live(self._ref, old, timeout=5.0).spec
+            raise
+        return outcome
+
+    def restart_all(self) -> list[str]:
+        """Restart every child of the root, as `nannytree restart all` does: all
+        stopped, last started first, then all started again in start order, each
+        from the spec it kept. Their ids, in start order."""
+        return restart_all(self.ref)
 
     def stop(self, timeout: float | None = None) -> ExitReason | None:
         """Stop the tree (reverse start order, each child per its shutdown); its reason."""

@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import AsyncIterator, Callable
+import os
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
 from typing import Any, TypeVar
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 import pykka
 
 from supervision import (
+    UPDATE_SETTLE,
     AnySpec,
     ChildCounts,
     ChildInfo,
@@ -34,6 +36,7 @@ from supervision import (
     EventKind,
     ExitReason,
     SupervisorSpec,
+    UpdateOutcome,
 )
 
 from ._shell._event_log import EventLog
@@ -222,3 +225,28 @@ class AsyncNanny:
     async def events(self) -> list[Event]:
         """The tree's events so far (also after it ended)."""
         return self._log.snapshot()
+
+    # -- operating --
+
+    async def update(
+        self,
+        spec_or_file: SupervisorSpec | str | os.PathLike[str],
+        settle: float = UPDATE_SETTLE,
+        *,
+        vars: Mapping[str, object] | None = None,
+    ) -> UpdateOutcome:
+        """`Tree.update`, awaited in the tree's pool: bring the running tree to the
+        new spec (or file), touching only what it changes."""
+        tree = self._started()
+        call = functools.partial(tree.update, spec_or_file, settle, vars=vars)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
+
+    async def restart_all(self) -> list[str]:
+        """`Tree.restart_all`, awaited in the tree's pool; the ids restarted."""
+        tree = self._started()
+        return await asyncio.get_running_loop().run_in_executor(self._pool, tree.restart_all)
+
+    def _started(self) -> Tree:
+        if self.tree is None:
+            raise RuntimeError("the tree is not started; await start() first")
+        return self.tree
