@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from actors import Tree, aio
+from actors.testing import TreeHarness
 from supervision import (
     ChildSpec,
     EventKind,
@@ -188,3 +189,17 @@ def test_the_async_twins_update_and_restart_all_without_blocking_the_loop() -> N
         middle["shop/db"] == before["shop/db"]
         and middle["shop/apps/web"] != before["shop/apps/web"]
     )
+
+
+def test_the_harness_updates_and_restarts_all_and_its_waits_look_from_there() -> None:
+    with TreeHarness(shop(), strict=True) as harness:
+        old = harness.pid("web")
+        outcome = harness.update(with_web(shop(), sleeper("web", 612)), settle=0)
+        assert outcome.message == "changed: apps/web"
+        assert harness.spec == with_web(shop(), sleeper("web", 612))
+        started = harness.wait_for(EventKind.CHILD_STARTED, "web")  # since the update
+        assert started.pid == harness.wait_ready("web").pid != old
+        db = harness.pid("db")
+        assert harness.restart_all() == ["db", "apps", "mail"]
+        assert harness.wait_restarted("db").pid != db
+        assert harness.unexpected() == []  # the operator's doing, not a crash

@@ -8,9 +8,9 @@ the tree, depth first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pykka
 
@@ -20,6 +20,7 @@ from .._shell._nanny import TreeNode
 
 Ref = pykka.ActorRef[Any]
 OP_TIMEOUT = 600.0  # seconds an operator's call waits for its supervisor's answer
+N = TypeVar("N")
 
 
 def nanny_at(root: Ref, path: str, timeout: float = OP_TIMEOUT) -> Ref:
@@ -44,13 +45,22 @@ def walk(nodes: Iterable[TreeNode]) -> Iterator[TreeNode]:
         yield from walk(node.children)
 
 
-def matching(nodes: Iterable[TreeNode], root: str, key: str) -> list[TreeNode]:
-    """The nodes of a which_tree listing that `key` names, depth first."""
+def named(
+    nodes: Iterable[N], root: str, key: str, *, path: Callable[[N], str], ident: Callable[[N], str]
+) -> list[N]:
+    """The nodes `key` names, in their order: by path below the root ("pool/w1") or
+    from it ("root/pool/w1"), or by id anywhere. Any kind of node: `path` and `ident`
+    read its path and id (a which_tree listing's, or a snapshot's records)."""
     wanted = key.strip("/")
     if "/" in wanted:
         paths = {f"{root}/{wanted}", wanted}
-        return [n for n in walk(nodes) if n.path in paths]
-    return [n for n in walk(nodes) if n.info.id == wanted]
+        return [n for n in nodes if path(n) in paths]
+    return [n for n in nodes if ident(n) == wanted]
+
+
+def matching(nodes: Iterable[TreeNode], root: str, key: str) -> list[TreeNode]:
+    """The nodes of a which_tree listing that `key` names, depth first."""
+    return named(walk(nodes), root, key, path=lambda n: n.path, ident=lambda n: n.info.id)
 
 
 def find_node(nodes: Iterable[TreeNode], root: str, key: str, *, first: bool = False) -> TreeNode:

@@ -23,7 +23,7 @@ import pykka
 
 from supervision import ChildSpec, Event, EventKind, ExitKind, ExitReason, ReadyFile, SupervisorSpec
 
-from ._find import nanny_at
+from ._find import named, nanny_at
 from ._records import Node, health_text, stderr_lines
 
 if TYPE_CHECKING:
@@ -99,14 +99,10 @@ def _awaited(root: Node, keys: list[str], events: Callable[[], list[Event]]) -> 
     if not keys:
         return [root]
     found = []
-    nodes = [n for _, n in root.walk()]
+    nodes = [n for _, n in root.walk() if n is not root]
     for key in keys:
         wanted = key.strip("/")
-        if "/" in wanted:
-            paths = {f"{root.id}/{wanted}", wanted}
-            matches = [n for n in nodes if n.path in paths and n is not root]
-        else:
-            matches = [n for n in nodes if n.id == wanted and n is not root]
+        matches = named(nodes, root.id, key, path=lambda n: n.path, ident=lambda n: n.id)
         if len(matches) > 1:
             listed = ", ".join(m.path for m in matches)
             raise LookupError(f"{key!r} names several children ({listed}); give its path")

@@ -25,6 +25,7 @@ import pykka
 
 from supervision import (
     CAPTURE,
+    UPDATE_SETTLE,
     ChildInfo,
     Event,
     EventKind,
@@ -32,6 +33,7 @@ from supervision import (
     LogLine,
     StartError,
     SupervisorSpec,
+    UpdateOutcome,
 )
 
 from .._launcher._faults import inject_crash
@@ -453,6 +455,36 @@ class TreeHarness:
         self._fault()
         restart(target)
         return self._info(child_id)
+
+    def restart_all(self) -> list[str]:
+        """Restart every child of the root in order (`Tree.restart_all`); their ids."""
+        tree = self._started()
+        self.check_strict()
+        self._fault()
+        return tree.restart_all()
+
+    def update(
+        self,
+        spec_or_file: SupervisorSpec | str | os.PathLike[str],
+        settle: float = UPDATE_SETTLE,
+        *,
+        vars: Mapping[str, object] | None = None,
+    ) -> UpdateOutcome:
+        """Bring the tree to a new spec or file, touching only what it changes
+        (`Tree.update`, docs/update.md); what was done. The waits look from here on;
+        `spec` is then the tree as it runs."""
+        tree = self._started()
+        self.check_strict()
+        self._fault()
+        try:
+            return tree.update(spec_or_file, settle, vars=vars)
+        finally:
+            self.spec = tree.spec
+
+    def _started(self) -> Tree:
+        if self.tree is None:
+            raise RuntimeError("the tree is not started; call start() or use `with`")
+        return self.tree
 
     def crash(self, child_id: str, exception: BaseException, timeout: float = 10.0) -> int:
         """Make a Python child raise `exception` inside its target; returns its pid.
