@@ -449,7 +449,7 @@ class TreeHarness:
         """Stop the child if it runs, and start it again (terminate_child, then
         restart_child); its new info."""
         target = find_target(
-            self.ref_or_raise, self.nanny.which_tree().get(), self.spec.id, child_id, first=True
+            self._root_ref, self.nanny.which_tree().get(), self.spec.id, child_id, first=True
         )
         self.check_strict()
         self._fault()
@@ -509,10 +509,10 @@ class TreeHarness:
 
     def nanny_at(self, path: str) -> Any:
         """The proxy of the running supervisor at `path` ("root/pool")."""
-        return nanny_at(self.ref_or_raise, path).proxy()
+        return nanny_at(self._root_ref, path).proxy()
 
     @property
-    def ref_or_raise(self) -> pykka.ActorRef[NannyActor]:
+    def _root_ref(self) -> pykka.ActorRef[NannyActor]:
         if self.ref is None:
             raise RuntimeError("the tree is not started; call start() or use `with`")
         return self.ref
