@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from actors.cli import _exit
-from actors.cli._command import _parser
+from actors.cli._parser import _parser
 from supervision import EventKind, ExitKind, _config, _config_doc
 from supervision._events import EVENT_KIND_MEANINGS
 from supervision._reasons import EXIT_KIND_MEANINGS

@@ -18,9 +18,9 @@ from typing import Any
 import psutil
 
 from actors import EventLog, Tree, testing
-from actors.cli._control import ControlSocket
-from actors.cli._controller import Controller
 from actors.cli._status import TreeInspector
+from actors.host._controller import Controller
+from actors.host._server import ControlSocket
 from supervision import SupervisorSpec, load_tree
 from tests.support import living_descendants
 

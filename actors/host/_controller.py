@@ -13,11 +13,13 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from actors.cli._control import OP_TIMEOUT, timeouts
+from actors.cli._records import EventRecord
+
 from ._closeup import CloseUp, worker_only
-from ._control import OP_TIMEOUT, Send, timeouts
 from ._ready import wait_ready
-from ._records import EventRecord
 from ._reset import reset
+from ._server import Send
 
 if TYPE_CHECKING:
     from supervision import Event, UpdatePlan

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 
-from ._records import Node
+from actors.cli._records import Node
 
 SUMMARY_PERIOD = 0.5  # seconds: STATUS= is summed up again at most this often
 STATUS_LIMIT = 200  # characters of a STATUS= line

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._control import timeouts
-from ._logfile import tail_file
+from actors.cli._control import timeouts
+from actors.cli._logfile import tail_file
 
 if TYPE_CHECKING:
     from .. import EventLog
@@ -174,7 +174,7 @@ class CloseUp:
         """A worker's detail as the last snapshot and the events show it; a child of a
         remote subtree that is not running now (a restart, a lost node) as its spec
         says, in state "unknown". None: no such worker."""
-        from ._records import Node
+        from actors.cli._records import Node
 
         root = self.inspector.snapshot(stats=False)
         wanted = key.strip("/")

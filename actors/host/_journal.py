@@ -26,9 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from actors import open_folder, open_output
+from actors.cli._records import EventRecord
 from supervision import Event
-
-from ._records import EventRecord
 
 if TYPE_CHECKING:
     from .. import EventLog
