@@ -21,7 +21,8 @@ import pytest
 from actors import EventLog
 from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
 from actors.cli._control import MAX_LINE, ControlError, call
-from actors.host._controller import MAX_PENDING, Controller, Follower
+from actors.host._controller import Controller
+from actors.host._follow import MAX_PENDING, Follower
 from actors.host._server import MAX_CLIENTS, ControlSocket
 from supervision import Event, EventKind, ExitReason
 
