@@ -12,7 +12,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
-from actors import open_folder
+from actors._launcher._safe_open import open_folder
 from actors.cli._control import ControlError, own_dir
 from supervision import CAPTURE, ChildSpec, SupervisorSpec
 
