@@ -13,7 +13,10 @@ from ._exit import FAILED, OK
 from ._text import printable
 
 
-def _action(op: str) -> Callable[[argparse.Namespace], int]:
+def cmd_on_child(op: str) -> Callable[[argparse.Namespace], int]:
+    """The command `op` (start, stop, restart, pause, resume, signal, reset): one
+    request about one child or supervisor, its answer printed."""
+
     def run(args: argparse.Namespace) -> int:
         request: dict[str, Any] = {"op": op, "id": args.id}
         if op == "signal":

@@ -13,7 +13,7 @@ from ._exit import FAILED, OK
 from ._text import printable
 
 
-def _settle_flag(p: argparse.ArgumentParser) -> None:
+def add_settle_flag(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--settle",
         type=settle_seconds,

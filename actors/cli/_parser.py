@@ -30,12 +30,12 @@ from typing import Any
 from ._args import non_negative, signal_arg
 from ._client import error
 from ._cmd_check import cmd_check
-from ._cmd_control import _action, cmd_add, cmd_shutdown
+from ._cmd_control import cmd_add, cmd_on_child, cmd_shutdown
 from ._cmd_events import cmd_events
 from ._cmd_logs import cmd_logs
 from ._cmd_run import cmd_demo, cmd_run
 from ._cmd_status import cmd_ls, cmd_status
-from ._cmd_update import _settle_flag, cmd_reload
+from ._cmd_update import add_settle_flag, cmd_reload
 from ._control import BadUsage, ControlError, NoTree
 from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, TIMED_OUT, USAGE
 from ._run_flags import hosting_flags
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
                 help="also stop the siblings started after it in a rest_for_one or "
                 "one_for_all group, last first, as systemd's Requires=",
             )
-        p.set_defaults(func=_action(op))
+        p.set_defaults(func=cmd_on_child(op))
     p = sub.add_parser(
         "add", parents=[client], help="start a new child of a simple_one_for_one supervisor"
     )
@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("signal", parents=[client], help="send a signal to a child's process group")
     p.add_argument("id")
     p.add_argument("sig", type=signal_arg, help="HUP, TERM, USR1, ... or a number")
-    p.set_defaults(func=_action("signal"))
+    p.set_defaults(func=cmd_on_child("signal"))
     p = sub.add_parser(
         "logs", parents=[client], help='what a child wrote lately (stdout/stderr = "capture")'
     )
@@ -152,12 +152,12 @@ def _parser() -> argparse.ArgumentParser:
         "with no ID, apply the edited tree file",
     )
     p.add_argument("ids", nargs="*", metavar="ID", help="children to reload (none: the file)")
-    _settle_flag(p)
+    add_settle_flag(p)
     p.set_defaults(func=cmd_reload)
     p = sub.add_parser(
         "update", parents=[client], help="apply the edited tree file (supervisorctl update)"
     )
-    _settle_flag(p)
+    add_settle_flag(p)
     p.set_defaults(func=cmd_reload)
     p = sub.add_parser(
         "wait",
