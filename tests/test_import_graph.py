@@ -258,7 +258,9 @@ def test_the_cli_uses_public_names_only() -> None:
     assert not wrong, wrong
 
 
-@pytest.mark.parametrize("folder", ["_launcher", "_process", "_remote", "_runtime", "_shell"])
+@pytest.mark.parametrize(
+    "folder", ["_launcher", "_process", "_remote", "_runtime", "_shell", "host"]
+)
 def test_each_folder_says_what_it_is_and_may_import(folder: str) -> None:
     doc = ast.get_docstring(ast.parse((ROOT / "actors" / folder / "__init__.py").read_text()))
     assert doc and "import" in doc, f"actors/{folder}/__init__.py needs its docstring"
