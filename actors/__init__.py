@@ -15,17 +15,8 @@ TYPE_CHECKING = False  # typing is not imported: the launcher and its children i
 
 if TYPE_CHECKING:
     from . import child
-    from ._launcher._daemons import pid_file_problem
-    from ._launcher._listeners import socket_folder_problem
     from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
-    from ._launcher._safe_open import (
-        UnsafeFile,
-        open_folder,
-        open_output,
-        open_read,
-        output_problem,
-        rights_for,
-    )
+    from ._launcher._safe_open import UnsafeFile, open_read
     from ._shell._event_log import EventLog, load_events
     from ._shell._messages import (
         ChildExited,
@@ -38,7 +29,6 @@ if TYPE_CHECKING:
         Stop,
     )
     from ._shell._nanny import NannyActor, NannyPlugin, TreeNode
-    from ._shell._run_as import program_changer
     from ._shell._worker import WorkerActor
     from ._tree import Tree
     from ._treefile import load_tree_file, load_tree_text, read_tree_file
@@ -60,20 +50,13 @@ _HOMES = {
     "WorkerActor": "._shell._worker",
     "UnsafeDirectory": "._launcher._runtime_dir",
     "UnsafeFile": "._launcher._safe_open",
-    "pid_file_problem": "._launcher._daemons",
-    "open_folder": "._launcher._safe_open",
-    "open_output": "._launcher._safe_open",
     "open_read": "._launcher._safe_open",
-    "output_problem": "._launcher._safe_open",
-    "rights_for": "._launcher._safe_open",
     "child": ".child",
     "load_events": "._shell._event_log",
     "load_tree_file": "._treefile",
     "load_tree_text": "._treefile",
     "private_dir": "._launcher._runtime_dir",
-    "program_changer": "._shell._run_as",
     "read_tree_file": "._treefile",
-    "socket_folder_problem": "._launcher._listeners",
     "runtime_dir": "._launcher._runtime_dir",
 }
 
@@ -98,17 +81,10 @@ __all__ = [
     "load_events",
     "load_tree_file",
     "load_tree_text",
-    "open_folder",
-    "open_output",
     "open_read",
-    "output_problem",
-    "pid_file_problem",
     "private_dir",
-    "program_changer",
     "read_tree_file",
-    "rights_for",
     "runtime_dir",
-    "socket_folder_problem",
 ]
 
 

@@ -29,10 +29,11 @@ from rich.console import Console
 
 from actors._launcher._runtime_dir import runtime_dir
 from actors._operate._records import EventRecord, Node
-from actors.cli._command import signal_arg
-from actors.cli._control import AlreadyRunning, ControlError, ControlSocket
+from actors.cli._args import signal_arg
+from actors.cli._control import ControlError
 from actors.cli._control import call as control_call
 from actors.cli._view import Header, LiveView, screen
+from actors.host._server import AlreadyRunning, ControlSocket
 from actors.testing import wait_gone
 from tests.support import LiveRun, interrupt_run, wait_until
 
@@ -1071,7 +1072,7 @@ def test_the_client_path_imports_nothing_heavy():
     pykka, psutil, ray or dataclasses (they are what made a command slow)."""
     code = (
         "import sys\n"
-        "import actors.cli._command, actors.cli._control, actors.cli._plain\n"
+        "import actors.cli._parser, actors.cli._control, actors.cli._plain\n"
         "heavy = ('rich', 'pykka', 'psutil', 'ray', 'dataclasses', 'supervision')\n"
         "print(sorted({m.split('.')[0] for m in sys.modules} & set(heavy)))\n"
     )
@@ -1084,7 +1085,7 @@ def test_check_imports_no_rich_pykka_or_psutil():
     never touches the live layer's imports."""
     code = (
         "import sys\n"
-        "from actors.cli._command import main\n"
+        "from actors.cli._parser import main\n"
         "rc = main(['check', 'examples/tree.toml'])\n"
         "heavy = ('rich', 'pykka', 'psutil', 'ray')\n"
         "print(rc, sorted({m.split('.')[0] for m in sys.modules} & set(heavy)), file=sys.stderr)\n"

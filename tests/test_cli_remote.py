@@ -26,11 +26,13 @@ import pytest
 from actors import EventLog, Tree
 from actors._operate._snapshot import TreeInspector
 from actors._remote._port import RemoteUnreachable
-from actors.cli._command import _parser, _run_options, main
-from actors.cli._control import ControlSocket, NoAnswer, call
-from actors.cli._controller import Controller
-from actors.cli._engine import NodeNames, merged
-from actors.cli._run import Runner, _Snapshots
+from actors.cli._cmd_run import _run_options
+from actors.cli._control import NoAnswer, call
+from actors.cli._parser import _parser, main
+from actors.host._controller import Controller
+from actors.host._engine import NodeNames, merged
+from actors.host._run import Runner, _Snapshots
+from actors.host._server import ControlSocket
 from actors.testing import FakeEngine
 from supervision import ChildNotRunning, ChildSpec, NodeInfo, Placement, SupervisorSpec
 from tests.support import import_ray, wait_until
@@ -497,7 +499,7 @@ def test_check_warns_of_a_placed_target_only_this_host_can_import(
 ) -> None:
     (tmp_path / "trialkids.py").write_text("def work():\n    pass\n")
     (tmp_path / "tree.toml").write_text(PLACED_TARGETS)
-    monkeypatch.setattr("actors.cli._run.engine_check", lambda: None)
+    monkeypatch.setattr("actors.host._engine.engine_check", lambda: None)
     monkeypatch.chdir(tmp_path)
     assert main(["check", "tree.toml"]) == 0  # a warning, not a problem
     err = capsys.readouterr().err
@@ -507,7 +509,7 @@ def test_check_warns_of_a_placed_target_only_this_host_can_import(
     assert str(tmp_path / "trialkids.py") in warned[0]
     # The engine's own test, where it has one, decides instead.
     monkeypatch.setattr(
-        "actors.cli._run.engine_check", lambda: lambda spec: ["t/far/installed: not shipped"]
+        "actors.host._engine.engine_check", lambda: lambda spec: ["t/far/installed: not shipped"]
     )
     assert main(["check", "tree.toml"]) == 0
     err = capsys.readouterr().err
@@ -521,7 +523,7 @@ def test_check_of_a_tree_without_placed_targets_never_loads_the_engine(
     def boom() -> None:
         raise AssertionError("loaded the engine")
 
-    monkeypatch.setattr("actors.cli._run.engine_check", boom)
+    monkeypatch.setattr("actors.host._engine.engine_check", boom)
     assert main(["check", str(Path(__file__).parent.parent / "examples" / "tree.toml")]) == 0
 
 
@@ -540,7 +542,7 @@ def test_each_engine_key_is_a_ray_engine_parameter() -> None:
 
 
 def test_the_run_gives_the_settings_by_name_and_its_log_file() -> None:
-    from actors.cli._engine import make_ray_engine
+    from actors.host._engine import make_ray_engine
     from supervision import EngineConfig
 
     made: list[tuple[Any, dict[str, Any]]] = []

@@ -20,8 +20,10 @@ import pytest
 
 from actors import EventLog
 from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
-from actors.cli._control import MAX_CLIENTS, MAX_LINE, ControlError, ControlSocket, call
-from actors.cli._controller import MAX_PENDING, Controller, Follower
+from actors.cli._control import MAX_LINE, ControlError, call
+from actors.host._controller import Controller
+from actors.host._follow import MAX_PENDING, Follower
+from actors.host._server import MAX_CLIENTS, ControlSocket
 from supervision import Event, EventKind, ExitReason
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -180,7 +182,7 @@ SERVER = textwrap.dedent(
     """
     import os, resource, sys, threading
     from pathlib import Path
-    from actors.cli._control import ControlSocket
+    from actors.host._server import ControlSocket
 
     control = ControlSocket.bind(Path(sys.argv[1]))
     failures = []

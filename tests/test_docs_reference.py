@@ -16,7 +16,7 @@ from types import ModuleType
 import pytest
 
 from actors.cli import _exit
-from actors.cli._command import _parser
+from actors.cli._parser import _parser
 from supervision import EventKind, ExitKind, _config, _config_doc
 from supervision._events import EVENT_KIND_MEANINGS
 from supervision._reasons import EXIT_KIND_MEANINGS
@@ -177,9 +177,17 @@ def test_every_exit_status_has_its_meaning() -> None:
     assert set(rows) == {str(v) for v in constants.values()}
 
 
-@pytest.mark.parametrize("module", ["_command", "_run", "_wait"])
+# Every command's module, the parser, and the run host's main.
+CLI = ROOT / "actors" / "cli"
+COMMANDS = [
+    *sorted(f"cli/{p.name}" for p in [*CLI.glob("_cmd_*.py"), CLI / "_parser.py"]),
+    "host/_run.py",
+]
+
+
+@pytest.mark.parametrize("module", COMMANDS)
 def test_commands_return_named_exit_statuses(module: str) -> None:
-    source = (ROOT / "actors" / "cli" / f"{module}.py").read_text()
+    source = (ROOT / "actors" / module).read_text()
     assert not re.findall(r"\breturn \d+\b(?!\.)|_exit\(\d+\)", source)
 
 

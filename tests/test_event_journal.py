@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from actors import EventLog
-from actors.cli._journal import EventJournal
+from actors.host._journal import EventJournal
 from supervision import Event, EventKind, ExitKind, ExitReason
 
 # A writer given all the time it needs to write the last line, however busy the machine

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from actors import Tree, load_events
 from actors._shell._sd_notify import NotifyEndpoint
-from actors.cli._control import ControlSocket, parse_request
+from actors.host._server import ControlSocket, parse_request
 from supervision import ChildSpec, ConfigError, EventKind, SupervisorSpec, load_tree
 from tests.fuzz._control_target import ControlTarget
 from tests.fuzz._engine import Target, fuzz, mutate
@@ -184,7 +184,7 @@ def test_a_request_whose_op_is_not_a_string_is_answered(tmp_path: Path) -> None:
     # An op that was a list made the operator-event check raise TypeError
     # (unhashable), after the answer was computed but before it was sent.
     from actors import EventLog
-    from actors.cli._controller import Controller
+    from actors.host._controller import Controller
 
     answers: list[dict[str, object]] = []
     controller = Controller(None, EventLog(), {}, lambda why: None, lambda: None)  # type: ignore[arg-type]

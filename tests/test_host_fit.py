@@ -21,7 +21,7 @@ import pytest
 
 from actors import Tree
 from actors._operate._records import Node
-from actors.cli._host_notify import notify_address, summary, watchdog_period
+from actors.host._host_notify import notify_address, summary, watchdog_period
 from supervision import ChildSpec, SupervisorSpec
 from tests.support import wait_until
 
@@ -285,7 +285,7 @@ def _unit_commands() -> dict[str, list[str]]:
 
 
 def test_the_systemd_units_commands_are_what_the_cli_takes() -> None:
-    from actors.cli._command import _parser
+    from actors.cli._parser import _parser
 
     unit = UNIT.read_text()
     for line in (

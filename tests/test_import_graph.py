@@ -5,8 +5,17 @@ Every import counts: at the top of a module, inside a function, and under
 `TYPE_CHECKING` (a circle held open by an import inside a function is still a
 circle: the modules are cut along the wrong lines). The floors, from the top:
 
-    front ends  actors/cli/ and actors/testing/, then the public modules at the
-                         top of actors/
+    run host    actors/host/: `nannytree run`'s process, serving one tree; it speaks
+                the command's protocol (actors/cli/_control.py) and reads the
+                operations' records (actors/_operate/_records.py)
+    command     actors/cli/: parse, the socket client, render; it imports the run
+                host only to hand over to it, inside the functions of `run`, `demo`
+                and `check` (`_cmd_run.py`, `_cmd_check.py`), and no actor code: no
+                pykka, nothing of _shell/, _process/, _runtime/, nor of _launcher/
+                but the two stdlib modules it shares (where sockets live, the safe
+                open of a log file), directly or through what it imports
+    testing     actors/testing/: the harness, its waits, the plugin (beside the command)
+    front ends  the public modules at the top of actors/
     actors/_tree.py      the Tree handle and the composition root
     actors/_operate/     what an operator does to a live tree: find, update, restart,
                          the ready judge, the snapshot
@@ -34,6 +43,7 @@ PACKAGES = ("actors", "supervision")
 
 # (floor, folder): a module's folder is the longest prefix listed here.
 FLOORS: dict[str, int] = {
+    "actors.host": 10,  # the run host, above the command whose protocol it speaks
     "actors.pytest_plugin": 10,  # the plugin's first name: actors.testing's plugin
     "actors.cli": 9,
     "actors.testing": 9,  # the harness, the plugin and the fakes: over the front ends
@@ -50,6 +60,10 @@ FLOORS: dict[str, int] = {
     "actors._version": 1,
     "supervision": 1,
 }
+
+
+# The command's hand-overs to the run host, each inside a function.
+HAND_OVERS = {"actors.cli._cmd_run", "actors.cli._cmd_check"}
 
 
 def _modules() -> dict[str, Path]:
@@ -158,6 +172,8 @@ def test_no_import_runs_up_a_floor_or_across_one() -> None:
             there = _folder(target)
             if there == here or FLOORS[there] < FLOORS[here]:
                 continue
+            if name in HAND_OVERS and there == "actors.host":
+                continue  # lazily: see test_the_command_imports_no_actor_code
             if target == "actors" and name.startswith("actors."):
                 continue  # `from actors import X` of a public name: resolved below
             wrong.append(f"{name} -> {target}")
@@ -196,7 +212,7 @@ def test_only_the_composition_root_and_the_front_ends_pick_an_adapter() -> None:
     allowed = {
         "actors._tree": {"actors._process._client"},  # the default spawner
         "actors.testing": {"actors._process._fake"},  # the fakes ship with their ports
-        "actors.cli._run": {"actors.ray"},  # `run --engine ADDRESS`
+        "actors.host._engine": {"actors.ray"},  # `run --engine ADDRESS`
     }
     wrong = []
     for name, path in MODULES.items():
@@ -208,11 +224,11 @@ def test_only_the_composition_root_and_the_front_ends_pick_an_adapter() -> None:
     assert not wrong, wrong
 
 
-def test_nothing_imports_the_cli() -> None:
+def test_nothing_but_the_run_host_imports_the_cli() -> None:
     wrong = [
         f"{name}:{line} -> {target}"
         for name, path in MODULES.items()
-        if not name.startswith("actors.cli")
+        if not name.startswith(("actors.cli", "actors.host"))
         for target, line in _imports(name, path)
         if target.startswith("actors.cli")
     ]
@@ -227,6 +243,7 @@ def test_the_cli_uses_public_names_only() -> None:
         f"{name}:{line} -> {target}"
         for name, target, line in _edges_of("actors.cli")
         if not target.startswith("actors.cli")
+        and not (name in HAND_OVERS and target.startswith("actors.host"))
         and (
             (target.startswith("actors") and target not in public | {"actors._version"})
             or (target.startswith("supervision.") and target != "supervision.simulate")
@@ -235,7 +252,82 @@ def test_the_cli_uses_public_names_only() -> None:
     assert not wrong, wrong
 
 
-@pytest.mark.parametrize("folder", ["_launcher", "_process", "_remote", "_runtime", "_shell"])
+@pytest.mark.parametrize(
+    "folder",
+    ["_launcher", "_process", "_remote", "_runtime", "_shell", "_operate", "host", "testing"],
+)
 def test_each_folder_says_what_it_is_and_may_import(folder: str) -> None:
     doc = ast.get_docstring(ast.parse((ROOT / "actors" / folder / "__init__.py").read_text()))
     assert doc and "import" in doc, f"actors/{folder}/__init__.py needs its docstring"
+
+
+def _lazy_lines(path: Path) -> set[int]:
+    """The lines of the imports made inside a function."""
+    lines = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    lines.add(inner.lineno)
+    return lines
+
+
+def _public_home(name: str) -> str:
+    """Where `from actors import name` reads it (actors/__init__.py's table)."""
+    import actors
+
+    home = actors._HOMES[name]  # type: ignore[attr-defined]
+    return "actors" + home if home.startswith(".") else home
+
+
+def _reached_by_the_command() -> dict[str, str]:
+    """Every module of the two packages the command imports, directly or through
+    what it imports (function-level imports too), but its hand-overs to the host:
+    {module: the module that imports it}."""
+    start = [n for n in MODULES if n.startswith("actors.cli")]
+    seen = {n: n for n in start}
+    todo = list(start)
+    while todo:
+        name = todo.pop()
+        path = MODULES[name]
+        lazy = _lazy_lines(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module == "actors" and not node.level:
+                targets = [_public_home(a.name) for a in node.names]
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                targets = [t for t, line in _imports(name, path) if line == node.lineno]
+            for target in targets:
+                if name in HAND_OVERS and target.startswith("actors.host") and node.lineno in lazy:
+                    continue
+                while target and target not in MODULES and "." in target:
+                    target = target.rpartition(".")[0]
+                if target.split(".")[0] == "pykka":
+                    seen.setdefault("pykka", name)
+                if target in MODULES and target not in seen:
+                    seen[target] = name
+                    todo.append(target)
+    return seen
+
+
+def test_the_command_imports_no_actor_code() -> None:
+    """`actors/cli/` imports neither pykka nor the live layer: no module of _shell/,
+    _process/, _runtime/ or the run host, and of _launcher/ only the two stdlib
+    modules the command shares with it (runtime_dir: where sockets live; open_read:
+    a child's log file opened safely for `logs -f`)."""
+    shared = {"actors._launcher._runtime_dir", "actors._launcher._safe_open"}
+    banned = (
+        "actors._shell",
+        "actors._process",
+        "actors._runtime",
+        "actors._launcher",
+        "actors.host",
+    )
+    reached = _reached_by_the_command()
+    wrong = [
+        f"{module} (imported by {by})"
+        for module, by in reached.items()
+        if module == "pykka" or (module.startswith(banned) and module not in shared)
+    ]
+    assert not wrong, wrong
+    assert "actors.cli._parser" in reached and "actors.cli._control" in reached

@@ -438,7 +438,7 @@ def test_a_bad_log_flag_is_refused(tmp_path: Path) -> None:
 
 
 def test_the_default_log_dir_is_not_the_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> None:
-    from actors.cli._logdir import default_log_dir
+    from actors.host._logdir import default_log_dir
 
     monkeypatch.delenv("NANNYTREE_LOG_DIR")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)

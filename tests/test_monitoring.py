@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.cli._metrics import metrics_address
+from actors.cli._run_flags import metrics_address
 from tests.test_cli import DEADLINE, Proc, _env, cli, pids, status
 
 TREE = """

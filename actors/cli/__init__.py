@@ -1,8 +1,10 @@
-"""The `nannytree` command and its tooling: the control socket, the run loop, the
-live view, status and tree files. Nothing here is on the restart path (that is
-`actors/`); a client command imports only what it needs, so it answers fast.
+"""The `nannytree` command, a client: its parser (`_parser.py`), one module per
+command group (`_cmd_*.py`), the control socket's client and protocol
+(`_control.py`, `_records.py`) and what it prints (`_plain.py`, `_view.py`).
+`run`, `demo` and `check` hand over to the run host (actors/host/); no other
+command loads it, pykka or any actor, so a client command answers fast.
 """
 
-from ._command import main
+from ._parser import main
 
 __all__ = ["main"]

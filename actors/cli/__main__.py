@@ -2,6 +2,6 @@
 
 import sys
 
-from ._command import main
+from ._parser import main
 
 sys.exit(main())

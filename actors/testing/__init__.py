@@ -11,6 +11,10 @@ without pytest too:
 
 Every wait ends at once (WaitFailed) when it cannot succeed any more, naming the
 last exit and its stderr tail; `strict=True` fails on exits the test did not cause.
+
+The package sits beside the command, over the front ends: it may import them and
+everything below (the operations layer for lookup, readiness and restarts), and
+nothing imports it but tests and the plugin's first name, `actors.pytest_plugin`.
 """
 
 from __future__ import annotations

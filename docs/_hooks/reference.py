@@ -279,7 +279,7 @@ def _usage(parser: argparse.ArgumentParser) -> str:
 
 
 def cli() -> str:
-    from actors.cli._command import _parser
+    from actors.cli._parser import _parser
 
     parser = _parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

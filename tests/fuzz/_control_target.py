@@ -19,8 +19,8 @@ import psutil
 
 from actors import EventLog, Tree, testing
 from actors._operate._snapshot import TreeInspector
-from actors.cli._control import ControlSocket
-from actors.cli._controller import Controller
+from actors.host._controller import Controller
+from actors.host._server import ControlSocket
 from supervision import SupervisorSpec, load_tree
 from tests.support import living_descendants
 

@@ -24,7 +24,8 @@ from actors import load_events
 from actors._launcher import _protocol, _wire
 from actors._launcher._control import CHILD_FRAME, ChildFailed, ChildHeartbeat, ChildReady
 from actors._shell._sd_notify import MAX_DATAGRAM, MAX_REFUSED, MAX_STATUS, NotifyEndpoint
-from actors.cli._control import MAX_LINE, parse_request
+from actors.cli._control import MAX_LINE
+from actors.host._server import parse_request
 from supervision import ConfigError, Event, event_from_dict, event_to_dict, load_tree
 from supervision._config import BACKOFF_KEYS, SUPERVISOR_KEYS, WORKER_KEYS
 

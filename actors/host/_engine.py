@@ -5,7 +5,6 @@ file, out of the run's event lines), and the names of the engine's nodes for
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import re
 import threading
@@ -16,78 +15,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from supervision import EngineConfig
 
+    from ..ray import RayEngine
+
 NAME_WAIT = 0.3  # seconds a lookup waits for the engine's node list, then shows the id
-
-
-def seconds_or_off(text: str) -> float | None:
-    """Seconds > 0, or "off" (None), for an engine's detection settings."""
-    if text.strip().lower() in ("off", "false", "none"):
-        return None
-    return _seconds(text)
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected seconds > 0, not {text!r}")
-    return value
-
-
-def at_least_one(text: str) -> int:
-    if not (text.isascii() and text.isdigit() and int(text) >= 1):
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, not {text!r}")
-    return int(text)
-
-
-# `run`'s engine flags: each sets the [engine] key (RayEngine's parameter) of its name.
-ENGINE_FLAGS: tuple[tuple[str, Callable[[str], Any], str], ...] = (
-    (
-        "lease_timeout",
-        seconds_or_off,
-        "a remote subtree stops its children when its lease is not renewed; "
-        "a lost node's subtree restarts elsewhere after it (default 30; off)",
-    ),
-    (
-        "liveness_timeout",
-        seconds_or_off,
-        "ask each remote supervisor this often to answer within this long, "
-        "else restart it (default off)",
-    ),
-    (
-        "unreachable_timeout",
-        seconds_or_off,
-        "declare a node down after it was unreachable this long, without waiting "
-        "for the engine's verdict (default off)",
-    ),
-    ("health_check_period", _seconds, "Ray's node health check: seconds between checks"),
-    ("health_check_timeout", _seconds, "Ray's node health check: seconds to answer one"),
-    (
-        "health_check_failure_threshold",
-        at_least_one,
-        "Ray's node health check: misses before a node is dead",
-    ),
-    ("health_check_initial_delay", _seconds, "Ray's node health check: seconds before the first"),
-)
-
-
-UNSET: Any = object()  # a flag not given (None is a setting: "off")
-
-
-def add_engine_flags(parser: argparse.ArgumentParser) -> None:
-    """`run`'s flags for the engine's settings, each named as its [engine] key."""
-    for name, kind, text in ENGINE_FLAGS:
-        metavar = "S|off" if kind is seconds_or_off else ("N" if kind is at_least_one else "S")
-        parser.add_argument(
-            "--" + name.replace("_", "-"),
-            dest=name,
-            type=kind,
-            default=UNSET,
-            metavar=metavar,
-            help=f"{text}; over the file's [engine] {name}",
-        )
 
 
 def merged(
@@ -238,3 +168,25 @@ def _shown(names: Mapping[str, str]) -> dict[str, str]:
         else:
             shown[node] = node
     return shown
+
+
+def ray_engine() -> type[RayEngine]:
+    """actors.ray.RayEngine; ValueError naming the fix without the ray extra."""
+    try:
+        from ..ray import RayEngine
+    except ImportError as e:
+        raise ValueError(
+            f'an engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
+        ) from e
+    return RayEngine
+
+
+def engine_check() -> Callable[[Any], Any] | None:
+    """The engine's own test of what a placed subtree's node may not import
+    (`actors.ray.unshippable_targets`), where Ray and it exist."""
+    try:
+        from .. import ray as ray_front
+    except ImportError:
+        return None
+    found: Callable[[Any], Any] | None = getattr(ray_front, "unshippable_targets", None)
+    return found

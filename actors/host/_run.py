@@ -1,4 +1,5 @@
-"""`nannytree run`: host a tree in the foreground, show it, serve its control socket.
+"""The run host's main: host a tree in the foreground, show it, serve its control
+socket (RunOptions, and what they resolve to, are `_options.py`'s).
 
 Ctrl-C or SIGTERM (or `nannytree shutdown`, or --duration) stops the tree in
 reverse start order and exits 0; a tree that gives up exits 1 with the reason.
@@ -13,92 +14,27 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 import pykka
 from rich.console import Console
 
+from actors._operate._text import printable
+from actors.cli._control import ControlError, socket_for, timeouts
+from actors.cli._exit import FAILED, OK, USAGE
+from actors.cli._view import Header, LiveView, plain_line
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
 from .._operate._records import EventRecord, Node, stderr_lines
 from .._operate._snapshot import EventFeed, TreeInspector
-from .._operate._text import printable
-from ._check import far_side_warnings
-from ._control import ControlError, ControlSocket, socket_for, timeouts
 from ._controller import Controller
-from ._engine import NodeNames, make_ray_engine, merged
-from ._exit import FAILED, OK, USAGE
+from ._engine import NodeNames
 from ._host_notify import HostNotifier, summary
-from ._logdir import (
-    DEFAULT_BACKUPS,
-    DEFAULT_MAX_BYTES,
-    default_log_dir,
-    tree_log_folder,
-    with_log_defaults,
-)
 from ._monitors import Monitors
-from ._output import log_name, with_log_files, with_output
-from ._view import Header, LiveView, plain_line
-
-if TYPE_CHECKING:
-    from supervision import EngineConfig  # type: ignore[attr-defined, unused-ignore]
-
-    from ..ray import RayEngine
-
-
-@dataclass
-class RunOptions:
-    """How to run: `live` None means "a live view if the output is a terminal"."""
-
-    socket: Path | None = None
-    live: bool | None = None
-    duration: float | None = None
-    child_output: str = "auto"  # "auto", "inherit" or a file path
-    source: Path | None = None  # the tree file, for `nannytree reload`
-    refresh: float = 0.25
-    engine: str | None = None  # --engine: "auto", "local", "ray://HOST:PORT" or "HOST:PORT"
-    # The engine's settings from the flags (over the file's), by RayEngine's parameter names.
-    engine_options: dict[str, Any] = field(default_factory=dict)
-    engine_file: EngineConfig | None = None  # the tree file's [engine] table
-    # Builds the engine from the settings (default: a RayEngine; tests pass a fake).
-    make_engine: Callable[[EngineConfig, Path], Any] | None = None
-    # The children's log files (docs/logs.md): their folder (None: default_log_dir()),
-    # and how a file that sets nothing of its own is kept.
-    log_dir: Path | None = None
-    log_max_bytes: int = DEFAULT_MAX_BYTES
-    log_backups: int = DEFAULT_BACKUPS
-    log_timestamps: bool = False
-    metrics: tuple[str, int] | None = None  # --metrics: serve Prometheus metrics here
-    event_log: Path | None = None  # --event-log: the tree's events as dated JSON Lines
-    event_log_max_bytes: int | None = None  # per file (None: _journal.MAX_BYTES)
-    event_log_backups: int | None = None  # rotated files kept (None: _journal.BACKUPS)
-
-
-def ray_engine() -> type[RayEngine]:
-    """actors.ray.RayEngine; ValueError naming the fix without the ray extra."""
-    try:
-        from ..ray import RayEngine
-    except ImportError as e:
-        raise ValueError(
-            f'an engine needs Ray: pip install "nannytree[ray]" ({type(e).__name__}: {e})'
-        ) from e
-    return RayEngine
-
-
-def engine_check() -> Callable[[Any], Any] | None:
-    """The engine's own test of what a placed subtree's node may not import
-    (`actors.ray.unshippable_targets`), where Ray and it exist."""
-    try:
-        from .. import ray as ray_front
-    except ImportError:
-        return None
-    found: Callable[[Any], Any] | None = getattr(ray_front, "unshippable_targets", None)
-    return found
-
+from ._options import RunOptions, child_output, event_log_path, make_engine, reload_source
+from ._server import ControlSocket
 
 log = logging.getLogger("nannytree")
 
@@ -291,76 +227,6 @@ class Runner:
         finally:
             control.close()
 
-    def _reload_source(self, control: ControlSocket) -> Callable[[], SupervisorSpec] | None:
-        """How `reload` reads the edited file: as `run` did, output choices included."""
-        source = self.opts.source
-        if source is None:
-            return None
-
-        def load() -> SupervisorSpec:
-            from actors import load_tree_file
-
-            saved = self.spec
-            try:
-                self.spec = load_tree_file(source)
-                return self._child_output(control)[1]
-            finally:
-                self.spec = saved
-
-        return load
-
-    def _engine(self, control: ControlSocket, spec: SupervisorSpec) -> Any:
-        """The engine for the placed subtrees, as the file's [engine] table and the flags
-        say (None: neither names one); warns of placed targets their node may not load."""
-        opts = self.opts
-        config = merged(opts.engine_file, opts.engine, opts.engine_options)
-        if config is None:
-            return None
-        stem = control.path.name.removesuffix(".sock")
-        log_file = control.path.with_name(f"{stem}.ray.log")
-        if opts.make_engine is not None:
-            engine = opts.make_engine(config, log_file)
-        else:
-            engine = make_ray_engine(ray_engine(), config, log_file)
-            self.notice(f"Ray's own log lines: {log_file}")
-        here = opts.source.resolve().parent if opts.source is not None else Path.cwd()
-        for warning in far_side_warnings(spec, here, engine_check):
-            self.notice(warning)
-        return engine
-
-    def _child_output(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
-        """Where children without their own output write, and the tree that says so
-        (every child's file kept as the run's --log-* flags say, unless it says)."""
-        output, spec = self._child_files(control)
-        opts = self.opts
-        return output, with_log_defaults(
-            spec, opts.log_max_bytes, opts.log_backups, opts.log_timestamps
-        )
-
-    def _child_files(self, control: ControlSocket) -> tuple[str | None, SupervisorSpec]:
-        choice = self.opts.child_output
-        if choice == "inherit":  # raw, to this terminal: the user asked for it
-            return None, self.spec
-        if choice == "auto":
-            # Never our terminal: children would tear the live view apart, and
-            # their escape sequences would reach the operator's terminal raw.
-            base = Path(os.path.abspath(self.opts.log_dir or default_log_dir()))
-            stem = log_name(control.path.name.removesuffix(".sock"))
-            folder = tree_log_folder(base, stem)  # ours, never a symlink planted for us
-            root = folder / log_name(self.spec.id)
-            return f"{root}/<child>.log", with_log_files(self.spec, root)
-        path = os.path.abspath(choice)
-        return path, with_output(self.spec, path)
-
-    def _event_log(self, control: ControlSocket) -> Path:
-        """Where the tree's events are kept on disk: --event-log, else beside its
-        children's logs, in the tree's private folder (docs/monitoring.md)."""
-        if self.opts.event_log is not None:
-            return self.opts.event_log
-        base = Path(os.path.abspath(self.opts.log_dir or default_log_dir()))
-        stem = log_name(control.path.name.removesuffix(".sock"))
-        return tree_log_folder(base, stem) / "events.jsonl"
-
     @staticmethod
     def _reopen_on_hangup(
         tree: Tree, controller: Controller, previous: dict[signal.Signals, Any]
@@ -377,14 +243,14 @@ class Runner:
         if control.replaced_stale:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
         try:
-            output, spec = self._child_output(control)
+            output, spec = child_output(self.opts, self.spec, control.path)
         except (OSError, ControlError) as e:
             self.notice(
                 f"cannot make the children's log folder: {e}; pass --log-dir DIR or --child-output"
             )
             return FAILED
         try:
-            engine = self._engine(control, spec)
+            engine = make_engine(self.opts, spec, control.path, self.notice)
         except ValueError as e:
             self.notice(f"{e}")
             return USAGE
@@ -399,7 +265,7 @@ class Runner:
                 inspector,
                 log,
                 metrics=self.opts.metrics,
-                event_log=self._event_log(control),
+                event_log=event_log_path(self.opts, control.path),
                 max_bytes=self.opts.event_log_max_bytes,
                 backups=self.opts.event_log_backups,
             )
@@ -412,7 +278,7 @@ class Runner:
             sig: signal.signal(sig, self.stop.on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
         controller = Controller(inspector, log, info, self.stop.request, control.closing)
-        controller.reload_source = self._reload_source(control)
+        controller.reload_source = reload_source(self.opts, control.path)
         control.serve(controller.handle)
         # Plain lines as they happen, a slow start included (the live view starts after).
         feed = None if self.live else EventFeed(log)

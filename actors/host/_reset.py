@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._control import OP_TIMEOUT
+from actors.cli._control import OP_TIMEOUT
 
 if TYPE_CHECKING:
     from .._operate._find import Target

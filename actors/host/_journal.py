@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from actors import open_folder, open_output
+from actors._launcher._safe_open import open_folder, open_output
 from supervision import Event
 
 from .._operate._records import EventRecord

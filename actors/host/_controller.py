@@ -1,24 +1,27 @@
-"""What the control socket's requests do: each op as calls on the tree's nannies,
-and the event stream of `nannytree events --follow`, shared by its followers."""
+"""What the control socket's requests do: a table from each op to the operation it
+asks of the tree (its streams are `_follow.py`'s, the event it leaves is
+`_operator_event.py`'s)."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import select
 import signal
 import socket
 import threading
-from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from actors.cli._control import OP_TIMEOUT, timeouts
 
 from .._operate._ready import wait_ready
 from .._operate._records import EventRecord
 from .._operate._restart import restart, restart_all
 from ._closeup import CloseUp, worker_only
-from ._control import OP_TIMEOUT, Send, timeouts
+from ._follow import MAX_PENDING, Fanout, peer_gone
+from ._operator_event import operator_event
 from ._reset import reset
+from ._server import Send
 
 if TYPE_CHECKING:
     from supervision import Event
@@ -33,7 +36,6 @@ OPERATOR_OPS = frozenset(
     {"start", "stop", "restart", "pause", "resume", "signal", "reload", "reload_child"}
     | {"add", "shutdown", "reset", "reopen_logs"}
 )
-MAX_PENDING = 1 << 20  # bytes of events a `events --follow` client may fall behind
 log = logging.getLogger("nannytree")
 
 
@@ -121,7 +123,7 @@ class Controller:
             return {**self.info, "tree": self.inspector.snapshot().to_dict()}
         if op == "wait":  # `nannytree wait --ready`: blocks this connection's thread only
             conn: socket.socket = request["_peer"]["conn"]
-            return wait_ready(self.inspector, request, self.closing, lambda: _peer_gone(conn))
+            return wait_ready(self.inspector, request, self.closing, lambda: peer_gone(conn))
         if op == "detail":
             key = request.get("id")
             if not isinstance(key, str):
@@ -355,7 +357,7 @@ class Controller:
                         continue
                     if not send({"event": self._record(event).to_dict()}):
                         return
-                if not events and _peer_gone(conn):
+                if not events and peer_gone(conn):
                     return
             for event in follower.take(timeout=0) or []:
                 send({"event": self._record(event).to_dict()})
@@ -363,132 +365,3 @@ class Controller:
         finally:
             if follower is not None:
                 self.fanout.forget(follower)
-
-
-class Follower:
-    """One `events --follow` client's pending events, bounded in bytes."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._events: deque[tuple[Event, int]] = deque()
-        self._bytes = 0
-        self.overflowed = False
-
-    def offer(self, event: Event) -> None:
-        size = _event_size(event)
-        with self._cond:
-            if self.overflowed:
-                return
-            if self._bytes + size > MAX_PENDING:
-                self.overflowed = True  # it cannot keep up: end its stream, say why
-            else:
-                self._events.append((event, size))
-                self._bytes += size
-            self._cond.notify()
-
-    def take(self, timeout: float) -> list[Event] | None:
-        """The events pending (waiting up to `timeout` for one); None if it fell behind."""
-        with self._cond:
-            if not self._events and not self.overflowed:
-                self._cond.wait(timeout)
-            if self.overflowed:
-                return None
-            events = [e for e, _ in self._events]
-            self._events.clear()
-            self._bytes = 0
-            return events
-
-
-def _event_size(event: Event) -> int:
-    reason = event.reason
-    text = len(event.detail) + (len(str(reason)) if reason is not None else 0)
-    return 256 + text  # the fixed fields, roughly, plus the texts
-
-
-class Fanout:
-    """One subscription to the event log, shared by every following client, so a
-    client costs one thread (its connection's), not two."""
-
-    def __init__(self, log: EventLog) -> None:
-        self._lock = threading.Lock()
-        self._followers: set[Follower] = set()
-        self._unsubscribe = log.subscribe(self._offer)
-
-    def _offer(self, event: Event) -> None:
-        with self._lock:
-            followers = list(self._followers)
-        for follower in followers:
-            follower.offer(event)
-
-    def follow(self) -> Follower:
-        follower = Follower()
-        with self._lock:
-            self._followers.add(follower)
-        return follower
-
-    def forget(self, follower: Follower) -> None:
-        with self._lock:
-            self._followers.discard(follower)
-
-    def close(self) -> None:
-        self._unsubscribe()
-
-
-def _peer_gone(conn: socket.socket) -> bool:
-    readable, _, _ = select.select([conn], [], [], 0)
-    if not readable:
-        return False
-    try:
-        return conn.recv(1, socket.MSG_PEEK) == b""
-    except OSError:
-        return True
-
-
-def operator_event(root: str, op: str, request: dict[str, Any], reply: dict[str, Any]) -> Event:
-    """The event of one operator request: OPERATOR_ACTION if it was carried out,
-    OPERATOR_REFUSED (with the reason given to the client) if not. About the child
-    it targeted, where it named one that was found; else about the tree's root."""
-    import time
-
-    from supervision import Event, EventKind
-
-    asked = _asked(op, request)
-    peer = request.get("_peer", {})
-    who = f"uid {peer['uid']}" if "uid" in peer else "a client"
-    if "pid" in peer:
-        who += f" (pid {peer['pid']})"
-    if reply.get("ok"):
-        kind, outcome = EventKind.OPERATOR_ACTION, str(reply.get("message", "done"))
-    else:
-        kind, outcome = EventKind.OPERATOR_REFUSED, f"refused: {reply.get('error')}"
-    target = request.get("_target")
-    supervisor, offender = root, None
-    if isinstance(target, str) and "/" in target:
-        supervisor, _, offender = target.rpartition("/")
-    return Event(
-        time=time.monotonic(),
-        supervisor=supervisor,
-        context=kind,
-        offender=offender,
-        detail=f"{asked} by {who}: {outcome}"[:4096],
-    )
-
-
-def _asked(op: str, request: dict[str, Any]) -> str:
-    """The request as the operator would have typed it, after `nannytree`."""
-    key = request.get("id")
-    words = [
-        {"reload_child": "reload", "reload": "update", "reopen_logs": "logs --reopen"}.get(op, op)
-    ]
-    if op == "signal" and type(request.get("signal")) is int:
-        try:
-            words.append(signal.Signals(request["signal"]).name.removeprefix("SIG"))
-        except ValueError:
-            words.append(str(request["signal"]))
-    if isinstance(key, str):
-        words.append(key)
-    if op == "add" and isinstance(request.get("args"), list):
-        words += [str(a) for a in request["args"]]
-    if op == "stop" and request.get("with_dependents") is True:
-        words.append("--with-dependents")
-    return " ".join(words)

@@ -9,20 +9,16 @@ private folder per tree (`<dir>/<tree>/<supervisor>/<child>.log`).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import replace
 from pathlib import Path
 
-from actors import open_folder
+from actors._launcher._safe_open import open_folder
+from actors.cli._control import ControlError, own_dir
 from supervision import CAPTURE, ChildSpec, SupervisorSpec
-
-from ._control import ControlError, own_dir
 
 LOG_DIR_ENV = "NANNYTREE_LOG_DIR"
 DEFAULT_MAX_BYTES = 10 << 20  # per file, as `--log-max-bytes` says unless told
 DEFAULT_BACKUPS = 5  # older files kept: at most 60 MiB a child by default
-_SIZE = re.compile(r"^\s*(\d+)\s*([KMG]?)(?:I?B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
 
 
 def default_log_dir() -> Path:
@@ -59,17 +55,6 @@ def tree_log_folder(base: Path, stem: str) -> Path:
     folder = own_dir(base / stem, create=True)
     assert folder is not None
     return folder
-
-
-def parse_size(text: str) -> int:
-    """Bytes from "10M", "512K", "1G" or a plain number; ValueError otherwise."""
-    match = _SIZE.match(text)
-    if match is None:
-        raise ValueError(f'expected bytes, or a size such as "10M" (powers of 1024), not {text!r}')
-    size = int(match[1]) * _UNITS[match[2].upper()]
-    if size != 0 and size < 1024:
-        raise ValueError(f"expected 0 (never rotate) or at least 1K, not {text!r}")
-    return size
 
 
 def with_log_defaults(

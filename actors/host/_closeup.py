@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ._control import timeouts
-from ._logfile import tail_file
+from actors.cli._control import timeouts
+from actors.cli._logfile import tail_file
 
 if TYPE_CHECKING:
     from .. import EventLog

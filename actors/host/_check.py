@@ -18,13 +18,10 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from actors import (
-    output_problem,
-    pid_file_problem,
-    program_changer,
-    rights_for,
-    socket_folder_problem,
-)
+from actors._launcher._daemons import pid_file_problem
+from actors._launcher._listeners import socket_folder_problem
+from actors._launcher._safe_open import output_problem, rights_for
+from actors._shell._run_as import program_changer
 from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_daemonize
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")

@@ -46,19 +46,6 @@ CHILD_LABELS = ["tree", "supervisor", "child"]
 Windows = dict[str, Callable[[], tuple[float, ...]]]
 
 
-def metrics_address(text: str) -> tuple[str, int]:
-    """`--metrics`'s value: "PORT" (on 127.0.0.1), "HOST:PORT" or "[V6]:PORT"."""
-    host, sep, port = text.rpartition(":")
-    if not sep:
-        host = "127.0.0.1"
-    host = host.removeprefix("[").removesuffix("]")
-    if not host or not (port.isascii() and port.isdigit()) or int(port) > 65535:
-        raise ValueError(
-            f"--metrics takes PORT or HOST:PORT (such as 9100 or 0.0.0.0:9100), not {text!r}"
-        )
-    return host, int(port)
-
-
 class ExitCounts:
     """Exits of each child by reason, counted from the tree's events as they come."""
 
