@@ -31,11 +31,26 @@ def _open_file(path: str, which: str, rights: Rights | None, folders: Folders) -
         ) from None
 
 
+class OwnStreams:
+    """What the launcher's own stdout and stderr are, asked once: they do not change
+    while it runs, and asking costs four syscalls a start (issue 36)."""
+
+    def __init__(self) -> None:
+        self.terminal = os.isatty(1) or os.isatty(2)
+        try:
+            out, err = os.fstat(1), os.fstat(2)
+        except OSError:
+            self.one_file = False
+        else:
+            self.one_file = (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
+
+
 class Outputs:
     """A child's stdout and stderr while it is started: the fds it gets, the read ends
     of its captured and tee'd pipes, and where its tee'd streams go on to."""
 
-    def __init__(self) -> None:
+    def __init__(self, own: OwnStreams) -> None:
+        self.own = own
         self.captures: dict[int, int] = {}
         self.sinks: dict[int, Sink] = {}
         self.given: list[int] = []  # the child's ends: closed once it has them
@@ -48,11 +63,11 @@ class Outputs:
         self.rights = rights_for(template.uid, template.gid, template.groups)
         # A rotated or stamped file is written by its sink alone, fds to spare or not.
         wanted = template.tee if teeing or policy.active else ()
-        if template.stdout is None and template.stderr is None and _a_terminal():
+        if template.stdout is None and template.stderr is None and self.own.terminal:
             # A terminal is left as it is: a program that sees a pipe there changes
             # (no colours, stdout buffered in blocks), and the user reads it anyway.
             wanted = ()
-        if wanted and _one_destination(template.stdout, template.stderr):
+        if wanted and _one_destination(template.stdout, template.stderr, self.own):
             # Both streams go to one file: through two pipes their order would be
             # lost, so the child gets one pipe on both, read (and kept) as stderr.
             self.err_fd = self._open(tee, template.stderr, 2, True, policy)
@@ -116,19 +131,11 @@ class Outputs:
         self.sinks.clear()
 
 
-def _a_terminal() -> bool:
-    return os.isatty(1) or os.isatty(2)
-
-
-def _one_destination(stdout: str | None, stderr: str | None) -> bool:
+def _one_destination(stdout: str | None, stderr: str | None, own: OwnStreams) -> bool:
     """Whether a child's stdout and stderr go to the same file: one path, or both
     the launcher's own, which are one file (`2>&1`)."""
     if stdout == "capture" or stderr == "capture":
         return False
     if stdout is not None or stderr is not None:
         return stdout == stderr
-    try:
-        out, err = os.fstat(1), os.fstat(2)
-    except OSError:
-        return False
-    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
+    return own.one_file

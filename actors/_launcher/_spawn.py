@@ -20,7 +20,7 @@ from ._daemons import TOKEN_ENV, child_token
 from ._exec import close_all, fork_exec, posix_spawn, which
 from ._launched import Launched, SpawnError
 from ._listeners import ChildSetup
-from ._outputs import Outputs
+from ._outputs import Outputs, OwnStreams
 from ._procfs import boot_ticks
 from ._protocol import Template
 from ._targets import another_user, fork_target, spawn_fresh
@@ -51,6 +51,7 @@ class Starter:
         self._cwd = os.getcwd()
         self._paths: dict[tuple[str, str], str] = {}
         self.listeners = _listeners.Listeners()
+        self.own_streams = OwnStreams()
 
     # -- runs of starts --------------------------------------------------------------
 
@@ -71,7 +72,7 @@ class Starter:
         template = self.templates.get(template_id)
         if template is None:
             raise SpawnError(None, "unknown template: the host forgot it")
-        outputs = Outputs()
+        outputs = Outputs(self.own_streams)
         try:
             self._chdir(template.cwd)
             outputs.open(self.tee, template, tee)
@@ -170,7 +171,7 @@ class Starter:
     def prepare(self, standby: int, template_id: int, *, tee: bool = True) -> Launched | None:
         """Fork a standby of a target's template (None: it could not be)."""
         template = self.templates.get(template_id)
-        outputs = Outputs()
+        outputs = Outputs(self.own_streams)
         go_r, go_w = os.pipe()
         try:
             if template is None or template.payload is None or template.fresh:
