@@ -25,9 +25,10 @@ of the per-round medians over their median, the larger side's (a ratio within
 1 +- spread is noise). A benchmark a side cannot run (its code predates it) says
 so and is left out of that side.
 
-On 2 cores shared with other work: the full run takes about 25 minutes (scale
-10,000 is half of it), `--quick` about 3 (fewer rounds, smaller sizes, no 10,000:
-a sanity run, not a measurement).
+On 2 cores shared with five other sessions' tests (a load of 10-25): the full
+run took about 30 minutes (scale 10,000 half of it, probes a fifth), `--quick`
+1.5 (fewer rounds and kills, 100 probes, no 10,000: a sanity run, not a
+measurement). Expect less on a quiet machine.
 """
 
 from __future__ import annotations
@@ -164,6 +165,11 @@ def _update_round(view: Path) -> Figures:
     return {"update ms": [took * 1000], "restarted of 5": [restarted], "lost of 2": [lost]}
 
 
+# A benchmark that failed this many rounds on a side is not run there again (a side
+# whose code predates it fails at once; a round of probes may fail on a loaded machine).
+GIVE_UP = 2
+
+
 @dataclass
 class Bench:
     name: str
@@ -197,18 +203,19 @@ class Side:
     view: Path
     samples: dict[str, Figures] = field(default_factory=dict)  # bench -> figure -> all
     rounds: dict[str, dict[str, list[float]]] = field(default_factory=dict)  # -> medians
-    failed: dict[str, str] = field(default_factory=dict)  # bench -> why
+    failed: dict[str, list[str]] = field(default_factory=dict)  # bench -> why, per round
 
     def run(self, bench: Bench) -> None:
-        if bench.name in self.failed:
+        if len(self.failed.get(bench.name, [])) >= GIVE_UP:
             return
         try:
             if bench.round == "update":
                 figures = _update_round(self.view)
             else:
                 figures = _in_side(self.view, bench.round, bench.args, bench.timeout)
-        except Exception as exc:  # an old side may predate the benchmark
-            self.failed[bench.name] = f"{type(exc).__name__}: {exc}"
+        except Exception as exc:  # an old side may predate it; a loaded machine fail it
+            why = str(exc) if isinstance(exc, RuntimeError) else f"{type(exc).__name__}: {exc}"
+            self.failed.setdefault(bench.name, []).append(why)
             return
         for figure, values in figures.items():
             self.samples.setdefault(bench.name, {}).setdefault(figure, []).extend(values)
@@ -277,8 +284,8 @@ def table(before: Side, after: Side, plan: Sequence[Bench]) -> list[str]:
                 restart["popen ms"]
             )
             lines.append(f"command restart / Popen floor, {label}: {floor:.2f}x")
-        for name, why in side.failed.items():
-            lines.append(f"{label}: {name} not measured ({why})")
+        for name, whys in side.failed.items():
+            lines.append(f"{label}: {name}, {len(whys)} round(s) failed, the last: {whys[-1]}")
     return lines
 
 
@@ -301,7 +308,10 @@ def main() -> int:
         ]
         before, after = Side(views[0]), Side(views[1])
         print(f"before: {args.old}  after: {args.new}")
-        alternate([before, after], plan)
+        try:
+            alternate([before, after], plan)
+        except KeyboardInterrupt:  # a run cut short still shows the rounds it made
+            print("interrupted: the table holds the rounds done")
     print(f"\n{len(plan)} benchmarks in {(time.monotonic() - started) / 60:.1f} min\n")
     for line in table(before, after, plan):
         print(line)
