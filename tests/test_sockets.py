@@ -541,13 +541,13 @@ def test_our_own_user_without_root_changes_nothing(monkeypatch: pytest.MonkeyPat
 
 def test_ids_the_kernel_refuses_are_a_clear_spawn_error() -> None:
     """Not "cannot execute": the ids could not be taken on (a container may forbid it)."""
+    from actors._launcher._exec import fork_exec
     from actors._launcher._launched import SpawnError
     from actors._launcher._listeners import ChildSetup
-    from actors._launcher._spawn import _fork_exec
 
     bad = ChildSetup([], [], 2**32 - 1, 2**32 - 1, [1])  # (uid_t)-1: EINVAL
     with pytest.raises(SpawnError, match="cannot take on uid 4294967295") as caught:
-        _fork_exec("/bin/true", ["true"], {}, None, None, None, bad)
+        fork_exec("/bin/true", ["true"], {}, None, None, None, bad)
     assert caught.value.errno in (errno.EINVAL, errno.EPERM)  # EPERM: not root
 
 

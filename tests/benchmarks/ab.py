@@ -3,15 +3,36 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import subprocess
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parents[2]  # this checkout: "after"
+
+
+@contextlib.contextmanager
+def checked_out(where: str | Path) -> Iterator[Path]:
+    """A checkout: `where` itself if it is a folder, else that commit of this
+    repository in a temporary worktree (detached, removed after)."""
+    if Path(where).is_dir():
+        yield Path(where)
+        return
+    folder = Path(tempfile.mkdtemp(prefix="nt-ref-")) / "checkout"
+    git = ["git", "-C", str(HERE)]
+    subprocess.run([*git, "worktree", "add", "--detach", str(folder), str(where)], check=True)
+    try:
+        yield folder
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(folder)], check=False)
+        subprocess.run([*git, "worktree", "prune"], check=False)
+        with contextlib.suppress(OSError):
+            folder.parent.rmdir()
 
 
 def p95(values: Sequence[float]) -> float:

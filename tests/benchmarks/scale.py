@@ -146,17 +146,22 @@ def _kill(tree: Tree, n: int, kills: int) -> tuple[list[float], list[float]]:
     return restart, detect
 
 
-def scale(n: int, kills: int) -> None:
+def scale(n: int, kills: int, baseline: bool = True) -> dict[str, list[float]]:
+    """Prints the figures for N children; returns them ({name: samples}, in ms, KiB
+    and threads) for tests/benchmarks/before_after.py."""
     print(f"\n{n} command children")
-    base = Baseline()
-    try:
-        figure("baseline: start all", base.start(n) * 1000, "ms")
-        b_restart, b_detect = base.kill_restart(kills)
-        row("baseline: restart (kill -> new pid)", b_restart)
-        row("baseline: detection", b_detect)
-        figure("baseline: stop all (reverse, one by one)", base.stop() * 1000, "ms")
-    finally:
-        base.kill_all()
+    out: dict[str, list[float]] = {}
+    if baseline:
+        base = Baseline()
+        try:
+            figure("baseline: start all", base.start(n) * 1000, "ms")
+            b_restart, b_detect = base.kill_restart(kills)
+            row("baseline: restart (kill -> new pid)", b_restart)
+            row("baseline: detection", b_detect)
+            figure("baseline: stop all (reverse, one by one)", base.stop() * 1000, "ms")
+        finally:
+            base.kill_all()
+        out["baseline restart ms"] = [x * 1000 for x in b_restart]
 
     me = psutil.Process()
     rss0, threads0 = me.memory_info().rss, me.num_threads()
@@ -168,8 +173,10 @@ def scale(n: int, kills: int) -> None:
     )
     t0 = time.monotonic()
     tree = Tree.start(spec)
-    figure("nannytree: start all", (time.monotonic() - t0) * 1000, "ms")
-    figure("nannytree: host RSS per child", (me.memory_info().rss - rss0) / n / 1024, "KiB")
+    out["start all ms"] = [(time.monotonic() - t0) * 1000]
+    out["host RSS per child KiB"] = [(me.memory_info().rss - rss0) / n / 1024]
+    figure("nannytree: start all", out["start all ms"][0], "ms")
+    figure("nannytree: host RSS per child", out["host RSS per child KiB"][0], "KiB")
     figure("nannytree: host threads per child", (me.num_threads() - threads0) / n, "")
     try:
         restart, detect = _kill(tree, n, kills)
@@ -181,10 +188,14 @@ def scale(n: int, kills: int) -> None:
             tree.nanny.which_children().get()
             calls.append(time.monotonic() - t0)
         row("nannytree: which_children", calls)
+        out["restart ms"] = [x * 1000 for x in restart]
+        out["detection ms"] = [x * 1000 for x in detect]
+        out["which_children ms"] = [x * 1000 for x in calls]
     finally:
         t0 = time.monotonic()
         tree.stop()
-        figure("nannytree: stop all (reverse, one by one)", (time.monotonic() - t0) * 1000, "ms")
+        out["stop all ms"] = [(time.monotonic() - t0) * 1000]
+        figure("nannytree: stop all (reverse, one by one)", out["stop all ms"][0], "ms")
 
     dynamic = SupervisorSpec(
         id="dyn",
@@ -197,10 +208,13 @@ def scale(n: int, kills: int) -> None:
     t0 = time.monotonic()
     for _ in range(n):
         tree.nanny.start_child(()).get()
-    figure("nannytree simple_one_for_one: start_child x N", (time.monotonic() - t0) * 1000, "ms")
+    out["start_child x N ms"] = [(time.monotonic() - t0) * 1000]
+    figure("nannytree simple_one_for_one: start_child x N", out["start_child x N ms"][0], "ms")
     t0 = time.monotonic()
     tree.stop()
-    figure("nannytree simple_one_for_one: stop all (at once)", (time.monotonic() - t0) * 1000, "ms")
+    out["dynamic stop all ms"] = [(time.monotonic() - t0) * 1000]
+    figure("nannytree simple_one_for_one: stop all (at once)", out["dynamic stop all ms"][0], "ms")
+    return out
 
 
 # -- the busy host --------------------------------------------------------------------------
@@ -295,7 +309,8 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
-def crash_storm(seconds: float) -> None:
+def crash_storm(seconds: float) -> dict[str, list[float]]:
+    """Prints the storm's figures; returns them ({name: [value]})."""
     print(f"\ncrash storm: a Python child that exits at once, intensity 10^6, {seconds:g} s")
     spec = SupervisorSpec(
         id="storm",
@@ -322,6 +337,11 @@ def crash_storm(seconds: float) -> None:
     figure("host CPU (% of one core)", host, "%")
     figure("launcher + guardian CPU (% of one core)", helper, "%")
     figure("together", host + helper, "%")
+    return {
+        "restarts /s": [starts / wall],
+        "host CPU %": [host],
+        "launcher+guardian CPU %": [helper],
+    }
 
 
 def main() -> int:
