@@ -1231,3 +1231,15 @@ def test_stop_with_dependents_in_one_for_all_and_one_for_one(tmp_path):
         rc, _ = run.finish(signal.SIGINT)
     assert rc == 0
     assert wait_gone(sorted(seen)) == []
+
+
+def test_the_update_help_names_the_hosts_settle_default(capsys: pytest.CaptureFixture[str]):
+    """The client writes the default out (it does not import supervision); it is the
+    one the host applies."""
+    from actors.cli._parser import main
+    from supervision import UPDATE_SETTLE
+
+    with pytest.raises(SystemExit):
+        main(["update", "--help"])
+    said = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
+    assert f"(default {UPDATE_SETTLE:g}; 0: once it runs)" in said

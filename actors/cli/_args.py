@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-from supervision import UPDATE_SETTLE_MAX
-
 
 def signal_arg(text: str) -> int:
     """ "HUP", "sighup", "SIGHUP" or "1" -> 1, for argparse.
@@ -38,6 +36,8 @@ def non_negative(text: str) -> float:
 
 
 def settle_seconds(text: str) -> float:
+    from supervision import UPDATE_SETTLE_MAX  # only when --settle is given
+
     value = non_negative(text)
     if value > UPDATE_SETTLE_MAX:
         raise argparse.ArgumentTypeError(

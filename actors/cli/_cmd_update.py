@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from supervision import UPDATE_SETTLE
-
 from .._operate._text import printable
 from ._args import settle_seconds
 from ._client import ask
@@ -19,8 +17,10 @@ def add_settle_flag(p: argparse.ArgumentParser) -> None:
         "--settle",
         type=settle_seconds,
         metavar="SECONDS",
+        # The default is the host's (supervision.UPDATE_SETTLE), written out: the client
+        # does not import supervision (tests/test_cli.py holds the two equal).
         help="a replaced or added child without readiness counts as started once it has "
-        f"stayed up this long (default {UPDATE_SETTLE:g}; 0: once it runs); one that exits "
+        "stayed up this long (default 1; 0: once it runs); one that exits "
         "sooner is left stopped with its new spec, charging no restart intensity",
     )
 
