@@ -24,7 +24,7 @@ from supervision import (
     SupervisorSpec,
 )
 
-from .. import EventLog, TreeNode
+from .. import EventLog, NannyActor, TreeNode
 from ._control import timeouts
 from ._engine import NodeNames
 from ._records import EventRecord, Node, stderr_lines
@@ -414,8 +414,8 @@ class TreeInspector:
 
 def _is_nanny(ref: pykka.ActorRef[Any]) -> bool:
     """Whether `ref` is a local nanny, not the stand-in for a remote subtree (which
-    forwards its own children's calls only)."""
-    return hasattr(ref.actor_class, "child_nanny")
+    forwards its own children's calls only: the rest raise NotForwarded)."""
+    return issubclass(ref.actor_class, NannyActor)
 
 
 def _state_for(info: ChildInfo, now: float) -> float | None:
