@@ -52,7 +52,8 @@ class TreeNode:
 class SupervisorAPI(Protocol):
     """What one supervisor answers, as its actor's methods (call them through the
     actor's proxy: `ref.proxy().which_children().get()`). A call that changes the
-    tree is answered once the supervisor has carried it out."""
+    tree is answered once the supervisor has carried it out; each returns what its
+    future's `get()` gives."""
 
     # -- reading the tree (OTP's which_children, count_children, get_childspec) --
 
@@ -117,24 +118,24 @@ class SupervisorAPI(Protocol):
 
     # -- OTP's calls that change the tree --
 
-    def start_child(self, spec_or_args: Any = None) -> Any:
+    def start_child(self, spec_or_args: Any = None) -> ChildInfo:
         """Add a child at the end and start it (simple_one_for_one: extra args)."""
         ...
 
-    def terminate_child(self, key: str | int, with_dependents: bool = False) -> Any:
+    def terminate_child(self, key: str | int, with_dependents: bool = False) -> None:
         """Stop a child (its spec is kept); `with_dependents`: in a rest_for_one or
         one_for_all supervisor, the children started after it first (reverse order)."""
         ...
 
-    def restart_child(self, key: str) -> Any:
+    def restart_child(self, key: str) -> ChildInfo:
         """Start a stopped child again (OTP's restart_child)."""
         ...
 
-    def delete_child(self, key: str) -> Any:
+    def delete_child(self, key: str) -> None:
         """Forget a stopped child's spec (OTP's delete_child)."""
         ...
 
-    def reset_restarts(self, key: str | None = None) -> Any:
+    def reset_restarts(self, key: str | None = None) -> int:
         """Empty this supervisor's intensity window (`key` None) or the restart_limit
         window of child `key` (a "failed" one becomes "stopped"); returns how many
         restarts were in it. Raises NoRestartLimit for a child without one."""
@@ -142,7 +143,7 @@ class SupervisorAPI(Protocol):
 
     # -- beyond OTP, for an update in place (docs/update.md) --
 
-    def replace_child(self, key: str, spec: AnySpec, settle: float = 0.0) -> Any:
+    def replace_child(self, key: str, spec: AnySpec, settle: float = 0.0) -> ChildInfo:
         """Stop the child, give it `spec` at the same place, start it (answers as
         restart_child; a failed start leaves it stopped with the new spec).
 
@@ -153,32 +154,32 @@ class SupervisorAPI(Protocol):
         """
         ...
 
-    def store_childspec(self, key: str, spec: AnySpec) -> Any:
+    def store_childspec(self, key: str, spec: AnySpec) -> None:
         """Keep `spec` for a nested supervisor (or a stopped worker), touching nothing."""
         ...
 
-    def change_settings(self, spec: SupervisorSpec) -> Any:
+    def change_settings(self, spec: SupervisorSpec) -> None:
         """Take `spec`'s intensity, period, auto_shutdown and max_children in place,
         the children running on (OTP's code_change); the strategy stays. A lower
         intensity lowers the launcher's restarts ahead at once."""
         ...
 
-    def insert_child(self, spec: AnySpec, after: str | None, settle: float = 0.0) -> Any:
+    def insert_child(self, spec: AnySpec, after: str | None, settle: float = 0.0) -> ChildInfo:
         """start_child, placed right after the child `after` (None: first); `settle`
         as for replace_child (a failed start adds nothing)."""
         ...
 
-    def move_child(self, key: str, after: str | None) -> Any:
+    def move_child(self, key: str, after: str | None) -> None:
         """Move a child in the start order, right after `after` (None: first)."""
         ...
 
     # -- a running child's process --
 
-    def pause_child(self, key: str) -> Any:
+    def pause_child(self, key: str) -> None:
         """SIGSTOP the child's process group; it shows as "paused"."""
         ...
 
-    def resume_child(self, key: str) -> Any:
+    def resume_child(self, key: str) -> None:
         """SIGCONT a paused child's process group; it runs on."""
         ...
 
