@@ -22,6 +22,7 @@ resources (`_context.py`), the actor loop (actors/_runtime/_actor_loop.py).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -125,7 +126,9 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
     ) -> None:
         super().__init__()
         self._context = context
-        self._parent = parent  # None: the root, which ends its context when it stops
+        # None: the root, which ends its context when it stops.
+        self._parent = parent.ref if parent is not None else None
+        self._incarnation = parent.incarnation if parent is not None else 0
         self._core = Supervisor(spec, parent.name if parent is not None else None)
         context.restart_windows[self._core.name] = window_reader(self._core)
         self._life = _Life(list(plugins))
@@ -290,14 +293,15 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
             life.on_idle = lambda: answer_root(ExitReason.shutdown(), None)
             life.init_reply = answer_root
         else:
-            child_id, token, incarnation = self._core.spec.id, message.token, parent.incarnation
-            ref = parent.ref
+            child_id, token, incarnation = self._core.spec.id, message.token, self._incarnation
 
             def answer_parent(reason: ExitReason, error: NannyError | None) -> None:
                 failure = getattr(error, "reason", reason)
-                tell_quietly(ref, StartFailed(child_id, token, failure))
+                tell_quietly(parent, StartFailed(child_id, token, failure))
 
-            life.on_idle = lambda: tell_quietly(ref, StartDone(child_id, token, None, incarnation))
+            life.on_idle = lambda: tell_quietly(
+                parent, StartDone(child_id, token, None, incarnation)
+            )
             life.init_reply = answer_parent
         self._run(self._core.start(now, settle=message.settle))
         return _LATER if parent is None else None
@@ -329,7 +333,7 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
         where = f"nanny {self._core.name!r}"
         if self._parent is not None:
             self._life.exit_requested = True  # its parent hears Fatal, not ChildExited
-            tell_quietly(self._parent.ref, Fatal(error, self.actor_ref, where))
+            tell_quietly(self._parent, Fatal(error, self.actor_ref, where))
         self._end_tree(error, where, own=True)
 
     def _fatal_below(self, envelope: Any) -> None:
@@ -344,7 +348,7 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
                 failed = StartFailed(child, pending.token, crash_reason(fatal.error))
                 self._on_answer(failed, time.monotonic())
         if self._parent is not None:
-            tell_quietly(self._parent.ref, fatal)
+            tell_quietly(self._parent, fatal)
         elif self._starts.pending is not None:  # the core waits for a start: end once answered
             envelope.message = fatal
             self._deferred.append(envelope)
@@ -395,8 +399,9 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
     def _tell_parent(self, reason: ExitReason) -> None:
         if self._parent is None:
             return
-        exited = ChildExited(self._core.spec.id, self._parent.incarnation, None, reason)
-        tell_quietly(self._parent.ref, exited)
+        exited = ChildExited(self._core.spec.id, self._incarnation, None, reason)
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._parent.tell(exited)
 
     def _stop_all_children(self) -> None:
         self._starts.end_runs()
