@@ -205,6 +205,9 @@ class Pending:
     child_id: str
     nested: pykka.ActorRef[Any] | None = None
 
+    def answered_by(self, message: StartDone | StartFailed) -> bool:
+        return (message.token, message.child_id) == (self.token, self.child_id)
+
 
 # How a nanny starts a nested one (NannyActor.start_nested): its spec, its tree, its link.
 StartNested = Callable[[SupervisorSpec, TreeContext, ParentLink], pykka.ActorRef[Any]]
@@ -322,11 +325,7 @@ class Starts:
         """A child's answer to its start: the core's actions that follow, or None when
         the core does not wait for it (a start sent ahead keeps it until asked)."""
         pending = self.pending
-        if (
-            pending is None
-            or pending.token != message.token
-            or pending.child_id != (message.child_id)
-        ):
+        if pending is None or not pending.answered_by(message):
             self._runs.keep(message)  # a start sent ahead, or an answer nobody waits for
             return None
         self.pending = None
