@@ -1,7 +1,8 @@
 """nannytree's live layer: pykka actors that run supervision trees of OS processes.
 
-`NannyActor` supervises; each `WorkerActor` owns one OS process. Inside a
-Python child, use `actors.child` (ready(), stop_requested()).
+`NannyActor` supervises (it answers `SupervisorAPI`); each of its workers owns
+one OS process. Inside a Python child, use `actors.child` (ready(),
+stop_requested()).
 
 Names are imported on first use: the launcher and the children it forks import
 `actors` too, and must not pay for (or inherit) pykka and the nanny.
@@ -17,37 +18,19 @@ if TYPE_CHECKING:
     from . import child
     from ._launcher._runtime_dir import UnsafeDirectory, private_dir, runtime_dir
     from ._launcher._safe_open import UnsafeFile, open_read
+    from ._shell._api import SupervisorAPI, TreeNode
     from ._shell._event_log import EventLog, load_events
-    from ._shell._messages import (
-        ChildExited,
-        Pause,
-        Resume,
-        Signal,
-        Start,
-        StartDone,
-        StartFailed,
-        Stop,
-    )
-    from ._shell._nanny import NannyActor, NannyPlugin, TreeNode
-    from ._shell._worker import WorkerActor
+    from ._shell._nanny import NannyActor, NannyPlugin
     from ._tree import Tree
     from ._treefile import load_tree_file, load_tree_text, read_tree_file
 
 _HOMES = {
-    "ChildExited": "._shell._messages",
     "EventLog": "._shell._event_log",
     "NannyActor": "._tree",  # its home composes how a tree starts
     "NannyPlugin": "._shell._nanny",
-    "Pause": "._shell._messages",
-    "Resume": "._shell._messages",
-    "Signal": "._shell._messages",
-    "Start": "._shell._messages",
-    "StartDone": "._shell._messages",
-    "StartFailed": "._shell._messages",
-    "Stop": "._shell._messages",
     "Tree": "._tree",
-    "TreeNode": "._shell._nanny",
-    "WorkerActor": "._shell._worker",
+    "SupervisorAPI": "._shell._api",
+    "TreeNode": "._shell._api",
     "UnsafeDirectory": "._launcher._runtime_dir",
     "UnsafeFile": "._launcher._safe_open",
     "open_read": "._launcher._safe_open",
@@ -61,22 +44,14 @@ _HOMES = {
 }
 
 __all__ = [
-    "ChildExited",
     "EventLog",
     "NannyActor",
     "NannyPlugin",
-    "Pause",
-    "Resume",
-    "Signal",
-    "Start",
-    "StartDone",
-    "StartFailed",
-    "Stop",
+    "SupervisorAPI",
     "Tree",
     "TreeNode",
     "UnsafeDirectory",
     "UnsafeFile",
-    "WorkerActor",
     "child",
     "load_events",
     "load_tree_file",

@@ -39,8 +39,9 @@ from supervision import (
     UpdateOutcome,
 )
 
+from ._shell._api import TreeNode
 from ._shell._event_log import EventLog
-from ._shell._nanny import NannyActor, TreeNode
+from ._shell._nanny import NannyActor
 from ._tree import Tree
 
 T = TypeVar("T")
@@ -181,16 +182,17 @@ class AsyncNanny:
         finally:
             unsubscribe()
 
-    # -- the API --
+    # -- the API: each call of SupervisorAPI (actors/_shell/_api.py), awaited --
+    # (tests/test_aio.py holds each twin to the Protocol's parameters and answer.)
 
     async def which_children(self) -> list[ChildInfo]:
         return await self._call("which_children")  # type: ignore[no-any-return]
 
-    async def which_tree(self) -> list[TreeNode]:
-        return await self._call("which_tree")  # type: ignore[no-any-return]
-
     async def which_child(self, key: str | int) -> ChildInfo:
         return await self._call("which_child", key)  # type: ignore[no-any-return]
+
+    async def which_tree(self) -> list[TreeNode]:
+        return await self._call("which_tree")  # type: ignore[no-any-return]
 
     async def count_children(self) -> ChildCounts:
         return await self._call("count_children")  # type: ignore[no-any-return]
@@ -198,11 +200,31 @@ class AsyncNanny:
     async def get_childspec(self, key: str | int) -> AnySpec:
         return await self._call("get_childspec", key)  # type: ignore[no-any-return]
 
+    async def which_childspecs(self) -> list[tuple[ChildInfo, AnySpec]]:
+        return await self._call("which_childspecs")  # type: ignore[no-any-return]
+
+    async def own_spec(self) -> SupervisorSpec:
+        return await self._call("own_spec")  # type: ignore[no-any-return]
+
+    async def child_nanny(self, key: str) -> pykka.ActorRef[Any]:
+        return await self._call("child_nanny", key)  # type: ignore[no-any-return]
+
+    async def child_status(self, key: str | int) -> str:
+        return await self._call("child_status", key)  # type: ignore[no-any-return]
+
+    async def events(self) -> list[Event]:
+        """The tree's events so far (also after it ended)."""
+        return self._log.snapshot()
+
+    async def event_log(self) -> EventLog:
+        """The tree's live EventLog (also after it ended)."""
+        return self._log
+
     async def start_child(self, spec_or_args: Any = None) -> ChildInfo:
         return await self._call("start_child", spec_or_args)  # type: ignore[no-any-return]
 
-    async def terminate_child(self, key: str | int) -> None:
-        await self._call("terminate_child", key)
+    async def terminate_child(self, key: str | int, with_dependents: bool = False) -> None:
+        await self._call("terminate_child", key, with_dependents)
 
     async def restart_child(self, key: str) -> ChildInfo:
         return await self._call("restart_child", key)  # type: ignore[no-any-return]
@@ -210,21 +232,40 @@ class AsyncNanny:
     async def delete_child(self, key: str) -> None:
         await self._call("delete_child", key)
 
+    async def reset_restarts(self, key: str | None = None) -> int:
+        return await self._call("reset_restarts", key)  # type: ignore[no-any-return]
+
+    async def replace_child(self, key: str, spec: AnySpec, settle: float = 0.0) -> ChildInfo:
+        return await self._call("replace_child", key, spec, settle)  # type: ignore[no-any-return]
+
+    async def store_childspec(self, key: str, spec: AnySpec) -> None:
+        await self._call("store_childspec", key, spec)
+
+    async def change_settings(self, spec: SupervisorSpec) -> None:
+        await self._call("change_settings", spec)
+
+    async def insert_child(
+        self, spec: AnySpec, after: str | None, settle: float = 0.0
+    ) -> ChildInfo:
+        return await self._call("insert_child", spec, after, settle)  # type: ignore[no-any-return]
+
+    async def move_child(self, key: str, after: str | None) -> None:
+        await self._call("move_child", key, after)
+
     async def pause_child(self, key: str) -> None:
         await self._call("pause_child", key)
 
     async def resume_child(self, key: str) -> None:
         await self._call("resume_child", key)
 
-    async def signal_child(self, key: str, sig: int) -> None:
+    async def signal_child(self, key: str, sig: int | str) -> None:
         await self._call("signal_child", key, sig)
 
-    async def read_output(self, key: str, stream: str = "stderr") -> str:
-        return await self._call("read_output", key, stream)  # type: ignore[no-any-return]
+    async def reload_child(self, key: str) -> None:
+        await self._call("reload_child", key)
 
-    async def events(self) -> list[Event]:
-        """The tree's events so far (also after it ended)."""
-        return self._log.snapshot()
+    async def read_output(self, key: str, stream: str = "stderr", previous: bool = False) -> str:
+        return await self._call("read_output", key, stream, previous)  # type: ignore[no-any-return]
 
     # -- operating --
 

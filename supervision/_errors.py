@@ -111,6 +111,21 @@ class ChildNotPaused(ChildError):
         )
 
 
+class NotForwarded(ChildError):
+    """A call that the stand-in of a subtree on another node (a RemoteChild) does not
+    forward to that subtree's supervisor: act on the subtree itself, or call its
+    supervisor on its node."""
+
+    def __init__(self, supervisor: str, child: str, call: str) -> None:
+        self.call = call
+        super().__init__(
+            supervisor,
+            child,
+            f"a remote subtree, whose stand-in does not forward {call}; "
+            f"act on {supervisor}/{child} itself instead",
+        )
+
+
 class StartError(ChildError):
     """A child failed to start (OTP's `{error, Reason}` / `failed_to_start_child`).
 

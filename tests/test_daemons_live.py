@@ -141,7 +141,7 @@ def test_sd_notify_readiness_holds_the_next_sibling(tmp_path: Path) -> None:
     try:
         order = [e.offender for e in tree.events() if e.context is EventKind.CHILD_STARTED]
         assert order == ["db", "app"]
-        worker = tree.ref._actor_weakref()._workers["db"]  # type: ignore[attr-defined]
+        worker = tree.ref._actor_weakref()._children.workers["db"]  # type: ignore[attr-defined]
         assert worker.proxy().status.get() == "warmed up"
     finally:
         tree.stop()

@@ -278,7 +278,7 @@ def test_status_sent_after_the_start_is_read(tmp_path: Path) -> None:
     )
     tree = Tree.start(SupervisorSpec(id="root", children=[spec]))
     try:
-        worker = tree.ref._actor_weakref()._workers["d"]  # type: ignore[attr-defined]
+        worker = tree.ref._actor_weakref()._children.workers["d"]  # type: ignore[attr-defined]
         assert worker.proxy().status.get() == "starting up"
         go.touch()
         wait_until(lambda: worker.proxy().status.get() == "serving 42 clients", 20, "STATUS=")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from actors import ChildExited
+from actors._shell._messages import ChildExited
 from actors.testing import wait_gone
 from supervision import (
     ChildSpec,

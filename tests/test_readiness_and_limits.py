@@ -9,7 +9,8 @@ import stat
 import pykka
 import pytest
 
-from actors import NannyActor, WorkerActor
+from actors import NannyActor
+from actors._shell._worker import WorkerActor
 from actors.testing import wait_gone
 from supervision import (
     ChildSpec,

@@ -14,9 +14,10 @@ from typing import Any, TypeVar
 
 import pykka
 
-from supervision import ChildInfo, ChildNotFound
+from supervision import ChildInfo, ChildNotFound, NotForwarded
 
-from .._shell._nanny import TreeNode
+from .._shell._api import TreeNode
+from .._shell._nanny import NannyActor
 
 Ref = pykka.ActorRef[Any]
 OP_TIMEOUT = 600.0  # seconds an operator's call waits for its supervisor's answer
@@ -34,8 +35,8 @@ def nanny_at(root: Ref, path: str, timeout: float = OP_TIMEOUT) -> Ref:
 
 def is_nanny(ref: Ref) -> bool:
     """Whether `ref` is a local nanny, not the stand-in for a remote subtree (which
-    forwards its own children's calls only)."""
-    return hasattr(ref.actor_class, "child_nanny")
+    forwards its own children's calls only: the rest raise NotForwarded)."""
+    return issubclass(ref.actor_class, NannyActor)
 
 
 def walk(nodes: Iterable[TreeNode]) -> Iterator[TreeNode]:
@@ -100,14 +101,14 @@ class Target:
                 f"{self.remote}: control calls reach only a remote subtree's own "
                 f"children; act on {self.remote} instead"
             )
+        bound = getattr(self.nanny.proxy(), method)
         try:
-            bound = getattr(self.nanny.proxy(), method)
-        except AttributeError:  # the remote subtree's stand-in forwards a part of the API
+            return bound(*args).get(timeout=OP_TIMEOUT if timeout is None else timeout)
+        except NotForwarded:  # the remote subtree's stand-in forwards a part of the API
             raise ValueError(
                 f"{self.path} runs in the remote subtree {self.remote}, whose "
                 f"supervisor does not forward {method}; act on {self.remote} instead"
             ) from None
-        return bound(*args).get(timeout=OP_TIMEOUT if timeout is None else timeout)
 
 
 def find_target(

@@ -23,8 +23,8 @@ from supervision import (
     SupervisorSpec,
 )
 
+from .._shell._api import TreeNode
 from .._shell._event_log import EventLog
-from .._shell._nanny import TreeNode
 from ._find import Target, find_target
 from ._records import EventRecord, Node
 

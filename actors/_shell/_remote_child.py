@@ -4,7 +4,8 @@ RemoteChild is a pykka actor in the parent's process that plays, for a remote
 subtree, the role a nested NannyActor plays for a local one: the parent asks it
 ShutdownTree(deadline); it tells the parent ChildExited once; its proxy forwards
 the OTP API. Every engine call happens in its thread, with a timeout, never in
-the parent nanny's. One RemoteChild per incarnation: a late message of an old
+the parent nanny's (`_remote_calls.py`: a call it does not forward raises
+NotForwarded). One RemoteChild per incarnation: a late message of an old
 incarnation reaches a stopped actor (or a stale incarnation) and restarts nothing.
 
 State machine (docs/multihost.md section 4): running -> unreachable (a failed
@@ -34,7 +35,6 @@ from typing import Any
 import pykka
 
 from supervision import (
-    ChildNotRunning,
     ExitKind,
     ExitReason,
     Fencing,
@@ -48,14 +48,14 @@ from .._remote._port import (
     CALL_TIMEOUT,
     Engine,
     Outcome,
-    RemoteApiError,
     RemoteDead,
     RemoteStartError,
-    RemoteUnreachable,
 )
 from .._runtime._actor_loop import ThreadedActor
 from .._runtime._timer import Scheduler
+from ._api import SupervisorAPI
 from ._messages import ChildExited, ShutdownTree
+from ._remote_calls import RemoteCalls
 
 log = logging.getLogger("nannytree")
 
@@ -181,7 +181,7 @@ def _listed(engine: Engine, node: str) -> bool:
         return True
 
 
-class RemoteChild(ThreadedActor):
+class RemoteChild(RemoteCalls, ThreadedActor):
     """The parent's stand-in for one incarnation of a remote subtree."""
 
     use_daemon_thread = True
@@ -267,82 +267,6 @@ class RemoteChild(ThreadedActor):
         else:
             raise TypeError(f"remote child {self._name!r} got an unknown message {message!r}")
         return None
-
-    # -- the OTP API, forwarded --------------------------------------------------
-
-    def which_children(self) -> Any:
-        return self._api("which_children")
-
-    def which_child(self, key: Any) -> Any:
-        return self._api("which_child", key)
-
-    def count_children(self) -> Any:
-        return self._api("count_children")
-
-    def get_childspec(self, key: Any) -> Any:
-        return self._api("get_childspec", key)
-
-    def start_child(self, spec_or_args: Any = None) -> Any:
-        return self._api("start_child", spec_or_args)
-
-    def terminate_child(self, key: Any) -> Any:
-        return self._api("terminate_child", key)
-
-    def restart_child(self, key: Any) -> Any:
-        return self._api("restart_child", key)
-
-    def delete_child(self, key: Any) -> Any:
-        return self._api("delete_child", key)
-
-    def pause_child(self, key: Any) -> Any:
-        return self._api("pause_child", key)
-
-    def resume_child(self, key: Any) -> Any:
-        return self._api("resume_child", key)
-
-    def signal_child(self, key: Any, sig: int) -> Any:
-        return self._api("signal_child", key, int(sig))
-
-    def read_output(self, key: Any, stream: str = "stderr") -> Any:
-        return self._api("read_output", key, stream)
-
-    def events(self) -> Any:
-        """The remote tree's own events (its children's exits and restarts)."""
-        return self._api("events")
-
-    def which_tree(self) -> Any:
-        """The remote subtree, with paths under this child's path and each node named;
-        nothing while it cannot be reached (the parent shows it "unreachable")."""
-        try:
-            return [self._relocate(n) for n in self._api("which_tree")]
-        except ChildNotRunning:
-            return []
-
-    def node(self) -> str:
-        return self.status.node
-
-    def handle(self) -> Any:
-        """The engine's handle of this incarnation (for fault injection in tests)."""
-        return self._handle
-
-    def _relocate(self, tree_node: Any) -> Any:
-        path = self._name + tree_node.path[len(self._spec.id) :]
-        info = dataclasses.replace(tree_node.info, node=self.status.node)
-        children = tuple(self._relocate(c) for c in tree_node.children)
-        return dataclasses.replace(tree_node, info=info, path=path, children=children)
-
-    def _api(self, method: str, *args: Any) -> Any:
-        if self._state != "running":
-            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {self._state}")
-        try:
-            return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
-        except RemoteUnreachable as e:
-            self._unreachable(f"call {method} failed: {e}")
-            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
-        except RemoteDead as e:
-            raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
-        except RemoteApiError as e:
-            raise e.rebuild() from None
 
     # -- the state machine -------------------------------------------------------------
 
@@ -654,3 +578,8 @@ class RemoteChild(ThreadedActor):
                 ref.tell(message)
 
         self._scheduler.call_later(delay, post)
+
+
+# mypy checks here that RemoteChild answers every call of the API (or says it is
+# not forwarded), as a nested NannyActor does.
+_ANSWERS_THE_API: type[SupervisorAPI] = RemoteChild

@@ -1,4 +1,7 @@
-"""A run of starts: spawns sent ahead of the core's questions (docs/scale.md).
+"""A supervisor starting its children: `Starts` carries out the core's starts (the
+one it waits for, with its token; a worker's, a nested tree's, a remote
+subtree's), and sends the starts of a run ahead of the core's questions
+(`StartRuns`, docs/scale.md).
 
 The core asks for one start at a time, each once the last has answered
 (OTP's order: a child starts only after the one before it has). When its plan
@@ -16,14 +19,29 @@ from __future__ import annotations
 import contextlib
 import logging
 import signal
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import pykka
 
+from supervision import Action, AnySpec, ChildSpec, StartError, Supervisor, SupervisorSpec
+
 from .._process._port import SPAWN_TIMEOUT, LaunchError, PendingSpawn, Spawner
-from ._messages import ArmExit, ChildNote, PrepareStart, Start, StartDone, StartFailed, Unstart
+from ._ahead import AheadLedger
+from ._children import ChildActors, crash_reason
+from ._context import TreeContext
+from ._messages import (
+    ArmExit,
+    ChildNote,
+    InitTree,
+    PrepareStart,
+    Start,
+    StartDone,
+    StartFailed,
+    Unstart,
+)
 from ._messages import StartTicket as StartTicket
 
 log = logging.getLogger("nannytree")
@@ -168,3 +186,174 @@ def _starter(
                 slot.child.send_signal(signal.SIGKILL)
 
     return on_done
+
+
+@dataclass(frozen=True)
+class ParentLink:
+    """How a nested nanny reaches its parent: the parent's ref, its own path, incarnation."""
+
+    ref: pykka.ActorRef[Any]
+    name: str
+    incarnation: int
+
+
+@dataclass
+class Pending:
+    """The start the core waits for."""
+
+    token: int
+    child_id: str
+    nested: pykka.ActorRef[Any] | None = None
+
+    def answered_by(self, message: StartDone | StartFailed) -> bool:
+        return (message.token, message.child_id) == (self.token, self.child_id)
+
+
+# How a nanny starts a nested one (NannyActor.start_nested): its spec, its tree, its link.
+StartNested = Callable[[SupervisorSpec, TreeContext, ParentLink], pykka.ActorRef[Any]]
+
+
+class Starts:
+    """One supervisor's starts of its children, as its core asks for them: one at a
+    time, each answered by a message (StartDone, StartFailed) or at once."""
+
+    def __init__(
+        self,
+        core: Supervisor,
+        context: TreeContext,
+        children: ChildActors,
+        ahead: AheadLedger,
+        owner: pykka.ActorRef[Any],
+        start_nested: StartNested,
+    ) -> None:
+        self._core = core
+        self._context = context
+        self._children = children
+        self._ahead = ahead
+        self._start_nested = start_nested
+        self._owner = owner  # the nanny: its children's parent, their answers' address
+        self.pending: Pending | None = None  # the start the core waits for
+        self._tokens = 0
+        # Starts of a run sent ahead of the core's questions, in its order.
+        self._runs = StartRuns(context.scheduler.call_later)
+
+    def next_token(self) -> int:
+        self._tokens += 1
+        return self._tokens
+
+    def start(self, child_id: str, spec: AnySpec, settle: float = 0.0) -> list[Action]:
+        """Tell the child to start; the core gets its answer as a message (StartDone),
+        or now (the actions that follow) when it was started ahead in a run."""
+        owner = self._owner
+        ahead = self._runs.take(child_id)
+        if ahead is not None:
+            self.pending = Pending(ahead.token, child_id)
+            self._send_ahead()
+            if ahead.answer is None:
+                return []
+            self.pending = None
+            for note in ahead.notes:  # what it said before its start counted
+                owner.tell(note)
+            return self._answered(ahead.answer, time.monotonic())
+        token = self.next_token()
+        self.pending = Pending(token, child_id)
+        if isinstance(spec, ChildSpec):
+            worker = self._children.worker_for(child_id, spec, owner)
+            arm = self._ahead.exit_plan(child_id)
+            if settle > 0:  # an operator's start, alone: no run of starts waits on it
+                worker.tell(Start(token, arm, settle=settle))
+            elif not self._send_ahead(Member(child_id, worker, token, arm)):
+                worker.tell(Start(token, arm))
+            return []
+        incarnation = self._children.next_incarnation(child_id)
+        link = ParentLink(owner, f"{self._core.name}/{child_id}", incarnation)
+        if spec.placement is not None and self._context.engine is not None:
+            return self._start_remote(child_id, spec, link, incarnation)
+        try:
+            nested = self._start_nested(spec, self._context, link)
+        except Exception as e:
+            self.pending = None
+            return self._core.start_failed(child_id, crash_reason(e), time.monotonic())
+        self.pending.nested = nested
+        nested.tell(InitTree(token, settle))
+        return []
+
+    def _send_ahead(self, head: Member | None = None) -> bool:
+        """Send the starts the core's plan asks for next (after `head`, the start it
+        asks for now, which begins a new run) ahead of its questions. False if
+        `head` is not sent (it starts on its own)."""
+        runs = self._runs
+        if head is None and (not runs.active or len(runs.ahead) > RUN_OF_STARTS // 2):
+            return False
+        known = len(runs.ahead)
+        upcoming = self._core.next_starts(RUN_OF_STARTS)
+        if head is None and upcoming[:known] != tuple(runs.ahead):
+            return False  # not the plan the run was sent for: the next take() undoes it
+        owner = self._owner
+        members = [head] if head is not None else []
+        for child_id in upcoming[known:]:
+            spec = self._core.get_childspec(child_id)
+            if not isinstance(spec, ChildSpec):
+                break
+            arm = self._ahead.exit_plan(child_id, ahead=True)
+            worker = self._children.worker_for(child_id, spec, owner)
+            members.append(Member(child_id, worker, self.next_token(), arm))
+        if len(members) < (2 if head is not None else 1):
+            return False
+        return runs.send(members, new_chain=head is not None) > 0
+
+    def _start_remote(
+        self, child_id: str, spec: SupervisorSpec, link: ParentLink, incarnation: int
+    ) -> list[Action]:
+        """Multi-host: a RemoteChild plays the nested nanny for a subtree on another node."""
+        from ._remote_child import start_remote
+
+        try:
+            remote, self._children.remote[child_id] = start_remote(spec, self._context, link)
+        except StartError as e:
+            reason = e.reason
+        except Exception as e:
+            reason = crash_reason(e)
+        else:
+            self.pending = None
+            self._children.nested[child_id] = remote
+            return self._core.started(child_id, None, incarnation, time.monotonic())
+        self.pending = None
+        return self._core.start_failed(child_id, reason, time.monotonic())
+
+    def answer(self, message: StartDone | StartFailed, now: float) -> list[Action] | None:
+        """A child's answer to its start: the core's actions that follow, or None when
+        the core does not wait for it (a start sent ahead keeps it until asked)."""
+        pending = self.pending
+        if pending is None or not pending.answered_by(message):
+            self._runs.keep(message)  # a start sent ahead, or an answer nobody waits for
+            return None
+        self.pending = None
+        if isinstance(message, StartDone) and pending.nested is not None:
+            self._children.nested[message.child_id] = pending.nested
+        return self._answered(message, now)
+
+    def _answered(self, message: StartDone | StartFailed, now: float) -> list[Action]:
+        if isinstance(message, StartDone):
+            return self._core.started(message.child_id, message.pid, message.incarnation, now)
+        return self._core.start_failed(message.child_id, message.reason, now)
+
+    def hold_note(self, note: ChildNote) -> bool:
+        """What a child started ahead said is an event only once its start counts."""
+        return self._runs.hold_note(note)
+
+    def end_runs_if_idle(self) -> None:
+        """The core waits for no start: nothing may stay ahead of it."""
+        if self.pending is None:
+            self._runs.end()
+
+    def end_runs(self) -> None:
+        """The nanny ends: what was sent ahead is undone."""
+        self._runs.end()
+
+    def abandon(self) -> None:
+        """The nanny ends: a nested tree it waits for stops."""
+        pending, self.pending = self.pending, None
+        if pending is not None and pending.nested is not None:
+            with contextlib.suppress(pykka.ActorDeadError):
+                pending.nested.stop()
