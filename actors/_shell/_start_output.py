@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import stat
 
-from supervision import ChildSpec
+from supervision import ChildSpec, ExitReason
+
+from .._process._port import ChildHandle
 
 TAIL_LINES = 20
 TAIL_BYTES = 4096
@@ -70,3 +72,38 @@ def _since(path: str, mark: int) -> bytes:
         return b""
     finally:
         os.close(fd)
+
+
+class RunHistory:
+    """What a worker keeps of its runs: where the current run's output begins in its
+    files, the last run's and the one before's output (logs --previous), and why the
+    last one ended."""
+
+    def __init__(self, spec: ChildSpec) -> None:
+        self._spec = spec
+        self.marks: dict[str, int] = {}
+        self.last: dict[int, bytes] = {}
+        self.previous: dict[int, bytes] = {}
+        self.last_exit: ExitReason | None = None
+
+    def mark(self) -> None:
+        """A run begins about now: its output files are read back from here."""
+        self.marks = file_marks(self._spec)
+
+    def tail(self, stderr: bytes) -> str:
+        """The last lines of its stderr, else of what its files got since its start."""
+        return output_tail(stderr, self.marks)
+
+    def keep(self, proc: ChildHandle) -> None:
+        """A run ended: what it said becomes the last run's."""
+        self.previous = self.last
+        self.last = {1: proc.output(1), 2: proc.output(2)}
+
+    def output(self, proc: ChildHandle | None, stream: int, previous: bool) -> bytes:
+        """The current run's output (or the last one's once it ended); with
+        `previous`, the run's before that."""
+        if proc is not None and not previous:
+            return proc.output(stream)
+        if proc is not None or not previous:
+            return self.last.get(stream, b"")
+        return self.previous.get(stream, b"")

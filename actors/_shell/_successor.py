@@ -1,0 +1,155 @@
+"""What was started ahead of the core's decision, for one worker
+(docs/acting-ahead.md): the successor the launcher started in place of an armed
+exit (adopted by the next Start from the same template, killed otherwise), the
+warm standby a restart may run, and a start of a run of starts the core may
+withdraw (`Unstart`).
+
+A process started ahead that no decision took is killed, and said so: an event
+names its pid, and its supervisor counts the restart its grant spent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import TYPE_CHECKING
+
+import pykka
+
+from .._process._port import SPAWN_TIMEOUT, ChildHandle, LaunchError, Spawner
+from .._runtime._pooled import blocking
+from ._messages import ChildNote
+
+if TYPE_CHECKING:
+    from ._worker import WorkerActor
+
+
+class Ahead:
+    """One worker's processes started ahead of a decision."""
+
+    def __init__(self, worker: WorkerActor) -> None:
+        self._worker = worker
+        # Started by the spawner in place of the last process (an armed exit).
+        self.successor: ChildHandle | None = None
+        self._standby: tuple[Spawner, int, int] | None = None  # (launcher, template, id)
+        # Runs of starts: the last Start's token and what it started; and the tokens
+        # the nanny withdrew (Unstart) before their Start came.
+        self._last_start: tuple[int, ChildHandle | None] | None = None
+        self._withdrawn: set[int] = set()
+
+    @property
+    def holds(self) -> bool:
+        """Whether a successor or a standby waits to be used."""
+        return self.successor is not None or self._standby is not None
+
+    # -- the successor ------------------------------------------------------------
+
+    def let_go(self, why: str) -> None:
+        """Nothing started ahead will be used (a stop): the standby and the successor go."""
+        self.discard_standby()  # part of the child: stopped with it
+        self.drop(why)
+
+    def drop(self, why: str) -> None:
+        """The successor an exit report handed us, for a decision that did not come."""
+        successor, self.successor = self.successor, None
+        self.kill(successor, why)
+
+    def take(self, template: int, current: int) -> ChildHandle | None:
+        """The successor, for a start from `template`: adopted if it was started from
+        it (`current`), even if it has ended since (it did run: its exit is reported
+        once it counts as started); else killed."""
+        successor = self.born(self.successor)
+        self.successor = None
+        if successor is not None and template == current:
+            # It may have run our standby: a new one is forked behind it.
+            self.discard_standby()
+            return successor
+        if successor is not None:
+            self.kill(successor, "it was started from a request that no longer holds")
+        return None
+
+    def kill(self, successor: ChildHandle | None, why: str) -> None:
+        """A process started ahead of a decision that did not come: killed, and said so."""
+        successor = self.born(successor)
+        if successor is None:
+            return
+        worker = self._worker
+        if successor.exit is None:
+            worker.kill_now(successor)
+        note = ChildNote(
+            worker.spec.id,
+            worker.incarnation,
+            successor.pid,
+            f"killed pid {successor.pid}, started ahead of its supervisor's decision: {why}",
+            respawned_by=worker.respawner(),
+        )
+        with contextlib.suppress(pykka.ActorDeadError):  # a supervisor gone first
+            worker.tell_parent(note)
+
+    @staticmethod
+    def born(successor: ChildHandle | None) -> ChildHandle | None:
+        """The successor the launcher started, once its pid is known (it is announced
+        with its predecessor's exit, before the spawn); None if it was not started."""
+        if successor is None:
+            return None
+        with blocking():
+            return successor if successor.wait_born(SPAWN_TIMEOUT) else None
+
+    # -- the standby --------------------------------------------------------------
+
+    def refill_standby(self, launcher: Spawner, template: int) -> None:
+        """Refill behind a start: one standby at most, so that a crash storm cannot
+        become a spawn storm."""
+        self.discard_standby()
+        with contextlib.suppress(LaunchError, OSError):
+            self._standby = (launcher, template, launcher.prepare(template).id)
+
+    def take_standby(self, launcher: Spawner, template: int) -> int | None:
+        """The standby for this start, if it was forked from the same template."""
+        standby, self._standby = self._standby, None
+        if standby is None:
+            return None
+        owner, prepared, sid = standby
+        if owner is not launcher or prepared != template:
+            owner.discard(sid)  # forked before env, cwd or sys.path changed
+            return None
+        return sid
+
+    def standby_id(self) -> int:
+        """Our warm standby's id, for a restart ahead to run (0: none)."""
+        return self._standby[2] if self._standby is not None else 0
+
+    def discard_standby(self) -> None:
+        if self._standby is not None:
+            launcher, _, sid = self._standby
+            launcher.discard(sid)
+            self._standby = None
+
+    # -- runs of starts -----------------------------------------------------------
+
+    def withdrawn(self, token: int) -> bool:
+        """Whether the start `token` was withdrawn before it came (then nothing of it
+        may run)."""
+        if token in self._withdrawn:
+            self._withdrawn.discard(token)
+            return True
+        return False
+
+    def started(self, token: int, proc: ChildHandle | None) -> None:
+        self._last_start = (token, proc)
+
+    def unstart(self, token: int) -> None:
+        """The core did not ask for that start of a run: undo it, unreported."""
+        last, worker = self._last_start, self._worker
+        if last is None or last[0] != token:
+            self._withdrawn.add(token)
+            return
+        self._last_start = None
+        proc = last[1]
+        if proc is None or proc is not worker.proc:
+            self.drop("its start was withdrawn")  # restarted ahead: not wanted
+            return
+        worker.spawner().disarm(proc)
+        self.drop("its start was withdrawn")
+        if proc.exit is None:
+            worker.kill_now(proc)
+        worker.forget(proc, "its start was withdrawn")
