@@ -90,8 +90,9 @@ class ChildProcess:
     """A started child. Its state is set by the launcher's reader thread; read it anywhere.
 
     `notify(process, note)`, if given, is called on the reader thread once the
-    child exited (after `exit` is set) and when its control channel was closed:
-    keep it cheap (tell an actor).
+    child exited (after `exit` is set; for an exit whose successor the launcher is
+    starting, once that successor's pid is known, or that it never comes) and when
+    its control channel was closed: keep it cheap (tell an actor).
     """
 
     def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
@@ -110,8 +111,10 @@ class ChildProcess:
         self._notify = notify
         self._output = OutputTail()
         self.channel_note = ""
-        # The child the launcher started in this one's place (an armed exit), if any.
+        # The child the launcher started in this one's place (an armed exit), if any;
+        # and, on such a successor until its birth, the child whose exit waits for it.
         self.successor: ChildProcess | None = None
+        self._predecessor: ChildProcess | None = None
         self.last_beat = 0.0  # monotonic time of its last heartbeat (a Python child's)
 
     def take_successor(self) -> ChildProcess | None:
@@ -127,6 +130,7 @@ class ChildProcess:
         with _BIRTHS:
             if not self._let_go:
                 self.successor = ChildProcess.unborn(self._notify)
+                self.successor._predecessor = self
             return self.successor
 
     @classmethod
@@ -148,11 +152,21 @@ class ChildProcess:
         with _BIRTHS:
             self.pid = self.pgid = pid
             self._born.set()
-            return not self._abandoned
+            wanted = not self._abandoned
+        self._predecessor_told()
+        return wanted
 
     def _never_born(self) -> None:
         self._born.set()
         self._output.end()
+        self._predecessor_told()
+
+    def _predecessor_told(self) -> None:
+        """Its birth (or that it never comes) is known: its predecessor's exit is told
+        now, one note for both (its owner learns the exit and the successor at once)."""
+        predecessor, self._predecessor = self._predecessor, None
+        if predecessor is not None:
+            predecessor._tell("exited")
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured or tee'd stream (1 stdout, 2 stderr) said: its last
@@ -252,7 +266,10 @@ class ChildProcess:
         self._exited.set()
         self._ready_or_exited.set()
         self._output.end()
-        self._tell("exited")
+        successor = self.successor
+        if successor is None or successor._born.is_set():
+            self._tell("exited")
+        # else told at the successor's birth (on this thread: the Respawned after it)
 
     def _channel_closed(self, why: str) -> None:
         self.channel_note = why

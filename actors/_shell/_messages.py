@@ -190,7 +190,9 @@ class ChildExited:
 
     `uptime`: seconds it ran, as measured where it was watched (None: unknown).
     `respawned_by`: the executor that already started a successor, as the exit
-    plan allowed (None: nothing was started ahead of the decision).
+    plan allowed (None: nothing was started ahead of the decision). `born`: that
+    successor's start, answered ahead, when its worker would only adopt it: the
+    core's next start of the child takes it, else it is withdrawn (Unstart).
     """
 
     child_id: str
@@ -199,6 +201,7 @@ class ChildExited:
     reason: ExitReason
     uptime: float | None = None
     respawned_by: object | None = None
+    born: StartDone | None = None
 
 
 @dataclass(frozen=True)

@@ -504,6 +504,9 @@ class NannyActor(pykka.ThreadingActor):
             return self._on_start_failed(message, now)
         if isinstance(message, ChildExited):
             self._count_ahead(message.respawned_by)
+            worker = self._workers.get(message.child_id)
+            if message.born is not None and worker is not None:
+                self._runs.born(message.born, worker)  # taken by the start the core asks
             self._run(
                 self._core.child_exited(
                     message.child_id,

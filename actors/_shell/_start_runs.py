@@ -85,6 +85,12 @@ class StartRuns:
         entry.answer = message
         return True
 
+    def born(self, answer: StartDone, worker: pykka.ActorRef[Any]) -> None:
+        """A restart the launcher made ahead of the decision, whose start its worker
+        answered with the exit's report (docs/acting-ahead.md, "The exit path"): a start
+        ahead like the others, that the core's next start of that child takes."""
+        self.ahead[answer.child_id] = Ahead(answer.token, worker, answer)
+
     def hold_note(self, note: ChildNote) -> bool:
         """What a child ahead said is an event only once its start counts."""
         entry = self.ahead.get(note.child_id)

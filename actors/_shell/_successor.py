@@ -17,7 +17,7 @@ import pykka
 
 from .._process._port import SPAWN_TIMEOUT, ChildHandle, LaunchError, Spawner
 from .._runtime._pooled import blocking
-from ._messages import ChildNote
+from ._messages import ArmExit, ChildNote
 
 if TYPE_CHECKING:
     from ._worker import WorkerActor
@@ -35,6 +35,9 @@ class Ahead:
         # the nanny withdrew (Unstart) before their Start came.
         self._last_start: tuple[int, ChildHandle | None] | None = None
         self._withdrawn: set[int] = set()
+        # The plan the current process was armed with (a successor adopted at its
+        # exit report is armed with it again: docs/acting-ahead.md).
+        self.arm: ArmExit | None = None
 
     @property
     def holds(self) -> bool:
@@ -147,6 +150,9 @@ class Ahead:
         proc = last[1]
         if proc is None or proc is not worker.proc:
             self.drop("its start was withdrawn")  # restarted ahead: not wanted
+            return
+        if worker.own_exit(proc) is None:
+            self.drop("its start was withdrawn")  # it ended by itself first, reported
             return
         worker.spawner().disarm(proc)
         self.drop("its start was withdrawn")

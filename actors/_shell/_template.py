@@ -55,12 +55,7 @@ class Template:
             launcher = self._context.current_spawner()
         except LaunchError as e:
             raise StartProblem(ExitReason(ExitKind.LAUNCHER_DIED, message=str(e))) from None
-        key = (
-            os.environ._data.copy() if self._spec.inherit_env else None,  # type: ignore[attr-defined]
-            os.getcwd(),
-            tuple(sys.path),
-            tuple(sys.argv),
-        )
+        key = self._host()
         cached = self._cached
         if cached is not None and cached[0] is launcher and cached[1] == key:
             return launcher, cached[2]
@@ -76,6 +71,23 @@ class Template:
                 self._cached = None
         self._cached = (launcher, key, template)
         return launcher, template
+
+    def holds(self) -> bool:
+        """Whether a start now would use the template as defined: the same launcher,
+        the same host state (a successor started from it may be adopted as it is)."""
+        cached = self._cached
+        return (
+            cached is not None and cached[0] is self._context.spawner and cached[1] == self._host()
+        )
+
+    def _host(self) -> tuple[Any, ...]:
+        """The host's state a template is defined in."""
+        return (
+            os.environ._data.copy() if self._spec.inherit_env else None,  # type: ignore[attr-defined]
+            os.getcwd(),
+            tuple(sys.path),
+            tuple(sys.argv),
+        )
 
     def forget(self) -> None:
         if self._cached is not None:

@@ -39,7 +39,6 @@ from supervision import (
     ExitKind,
     ExitReason,
     ReadyFile,
-    classify_exit,
 )
 
 from .._process._port import (
@@ -53,6 +52,7 @@ from .._process._port import (
 from .._runtime._pooled import PooledActor, blocking
 from ._check_run import run_check
 from ._context import TreeContext
+from ._exit_gate import ExitGate
 from ._guards import Guards
 from ._liveness import probe_site
 from ._messages import (
@@ -117,13 +117,13 @@ class WorkerActor(PooledActor):
         super().__init__()
         self.spec = spec
         self.context = context
-        self._parent = parent
         self._supervisor = supervisor
         self.proc: ChildHandle | None = None
         self.incarnation = 0
         self.history = RunHistory(spec)
         self.ahead = Ahead(self)
         self._template = Template(spec, context)
+        self.gate = ExitGate(spec, self.history, self._template, parent)
         self._notify = ChildNotify(spec)
         self._guards = Guards(spec, context)
         self._stops = WorkerStop(self)
@@ -143,6 +143,8 @@ class WorkerActor(PooledActor):
         return self._stops.busy and not isinstance(message, _DURING_STOP)
 
     def on_receive(self, message: Any) -> Any:
+        if self.gate.claimed is not None:
+            self._catch_up()  # as if the note of the exit the reader reported came first
         if isinstance(message, ProcessNote):
             return self._on_note(message)
         if isinstance(message, Start):
@@ -163,6 +165,7 @@ class WorkerActor(PooledActor):
         if isinstance(message, (MemoryExceeded, WatchdogTick, HealthChanged)):
             return self._on_guard(message)
         if isinstance(message, ArmExit):
+            self.ahead.arm = message
             return self._arm(message)
         if isinstance(message, NotifyReadable):
             self._drain_notify()
@@ -197,6 +200,7 @@ class WorkerActor(PooledActor):
         # A bug here must not lose the child: kill the process, report the crash.
         proc, self.proc = self.proc, None
         if proc is not None:
+            self.gate.close(proc)
             proc.send_signal(signal.SIGKILL)
             with blocking():
                 proc.wait(5.0)
@@ -241,12 +245,19 @@ class WorkerActor(PooledActor):
             return
         proc = self.proc
         self.ahead.started(token, proc)
+        self.ahead.arm = arm
         if arm is not None and proc is not None:
             self.spawner().arm(proc, arm.budget, arm.plan, self.ahead.standby_id())
         self.tell_parent(StartDone(self.spec.id, token, pid, self.incarnation))
-        if proc is not None and proc.exit is not None:
-            # An adopted successor that had already ended: its note came while it was
-            # not ours yet, so its exit is reported now, after its start.
+        if proc is not None:
+            self._open_gate(proc)
+
+    def _open_gate(self, proc: ChildHandle) -> None:
+        """`proc` counts as started: its exit is the reader's to report from now on."""
+        self.gate.open(proc, self.incarnation)
+        if proc.exit is not None:
+            # An exit whose note came before (or one of an adopted successor that had
+            # already ended, while it was not ours yet): reported now, after its start.
             self._on_note(ProcessNote(proc.pid, "exited"))
 
     def _prepare_start(self) -> StartTicket | None:
@@ -271,16 +282,7 @@ class WorkerActor(PooledActor):
         return StartTicket(launcher, template, spec.id, self._notifier())
 
     def _notifier(self) -> Callable[[ChildHandle, Note], None]:
-        ref, quiet = self.actor_ref, self._stops.quiet
-
-        def notify(process: ChildHandle, note: Note) -> None:
-            # On the exit watcher's thread: only a message, nothing of ours is touched.
-            if note == "exited" and process.pid == quiet[0]:
-                return  # its supervisor stops it and reads its exit itself
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(ProcessNote(process.pid, note))
-
-        return notify
+        return self.gate.notifier(self.actor_ref)
 
     def _start_process(self, spawned: PendingSpawn | None = None, settle: float = 0.0) -> int:
         if self.proc is not None:
@@ -289,7 +291,8 @@ class WorkerActor(PooledActor):
                     self.kill_now(spawned.child)  # (not sent for a live process)
                 return self.proc.pid
             # Exited; its note is on its way and will be stale.
-            self.forget(self.proc, "a new start came before its exit was reported")
+            if self.own_exit(self.proc) is not None:
+                self.forget(self.proc, "a new start came before its exit was reported")
         prepared = self._template.prepared
         if spawned is not None and prepared is not None:
             launcher, template = prepared  # as prepared
@@ -306,7 +309,6 @@ class WorkerActor(PooledActor):
         if self._notify.endpoint is not None:
             self._notify.endpoint.attach(proc.pid)
         self.incarnation += 1  # a process was started: a new incarnation
-        incarnation = self.incarnation
         self.proc = proc
         self._guards.paused = False
         waiting = Waiting()
@@ -323,13 +325,18 @@ class WorkerActor(PooledActor):
             )
         if not ready_now:
             self._failed_start(proc, waiting)
-        if self.spec.warm_start:
-            self.ahead.refill_standby(launcher, template)
+        self._started(proc)
+        return proc.pid
+
+    def _started(self, proc: ChildHandle) -> None:
+        """Its process counts as started: its standby refilled, its guards set."""
+        prepared = self._template.prepared
+        if self.spec.warm_start and prepared is not None:
+            self.ahead.refill_standby(*prepared)
         self._notify.beat = time.monotonic()  # a watchdog's deadline counts from the start
-        self._guards.start(self.actor_ref, incarnation, proc.pid, proc.exit is None)
+        self._guards.start(self.actor_ref, self.incarnation, proc.pid, proc.exit is None)
         if self._notify.endpoint is not None:
             self._watch_notify()
-        return proc.pid
 
     def _failed_start(self, proc: ChildHandle, waiting: Waiting) -> None:
         """Not ready: killed if still running; raises why."""
@@ -558,7 +565,7 @@ class WorkerActor(PooledActor):
             )
             return
         exit = proc.exit
-        if exit is None or self._stops.exited(proc):
+        if exit is None or self._stops.exited(proc) or self.own_exit(proc) is None:
             return
         self.ahead.successor = self.forget(proc, "", adopt=True)
         respawned_by = self.respawner() if self.ahead.successor is not None else None
@@ -607,31 +614,49 @@ class WorkerActor(PooledActor):
         return successor
 
     def classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
-        """Why the process ended: once per exit, in this actor's thread, by the core's
-        rules (supervision.classify_exit)."""
-        spec, error = self.spec, exit.error
-        reason = classify_exit(
-            exit.returncode,
-            normal_exit_codes=frozenset(spec.normal_exit_codes),
-            stop_requested=stop_requested,
-            exc_type=error.type if error else None,
-            exc_message=error.message if error else "",
-            traceback=error.traceback if error else "",
-            stderr_tail=self.history.tail(exit.stderr),
-            launcher_died=exit.launcher_died,
-            detached=exit.detached,
-            child=spec.id,
-            pid_file_timeout=spec.start_timeout if spec.pid_file is not None else None,
-        )
-        if reason.kind is ExitKind.DAEMONIZED:
-            log.warning("%s", reason.message)
-        return reason
+        return self.history.classify(exit, stop_requested=stop_requested)
+
+    # -- the exit the reader reported ----------------------------------------------------
+
+    def own_exit(self, proc: ChildHandle) -> ChildHandle | None:
+        """Take `proc`'s exit back from the reader (a stop, a kill, a new start): `proc`,
+        or None if the reader reported it first (then caught up on: `proc` is gone)."""
+        if self.gate.close(proc):
+            return proc
+        self._catch_up()
+        return None
+
+    def _catch_up(self) -> None:
+        """The exit the reader reported to the nanny, kept as its note would have."""
+        claim = self.gate.take_claim()
+        if claim is None or claim.proc is not self.proc:
+            return
+        successor = self.forget(claim.proc, "", adopt=True)
+        self.history.last_exit = claim.reason
+        born = claim.born
+        if born is None or successor is None or not successor.pid:
+            self.ahead.successor = successor
+            if successor is not None:  # its output begins about now
+                self.history.mark()
+            return
+        # The nanny has its start already (ChildExited.born): adopted now, as a Start
+        # from the same template would (the core's start takes it, or Unstart undoes it).
+        self.incarnation = born.incarnation
+        self.proc = successor
+        self._guards.paused = False
+        self.ahead.discard_standby()  # it may have run ours: a new one is forked behind it
+        self.history.mark()
+        if self._notify.endpoint is not None:
+            self._notify.endpoint.attach(successor.pid)
+        self._started(successor)
+        self.ahead.started(born.token, successor)
+        arm = self.ahead.arm  # the plan its predecessor had: the core's, one incarnation on
+        if arm is not None and successor.exit is None:
+            self.spawner().arm(successor, arm.budget, arm.plan, self.ahead.standby_id())
+        self._open_gate(successor)
 
     def tell_parent(self, message: Any) -> None:
-        # A report to a supervisor that has stopped is normal (OTP drops a message to
-        # a dead process): dropped, not raised into the handler as a crash.
-        with contextlib.suppress(pykka.ActorDeadError):
-            self._parent.tell(message)
+        self.gate.tell(message)
 
 
 def lingering_note(child: str, incarnation: int, exit: ProcessExit) -> ChildNote:

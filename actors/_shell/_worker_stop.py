@@ -62,14 +62,12 @@ class _Stopping:
 
 
 class WorkerStop:
-    """One worker's stops: the one in progress, and the pid whose exit note is not
-    wanted (its supervisor stops it in a run; the note would only wake a pool thread)."""
+    """One worker's stops: the one in progress."""
 
     def __init__(self, worker: WorkerActor) -> None:
         self._worker = worker
         self._stopping: _Stopping | None = None
         self._count = 0
-        self.quiet = [0]  # read on the launcher's reader thread
 
     @property
     def busy(self) -> bool:
@@ -79,6 +77,8 @@ class WorkerStop:
         """Stop the process (the one entry); its exit reason, or LATER for "later"
         (the reply comes with the exit), or the `StopOrder` for "by_supervisor"."""
         worker = self._worker
+        if worker.proc is not None:
+            worker.own_exit(worker.proc)  # the exit to come is ours, not the reader's
         worker.ahead.let_go(STOPPED)
         proc = worker.proc
         if proc is None:
@@ -95,6 +95,8 @@ class WorkerStop:
         """A guard's kill (memory, watchdog, liveness): stopped on this thread, and its
         exit told to the supervisor with the guard's reason."""
         worker = self._worker
+        if worker.own_exit(proc) is None:
+            return  # it exited by itself first, and that was reported
         exit, _ = self._terminate(proc)
         reason = reason_of(exit)
         worker.history.last_exit = reason
@@ -126,7 +128,7 @@ class WorkerStop:
         if stopping is None or not stopping.by_supervisor:
             return worker.history.last_exit or ExitReason.shutdown()
         proc, self._stopping = stopping.proc, None
-        self.quiet[0] = 0
+        worker.gate.quiet = 0
         reason = self._conclude(proc, *self._settle(proc, outcome))
         worker.release_held()
         return reason
@@ -159,7 +161,7 @@ class WorkerStop:
         if proc.exit is not None:
             return self._conclude(proc, proc.exit, "")
         self._take_back(proc)
-        self.quiet[0] = proc.pid
+        self._worker.gate.quiet = proc.pid
         self._count += 1
         self._stopping = _Stopping(self._count, proc, None, None, False, by_supervisor=True)
         self._worker.hold()

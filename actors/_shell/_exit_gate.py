@@ -1,0 +1,144 @@
+"""Where a worker's exits are read: the short exit path (docs/acting-ahead.md, "The
+exit path").
+
+The launcher's reader thread calls a worker's notifier once per exit. While the
+gate is open on the worker's process (it started, and nothing of the worker has
+taken it back), the reader claims the exit there and then: it classifies it once
+(`RunHistory.classify`, the core's rules) and tells the nanny `ChildExited`
+itself, without waiting for a pool thread to serve the worker. When the launcher
+restarted the child ahead of the decision (an armed exit) and the worker's next
+start would only adopt that successor (ready="started", nothing to wait for or
+check, the same template in the same host state), the report also carries the
+successor's start, answered ahead (`born`): the nanny gives it to the core when
+the core asks for that start, with no Start/StartDone round trip; a start the
+core does not ask for is withdrawn (`Unstart`), as any start sent ahead.
+
+What stays the worker's: an exit during a start (the start sees it), an exit a stop
+or a guard caused (the stop's answer, never an exit to restart), and the pid of a
+process its supervisor stops in a run (`quiet`: its note is dropped). The worker
+closes the gate (`close`) before it takes a process back; if the reader claimed the
+exit first, the worker catches up (`take_claim`): it forgets the process, adopts
+the successor the report announced, and goes on as if the exit's note had come
+first. The reader tells the worker its note before it tells the nanny, so the
+nanny's next message to the worker comes after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pykka
+
+from supervision import ChildSpec, ExitReason
+
+from .._process._port import ChildHandle, Note
+from ._messages import ChildExited, ProcessNote, StartDone
+from ._start_output import RunHistory
+from ._template import Template
+
+
+@dataclass(frozen=True)
+class Claim:
+    """An exit the reader reported: for the worker to catch up on."""
+
+    proc: ChildHandle
+    reason: ExitReason
+    born: StartDone | None  # the successor's start, answered ahead in the report
+
+
+class ExitGate:
+    """One worker's gate, and its reports to its nanny."""
+
+    def __init__(
+        self,
+        spec: ChildSpec,
+        history: RunHistory,
+        template: Template,
+        parent: pykka.ActorRef[Any],
+    ) -> None:
+        self._spec, self._history, self._template = spec, history, template
+        self._parent = parent
+        self._lock = threading.Lock()
+        self._open: tuple[ChildHandle, int] | None = None  # (process, incarnation)
+        self.claimed: Claim | None = None
+        self.quiet = 0  # the pid its supervisor stops in a run: its exit note is not wanted
+
+    def tell(self, message: Any) -> None:
+        """To the nanny. A report to a supervisor that has stopped is normal (OTP drops
+        a message to a dead process): dropped, not raised into the handler as a crash."""
+        with contextlib.suppress(pykka.ActorDeadError):
+            self._parent.tell(message)
+
+    # -- the worker's side ---------------------------------------------------------
+
+    def open(self, proc: ChildHandle, incarnation: int) -> None:
+        """`proc` started as `incarnation`: its exit is the reader's to report."""
+        with self._lock:
+            self._open = (proc, incarnation)
+
+    def close(self, proc: ChildHandle) -> bool:
+        """The worker takes `proc`'s exit back; False if the reader reported it first
+        (then `take_claim` says what it reported)."""
+        with self._lock:
+            if self._open is not None and self._open[0] is proc:
+                self._open = None
+            return self.claimed is None or self.claimed.proc is not proc
+
+    def take_claim(self) -> Claim | None:
+        with self._lock:
+            claim, self.claimed = self.claimed, None
+            return claim
+
+    def notifier(self, worker: pykka.ActorRef[Any]) -> Callable[[ChildHandle, Note], None]:
+        """What the reader calls for a process of this worker."""
+
+        def notify(process: ChildHandle, note: Note) -> None:
+            # On the reader thread: nothing of the worker's is touched but the gate.
+            if note == "exited" and self._report(process, worker):
+                return
+            if note == "exited" and process.pid == self.quiet:
+                return  # its supervisor stops it and reads its exit itself
+            with contextlib.suppress(pykka.ActorDeadError):
+                worker.tell(ProcessNote(process.pid, note))
+
+        return notify
+
+    # -- the reader's side -----------------------------------------------------------
+
+    def _report(self, process: ChildHandle, worker: pykka.ActorRef[Any]) -> bool:
+        """Claim `process`'s exit if the gate is open on it, and report it."""
+        with self._lock:
+            opened = self._open
+            if opened is None or opened[0] is not process:
+                return False
+            self._open = None
+        exit = process.exit
+        assert exit is not None
+        incarnation = opened[1]
+        reason = self._history.classify(exit, stop_requested=False)
+        successor = process.successor
+        born = None
+        if successor is not None and successor.pid and self._adopts_as_is():
+            born = StartDone(self._spec.id, -(incarnation + 1), successor.pid, incarnation + 1)
+        with self._lock:
+            self.claimed = Claim(process, reason, born)
+        # The worker's note first: whatever the nanny tells the worker next comes after.
+        with contextlib.suppress(pykka.ActorDeadError):
+            worker.tell(ProcessNote(process.pid, "exited"))
+        respawned_by = self._template.respawner() if successor is not None else None
+        self.tell(
+            ChildExited(
+                self._spec.id, incarnation, process.pid, reason, exit.uptime, respawned_by, born
+            )
+        )
+        return True
+
+    def _adopts_as_is(self) -> bool:
+        """Whether the worker's next start would only adopt the successor: nothing to
+        wait for (ready="started", no pid file, no settle) and the same template."""
+        spec = self._spec
+        return spec.ready == "started" and spec.pid_file is None and self._template.holds()
