@@ -90,9 +90,9 @@ class ChildProcess:
     """A started child. Its state is set by the launcher's reader thread; read it anywhere.
 
     `notify(process, note)`, if given, is called on the reader thread once the
-    child exited (after `exit` is set; for an exit whose successor the launcher is
-    starting, once that successor's pid is known, or that it never comes) and when
-    its control channel was closed: keep it cheap (tell an actor).
+    child exited (after `exit` is set), when its control channel was closed, and, on
+    a successor, once its pid is known or that it never comes ("born"): keep it
+    cheap (tell an actor).
     """
 
     def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
@@ -111,10 +111,8 @@ class ChildProcess:
         self._notify = notify
         self._output = OutputTail()
         self.channel_note = ""
-        # The child the launcher started in this one's place (an armed exit), if any;
-        # and, on such a successor until its birth, the child whose exit waits for it.
+        # The child the launcher started in this one's place (an armed exit), if any.
         self.successor: ChildProcess | None = None
-        self._predecessor: ChildProcess | None = None
         self.last_beat = 0.0  # monotonic time of its last heartbeat (a Python child's)
 
     def take_successor(self) -> ChildProcess | None:
@@ -130,7 +128,6 @@ class ChildProcess:
         with _BIRTHS:
             if not self._let_go:
                 self.successor = ChildProcess.unborn(self._notify)
-                self.successor._predecessor = self
             return self.successor
 
     @classmethod
@@ -153,20 +150,13 @@ class ChildProcess:
             self.pid = self.pgid = pid
             self._born.set()
             wanted = not self._abandoned
-        self._predecessor_told()
+        self._tell("born")
         return wanted
 
     def _never_born(self) -> None:
         self._born.set()
         self._output.end()
-        self._predecessor_told()
-
-    def _predecessor_told(self) -> None:
-        """Its birth (or that it never comes) is known: its predecessor's exit is told
-        now, one note for both (its owner learns the exit and the successor at once)."""
-        predecessor, self._predecessor = self._predecessor, None
-        if predecessor is not None:
-            predecessor._tell("exited")
+        self._tell("born")
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured or tee'd stream (1 stdout, 2 stderr) said: its last
@@ -266,10 +256,7 @@ class ChildProcess:
         self._exited.set()
         self._ready_or_exited.set()
         self._output.end()
-        successor = self.successor
-        if successor is None or successor._born.is_set():
-            self._tell("exited")
-        # else told at the successor's birth (on this thread: the Respawned after it)
+        self._tell("exited")
 
     def _channel_closed(self, why: str) -> None:
         self.channel_note = why

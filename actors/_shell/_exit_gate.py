@@ -6,21 +6,24 @@ gate is open on the worker's process (it started, and nothing of the worker has
 taken it back), the reader claims the exit there and then: it classifies it once
 (`RunHistory.classify`, the core's rules) and tells the nanny `ChildExited`
 itself, without waiting for a pool thread to serve the worker. When the launcher
-restarted the child ahead of the decision (an armed exit) and the worker's next
-start would only adopt that successor (ready="started", nothing to wait for or
-check, the same template in the same host state), the report also carries the
-successor's start, answered ahead (`born`): the nanny gives it to the core when
-the core asks for that start, with no Start/StartDone round trip; a start the
-core does not ask for is withdrawn (`Unstart`), as any start sent ahead.
+is restarting the child ahead of the decision (an armed exit) and the worker's
+next start would only adopt that successor (ready="started", no pid file, the same
+template in the same host state), the report also names a start sent ahead for it
+(`ChildExited.ahead`, a token): the reader answers it (`StartDone`) as soon as the
+successor's pid is known, and the nanny gives that answer to the core when the core
+asks for the start, with no Start/StartDone round trip through the worker. A start
+the core does not ask for is withdrawn (`Unstart`), as any start sent ahead; a
+successor that is never born is started the ordinary way by the worker, which then
+answers the token itself.
 
 What stays the worker's: an exit during a start (the start sees it), an exit a stop
 or a guard caused (the stop's answer, never an exit to restart), and the pid of a
 process its supervisor stops in a run (`quiet`: its note is dropped). The worker
 closes the gate (`close`) before it takes a process back; if the reader claimed the
-exit first, the worker catches up (`take_claim`): it forgets the process, adopts
-the successor the report announced, and goes on as if the exit's note had come
-first. The reader tells the worker its note before it tells the nanny, so the
-nanny's next message to the worker comes after it.
+exit first, the worker catches up (`take_claim`): it forgets the process, keeps the
+successor, and goes on as if the exit's note had come first. The reader tells the
+worker each note before it tells the nanny, so that the nanny's next message to the
+worker comes after it.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ class Claim:
 
     proc: ChildHandle
     reason: ExitReason
-    born: StartDone | None  # the successor's start, answered ahead in the report
+    ahead: int  # the token of the successor's start sent ahead (0: none)
 
 
 class ExitGate:
@@ -65,6 +68,7 @@ class ExitGate:
         self._lock = threading.Lock()
         self._open: tuple[ChildHandle, int] | None = None  # (process, incarnation)
         self.claimed: Claim | None = None
+        self._birth: tuple[ChildHandle, int, int] | None = None  # (successor, token, incarnation)
         self.quiet = 0  # the pid its supervisor stops in a run: its exit note is not wanted
 
     def tell(self, message: Any) -> None:
@@ -100,6 +104,9 @@ class ExitGate:
             # On the reader thread: nothing of the worker's is touched but the gate.
             if note == "exited" and self._report(process, worker):
                 return
+            if note == "born":
+                self._born(process, worker)
+                return  # a successor nobody announced: its owner let go of it
             if note == "exited" and process.pid == self.quiet:
                 return  # its supervisor stops it and reads its exit itself
             with contextlib.suppress(pykka.ActorDeadError):
@@ -121,20 +128,39 @@ class ExitGate:
         incarnation = opened[1]
         reason = self._history.classify(exit, stop_requested=False)
         successor = process.successor
-        born = None
-        if successor is not None and successor.pid and self._adopts_as_is():
-            born = StartDone(self._spec.id, -(incarnation + 1), successor.pid, incarnation + 1)
+        token = 0
+        if successor is not None and self._adopts_as_is():
+            token = -(incarnation + 1)  # the nanny's own tokens are positive
         with self._lock:
-            self.claimed = Claim(process, reason, born)
+            self.claimed = Claim(process, reason, token)
+            if successor is not None and token:
+                self._birth = (successor, token, incarnation + 1)
         # The worker's note first: whatever the nanny tells the worker next comes after.
         with contextlib.suppress(pykka.ActorDeadError):
             worker.tell(ProcessNote(process.pid, "exited"))
         respawned_by = self._template.respawner() if successor is not None else None
         self.tell(
             ChildExited(
-                self._spec.id, incarnation, process.pid, reason, exit.uptime, respawned_by, born
+                self._spec.id, incarnation, process.pid, reason, exit.uptime, respawned_by, token
             )
         )
+        if successor is not None and successor.pid and token:
+            self._born(successor, worker)  # born before its predecessor's exit was read
+        return True
+
+    def _born(self, successor: ChildHandle, worker: pykka.ActorRef[Any]) -> bool:
+        """The birth of the successor a report announced: the worker adopts it (or, never
+        born, starts the child the ordinary way), and the nanny has its start's answer."""
+        with self._lock:
+            birth = self._birth
+            if birth is None or birth[0] is not successor:
+                return False
+            self._birth = None
+        _, token, incarnation = birth
+        with contextlib.suppress(pykka.ActorDeadError):
+            worker.tell(ProcessNote(successor.pid, "born"))
+        if successor.pid:
+            self.tell(StartDone(self._spec.id, token, successor.pid, incarnation))
         return True
 
     def _adopts_as_is(self) -> bool:

@@ -8,16 +8,23 @@ the three (`WorkerStop.kill_and_report`)."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import pykka
 
-from supervision import ChildSpec
+from supervision import ChildSpec, ExitKind, ExitReason
 
+from .._process._port import ChildHandle, ProcessExit
 from .._runtime._actor_loop import tell_quietly
 from ._context import TreeContext
 from ._liveness import LivenessWatch
-from ._messages import MemoryExceeded, WatchdogTick
+from ._messages import HealthChanged, MemoryExceeded, WatchdogTick
+from ._start_output import RunHistory
+
+log = logging.getLogger("nannytree")
 
 
 class Guards:
@@ -77,3 +84,60 @@ class Guards:
         if self._memory_pid:
             self._context.memory.unwatch(self._memory_pid)
             self._memory_pid = 0
+
+    def missed_watchdog(
+        self, ref: pykka.ActorRef[Any], proc: ChildHandle, tick: WatchdogTick, late: float | None
+    ) -> Callable[[ProcessExit], ExitReason] | None:
+        """At a watchdog tick, `late` s since its last beat (None: it asked for a
+        restart): the next tick, or the reason it is killed for."""
+        seconds = self._spec.watchdog
+        if seconds is None:
+            return None
+        if late is not None and late < seconds:
+            self.watchdog_in(ref, tick.incarnation, seconds - late)
+            return None
+        log.warning(
+            "child %r (pid %d) missed its watchdog of %ss", self._spec.id, proc.pid, seconds
+        )
+        return lambda exit: ExitReason.watchdog(seconds)
+
+
+def over_memory(
+    spec: ChildSpec, history: RunHistory, rss: int
+) -> Callable[[ProcessExit], ExitReason]:
+    """The reason a process over its memory limit is killed for."""
+
+    def reason_of(exit: ProcessExit) -> ExitReason:
+        return ExitReason(
+            ExitKind.MEMORY_LIMIT,
+            code=exit.returncode if exit.returncode >= 0 else None,
+            signal=-exit.returncode if exit.returncode < 0 else None,
+            message=f"its process tree used {rss} bytes of RSS, over memory_limit="
+            f"{spec.memory_limit}; raise memory_limit or find the leak",
+            stderr_tail=history.tail(exit.stderr),
+        )
+
+    return reason_of
+
+
+def unhealthy(
+    spec: ChildSpec, history: RunHistory, proc: ChildHandle, message: HealthChanged
+) -> Callable[[ProcessExit], ExitReason] | None:
+    """The reason a process that failed its liveness probe is killed for, if it is."""
+    liveness, health = spec.liveness, message.health
+    if liveness is None or message.verdict != "stop":
+        return None
+    log.warning(
+        "child %r (pid %d) failed %d liveness probes in a row (%s): %s",
+        spec.id,
+        proc.pid,
+        health.failures,
+        liveness.probe,
+        health.error,
+    )
+
+    def reason_of(exit: ProcessExit) -> ExitReason:
+        reason = ExitReason.unhealthy(health.failures, str(liveness.probe), health.error)
+        return dataclasses.replace(reason, stderr_tail=history.tail(exit.stderr))
+
+    return reason_of

@@ -505,8 +505,8 @@ class NannyActor(pykka.ThreadingActor):
         if isinstance(message, ChildExited):
             self._count_ahead(message.respawned_by)
             worker = self._workers.get(message.child_id)
-            if message.born is not None and worker is not None:
-                self._runs.born(message.born, worker)  # taken by the start the core asks
+            if message.ahead and worker is not None:
+                self._runs.born(message.child_id, message.ahead, worker)  # its next start
             self._run(
                 self._core.child_exited(
                     message.child_id,

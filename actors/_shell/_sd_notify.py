@@ -35,6 +35,7 @@ import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from supervision import ChildSpec
 
@@ -273,6 +274,20 @@ class ChildNotify:
                 spec.id, watchdog=spec.watchdog, owner=notify_owner(spec)
             )
         return self.endpoint
+
+    def watch(self, watcher: Any, readable: Callable[[], None]) -> None:
+        """Have the tree's watcher (`_sd_notify_watch.py`) call `readable` when the
+        socket has something."""
+        if self.endpoint is not None:
+            watcher.watch(self.endpoint.fileno(), readable)
+
+    def drain(self, proc: Any, take: Callable[[Any, Notification], None]) -> None:
+        """What waits on the socket, each note given to `take` while `proc` runs."""
+        if self.endpoint is None:
+            return
+        for note in self.endpoint.read():
+            if proc is not None and proc.exit is None:
+                take(proc, note)
 
     def late(self, last_beat: float, now: float) -> float | None:
         """How long since the child last beat (its own beat or its launcher's

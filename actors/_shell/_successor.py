@@ -1,8 +1,9 @@
 """What was started ahead of the core's decision, for one worker
 (docs/acting-ahead.md): the successor the launcher started in place of an armed
-exit (adopted by the next Start from the same template, killed otherwise), the
-warm standby a restart may run, and a start of a run of starts the core may
-withdraw (`Unstart`).
+exit (adopted by the next Start from the same template, or at its birth when the
+reader answered its start ahead, killed otherwise), the warm standby a restart may
+run, and a start of a run of starts the core may withdraw (`Unstart`), with the
+ticket for one (`PrepareStart`).
 
 A process started ahead that no decision took is killed, and said so: an event
 names its pid, and its supervisor counts the restart its grant spent.
@@ -17,7 +18,9 @@ import pykka
 
 from .._process._port import SPAWN_TIMEOUT, ChildHandle, LaunchError, Spawner
 from .._runtime._pooled import blocking
-from ._messages import ArmExit, ChildNote
+from ._exit_gate import Claim
+from ._messages import ArmExit, ChildNote, StartTicket
+from ._request import StartProblem
 
 if TYPE_CHECKING:
     from ._worker import WorkerActor
@@ -38,6 +41,8 @@ class Ahead:
         # The plan the current process was armed with (a successor adopted at its
         # exit report is armed with it again: docs/acting-ahead.md).
         self.arm: ArmExit | None = None
+        # The token of the start the reader answers at the successor's birth (0: none).
+        self.birth = 0
 
     @property
     def holds(self) -> bool:
@@ -60,7 +65,7 @@ class Ahead:
         """The successor, for a start from `template`: adopted if it was started from
         it (`current`), even if it has ended since (it did run: its exit is reported
         once it counts as started); else killed."""
-        successor = self.born(self.successor)
+        successor = self._wait_born(self.successor)
         self.successor = None
         if successor is not None and template == current:
             # It may have run our standby: a new one is forked behind it.
@@ -72,7 +77,7 @@ class Ahead:
 
     def kill(self, successor: ChildHandle | None, why: str) -> None:
         """A process started ahead of a decision that did not come: killed, and said so."""
-        successor = self.born(successor)
+        successor = self._wait_born(successor)
         if successor is None:
             return
         worker = self._worker
@@ -89,13 +94,52 @@ class Ahead:
             worker.tell_parent(note)
 
     @staticmethod
-    def born(successor: ChildHandle | None) -> ChildHandle | None:
+    def _wait_born(successor: ChildHandle | None) -> ChildHandle | None:
         """The successor the launcher started, once its pid is known (it is announced
         with its predecessor's exit, before the spawn); None if it was not started."""
         if successor is None:
             return None
         with blocking():
             return successor if successor.wait_born(SPAWN_TIMEOUT) else None
+
+    # -- a successor whose exit the reader reported (_exit_gate.py) ----------------
+
+    def catch_up(self, claim: Claim | None) -> None:
+        """The exit the reader reported to the nanny, kept as its note would have."""
+        worker = self._worker
+        if claim is None or claim.proc is not worker.proc:
+            return
+        successor = worker.forget(claim.proc, "", adopt=True)
+        worker.history.last_exit = claim.reason
+        self.successor = successor
+        if successor is not None:  # its output begins about now
+            worker.history.mark()
+        self.birth = claim.ahead if successor is not None else 0
+
+    def born_as(self, pid: int) -> None:
+        """The successor whose start the reader answers (ChildExited.ahead) was born as
+        `pid` (0: never): adopted, as a Start from the same template would; or killed,
+        its start withdrawn first; or, never born, started the ordinary way."""
+        token, self.birth = self.birth, 0
+        if not token:
+            return
+        worker = self._worker
+        withdrawn = self.withdrawn(token)  # its Unstart came first
+        successor = self.successor
+        if successor is None or successor.pid != pid or worker.proc is not None:
+            return  # a stop or a start came between: that one decided
+        if withdrawn:
+            self.drop("its start was withdrawn")
+        elif not pid:
+            worker.start_now(token, self.arm)  # answers the token itself
+        else:
+            self.successor = None
+            self.discard_standby()  # it may have run ours: a new one is forked behind it
+            worker.begin(successor)
+            worker.started(successor)
+            # Armed with the plan its predecessor had: the core's, one incarnation on.
+            worker.arm_start(token, successor, self.arm)
+            worker.open_gate(successor)
 
     # -- the standby --------------------------------------------------------------
 
@@ -128,6 +172,29 @@ class Ahead:
             self._standby = None
 
     # -- runs of starts -----------------------------------------------------------
+
+    def ticket(self) -> StartTicket | None:
+        """Whether the worker's next start is only a spawn from its template
+        (ready="started", nothing to adopt or wait for), and if so what its supervisor
+        sends for it (PrepareStart)."""
+        worker = self._worker
+        spec, proc = worker.spec, worker.proc
+        if (
+            spec.ready != "started"
+            or spec.start_check is not None  # checked by its worker before each start
+            or spec.pid_file is not None
+            or spec.notify_socket
+            or spec.warm_start
+            or self.holds
+            or (proc is not None and proc.exit is None)
+        ):
+            return None
+        try:
+            launcher, template = worker.define()
+        except StartProblem:
+            return None  # the Start itself reports why
+        worker.history.mark()
+        return StartTicket(launcher, template, spec.id, worker.notifier())
 
     def withdrawn(self, token: int) -> bool:
         """Whether the start `token` was withdrawn before it came (then nothing of it

@@ -22,7 +22,6 @@ stops (`_worker_stop.py`, over `_stopping.py`), what watches its process
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
@@ -36,7 +35,6 @@ import pykka
 from supervision import (
     ChildNotRunning,
     ChildSpec,
-    ExitKind,
     ExitReason,
     ReadyFile,
 )
@@ -49,11 +47,11 @@ from .._process._port import (
     ProcessExit,
     Spawner,
 )
+from .._runtime._actor_loop import tell_quietly
 from .._runtime._pooled import PooledActor, blocking
-from ._check_run import run_check
 from ._context import TreeContext
 from ._exit_gate import ExitGate
-from ._guards import Guards
+from ._guards import Guards, over_memory, unhealthy
 from ._liveness import probe_site
 from ._messages import (
     ArmExit,
@@ -76,13 +74,13 @@ from ._messages import (
     Start,
     StartDone,
     StartFailed,
-    StartTicket,
     Stop,
     StopTimeout,
     Unstart,
     WatchdogTick,
+    lingering_note,
 )
-from ._readiness import Waiting, wait_ready
+from ._readiness import Waiting, not_ready, start_check, wait_ready
 from ._reload import reload_process
 from ._request import StartProblem
 from ._sd_notify import ChildNotify, Notification
@@ -143,14 +141,16 @@ class WorkerActor(PooledActor):
         return self._stops.busy and not isinstance(message, _DURING_STOP)
 
     def on_receive(self, message: Any) -> Any:
-        if self.gate.claimed is not None:
-            self._catch_up()  # as if the note of the exit the reader reported came first
+        if self.gate.claimed is not None:  # as if the reported exit's note came first
+            self.ahead.catch_up(self.gate.take_claim())
         if isinstance(message, ProcessNote):
+            if message.note == "born":
+                return self.ahead.born_as(message.pid)
             return self._on_note(message)
         if isinstance(message, Start):
-            return self._start(message.token, message.arm, message.spawned, message.settle)
+            return self.start_now(message.token, message.arm, message.spawned, message.settle)
         if isinstance(message, PrepareStart):
-            return self._prepare_start()
+            return self.ahead.ticket()
         if isinstance(message, Unstart):
             return self.ahead.unstart(message.token)
         # The three stops, one entry: who waits differs (docs in _worker_stop.py).
@@ -165,7 +165,6 @@ class WorkerActor(PooledActor):
         if isinstance(message, (MemoryExceeded, WatchdogTick, HealthChanged)):
             return self._on_guard(message)
         if isinstance(message, ArmExit):
-            self.ahead.arm = message
             return self._arm(message)
         if isinstance(message, NotifyReadable):
             self._drain_notify()
@@ -198,19 +197,7 @@ class WorkerActor(PooledActor):
         traceback: TracebackType | None,
     ) -> None:
         # A bug here must not lose the child: kill the process, report the crash.
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            self.gate.close(proc)
-            proc.send_signal(signal.SIGKILL)
-            with blocking():
-                proc.wait(5.0)
-            self.ahead.kill(proc.take_successor(), "its worker failed")
-        reason = ExitReason(
-            ExitKind.ACTOR_CRASHED,
-            exc_type=exception_type.__name__ if exception_type else None,
-            message=f"worker actor of {self.spec.id!r} failed: {exception_value}",
-        )
-        self.tell_parent(ChildExited(self.spec.id, self.incarnation, None, reason))
+        self._stops.crashed(exception_type, exception_value)
 
     def on_stop(self) -> None:
         # The nanny stops its children before its workers; this is the backstop.
@@ -224,7 +211,7 @@ class WorkerActor(PooledActor):
 
     # -- start ------------------------------------------------------------------
 
-    def _start(
+    def start_now(
         self,
         token: int,
         arm: ArmExit | None,
@@ -244,15 +231,19 @@ class WorkerActor(PooledActor):
             self.tell_parent(StartFailed(self.spec.id, token, failed.reason))
             return
         proc = self.proc
+        self.arm_start(token, proc, arm)
+        self.tell_parent(StartDone(self.spec.id, token, pid, self.incarnation))
+        if proc is not None:
+            self.open_gate(proc)
+
+    def arm_start(self, token: int, proc: ChildHandle | None, arm: ArmExit | None) -> None:
+        """The start `token` started `proc`, to be armed with `arm`."""
         self.ahead.started(token, proc)
         self.ahead.arm = arm
         if arm is not None and proc is not None:
             self.spawner().arm(proc, arm.budget, arm.plan, self.ahead.standby_id())
-        self.tell_parent(StartDone(self.spec.id, token, pid, self.incarnation))
-        if proc is not None:
-            self._open_gate(proc)
 
-    def _open_gate(self, proc: ChildHandle) -> None:
+    def open_gate(self, proc: ChildHandle) -> None:
         """`proc` counts as started: its exit is the reader's to report from now on."""
         self.gate.open(proc, self.incarnation)
         if proc.exit is not None:
@@ -260,28 +251,7 @@ class WorkerActor(PooledActor):
             # already ended, while it was not ours yet): reported now, after its start.
             self._on_note(ProcessNote(proc.pid, "exited"))
 
-    def _prepare_start(self) -> StartTicket | None:
-        """Whether our next start is only a spawn from our template (ready="started",
-        nothing to adopt or wait for), and if so what its supervisor sends for it."""
-        spec = self.spec
-        if (
-            spec.ready != "started"
-            or spec.start_check is not None  # checked by its worker before each start
-            or spec.pid_file is not None
-            or spec.notify_socket
-            or spec.warm_start
-            or self.ahead.holds
-            or (self.proc is not None and self.proc.exit is None)
-        ):
-            return None
-        try:
-            launcher, template = self._define()
-        except StartProblem:
-            return None  # the Start itself reports why
-        self.history.mark()
-        return StartTicket(launcher, template, spec.id, self._notifier())
-
-    def _notifier(self) -> Callable[[ChildHandle, Note], None]:
+    def notifier(self) -> Callable[[ChildHandle, Note], None]:
         return self.gate.notifier(self.actor_ref)
 
     def _start_process(self, spawned: PendingSpawn | None = None, settle: float = 0.0) -> int:
@@ -302,15 +272,11 @@ class WorkerActor(PooledActor):
             except LaunchError as e:
                 raise StartProblem(ExitReason.start_failure(str(e))) from None
         else:
-            launcher, template = self._define()
-            self._start_check()
+            launcher, template = self.define()
+            start_check(self.spec)
             proc = self._spawn(launcher, template)
         self._template.current = template
-        if self._notify.endpoint is not None:
-            self._notify.endpoint.attach(proc.pid)
-        self.incarnation += 1  # a process was started: a new incarnation
-        self.proc = proc
-        self._guards.paused = False
+        self.begin(proc)
         waiting = Waiting()
         with blocking():
             ready_now = wait_ready(
@@ -324,11 +290,23 @@ class WorkerActor(PooledActor):
                 settle,
             )
         if not ready_now:
-            self._failed_start(proc, waiting)
-        self._started(proc)
+            killed = proc.exit is None
+            exit = proc.exit if proc.exit is not None else self.kill_now(proc)
+            reason = not_ready(self.spec, exit, waiting, self.history, killed=killed)
+            self.forget(proc, "its start failed")
+            raise StartProblem(reason)
+        self.started(proc)
         return proc.pid
 
-    def _started(self, proc: ChildHandle) -> None:
+    def begin(self, proc: ChildHandle) -> None:
+        """A process was started (or adopted): a new incarnation."""
+        if self._notify.endpoint is not None:
+            self._notify.endpoint.attach(proc.pid)
+        self.incarnation += 1
+        self.proc = proc
+        self._guards.paused = False
+
+    def started(self, proc: ChildHandle) -> None:
         """Its process counts as started: its standby refilled, its guards set."""
         prepared = self._template.prepared
         if self.spec.warm_start and prepared is not None:
@@ -337,53 +315,6 @@ class WorkerActor(PooledActor):
         self._guards.start(self.actor_ref, self.incarnation, proc.pid, proc.exit is None)
         if self._notify.endpoint is not None:
             self._watch_notify()
-
-    def _failed_start(self, proc: ChildHandle, waiting: Waiting) -> None:
-        """Not ready: killed if still running; raises why."""
-        spec, exit = self.spec, proc.exit
-        if exit is None:
-            exit = self.kill_now(proc)
-            if spec.pid_file is not None:
-                why = (
-                    f"its first process did not exit within start_timeout="
-                    f"{spec.start_timeout}s; with pid_file the program must fork into "
-                    "the background and its first process exit 0 (systemd's Type=forking): "
-                    "drop pid_file for a program that stays in the foreground"
-                )
-            else:
-                why = (
-                    f"not ready within start_timeout={spec.start_timeout}s "
-                    f"(ready={spec.ready!r}); make it ready sooner or raise start_timeout"
-                )
-                if waiting.error:
-                    why += f"; last: {waiting.error}"
-            reason = ExitReason(
-                ExitKind.START_TIMEOUT, message=why, stderr_tail=self.history.tail(exit.stderr)
-            )
-        else:
-            reason = self.classify(exit, stop_requested=False)
-            if waiting.error and not reason.message:
-                reason = dataclasses.replace(reason, message=waiting.error)
-        self.forget(proc, "its start failed")
-        raise StartProblem(reason)
-
-    def _start_check(self) -> None:
-        """Its spec's start_check, before each start (systemd's ExecStartPre=): one that
-        fails fails the start, with what it said."""
-        spec = self.spec
-        if spec.start_check is None:
-            return
-        failed = run_check(
-            spec,
-            spec.start_check,
-            spec.start_check_timeout,
-            "start_check",
-            as_root=spec.start_check_as_root,
-        )
-        if failed is not None:
-            raise StartProblem(
-                ExitReason(ExitKind.START_FAILURE, message=failed.why, stderr_tail=failed.output)
-            )
 
     def _spawn(self, launcher: Spawner, template: int) -> ChildHandle:
         """A process from our template: the successor started ahead, if it was started
@@ -401,13 +332,13 @@ class WorkerActor(PooledActor):
                 return launcher.spawn(
                     template,
                     name=self.spec.id,
-                    notify=self._notifier(),
+                    notify=self.notifier(),
                     standby=self.ahead.take_standby(launcher, template),
                 )
         except LaunchError as e:
             raise StartProblem(ExitReason.start_failure(str(e))) from None
 
-    def _define(self) -> tuple[Spawner, int]:
+    def define(self) -> tuple[Spawner, int]:
         """The launcher to use and our template on it (defined again only when the
         host's state changed)."""
         return self._template.define(self._notify.open())
@@ -415,24 +346,11 @@ class WorkerActor(PooledActor):
     # -- its NOTIFY_SOCKET ------------------------------------------------------------
 
     def _watch_notify(self) -> None:
-        """Have the tree's watcher tell us when our NOTIFY_SOCKET has something."""
-        endpoint, ref = self._notify.endpoint, self.actor_ref
-        if endpoint is None:
-            return
-
-        def readable() -> None:
-            with contextlib.suppress(pykka.ActorDeadError):
-                ref.tell(NotifyReadable())
-
-        self.context.notify.watch(endpoint.fileno(), readable)
+        ref = self.actor_ref
+        self._notify.watch(self.context.notify, lambda: tell_quietly(ref, NotifyReadable()))
 
     def _drain_notify(self) -> None:
-        endpoint, proc = self._notify.endpoint, self.proc
-        if endpoint is None:
-            return
-        for note in endpoint.read():
-            if proc is not None and proc.exit is None:
-                self._take_note(proc, note)
+        self._notify.drain(self.proc, self._take_note)
 
     def _take_note(self, proc: ChildHandle, note: Notification) -> None:
         """What a running child said on its NOTIFY_SOCKET (the sender was checked)."""
@@ -451,68 +369,20 @@ class WorkerActor(PooledActor):
             return  # that process is gone: what its guards said goes with it
         reason_of: Callable[[ProcessExit], ExitReason] | None
         if isinstance(message, MemoryExceeded):
-            reason_of = self._over_memory(message.rss)
+            reason_of = over_memory(self.spec, self.history, message.rss)
         elif isinstance(message, WatchdogTick):
-            reason_of = self._missed_watchdog(proc, message.incarnation)
+            self._drain_notify()  # a command beats with WATCHDOG=1 on its socket
+            late = self._notify.late(proc.last_beat, time.monotonic())
+            reason_of = self._guards.missed_watchdog(self.actor_ref, proc, message, late)
         else:
-            reason_of = self._unhealthy(proc, message)
+            if self.spec.liveness is not None:
+                health = ChildHealth(
+                    self.spec.id, self.incarnation, proc.pid, message.health, message.verdict
+                )
+                self.tell_parent(health)
+            reason_of = unhealthy(self.spec, self.history, proc, message)
         if reason_of is not None:
             self._stops.kill_and_report(proc, reason_of)
-
-    def _over_memory(self, rss: int) -> Callable[[ProcessExit], ExitReason]:
-        limit = self.spec.memory_limit
-
-        def reason_of(exit: ProcessExit) -> ExitReason:
-            return ExitReason(
-                ExitKind.MEMORY_LIMIT,
-                code=exit.returncode if exit.returncode >= 0 else None,
-                signal=-exit.returncode if exit.returncode < 0 else None,
-                message=f"its process tree used {rss} bytes of RSS, over memory_limit="
-                f"{limit}; raise memory_limit or find the leak",
-                stderr_tail=self.history.tail(exit.stderr),
-            )
-
-        return reason_of
-
-    def _missed_watchdog(
-        self, proc: ChildHandle, incarnation: int
-    ) -> Callable[[ProcessExit], ExitReason] | None:
-        seconds = self.spec.watchdog
-        if seconds is None:
-            return None
-        self._drain_notify()  # a command beats with WATCHDOG=1 on its socket
-        late = self._notify.late(proc.last_beat, time.monotonic())
-        if late is not None and late < seconds:
-            self._guards.watchdog_in(self.actor_ref, incarnation, seconds - late)
-            return None
-        log.warning("child %r (pid %d) missed its watchdog of %ss", self.spec.id, proc.pid, seconds)
-        return lambda exit: ExitReason.watchdog(seconds)
-
-    def _unhealthy(
-        self, proc: ChildHandle, message: HealthChanged
-    ) -> Callable[[ProcessExit], ExitReason] | None:
-        liveness, health = self.spec.liveness, message.health
-        if liveness is None:
-            return None
-        self.tell_parent(
-            ChildHealth(self.spec.id, self.incarnation, proc.pid, health, message.verdict)
-        )
-        if message.verdict != "stop":
-            return None
-        log.warning(
-            "child %r (pid %d) failed %d liveness probes in a row (%s): %s",
-            self.spec.id,
-            proc.pid,
-            health.failures,
-            liveness.probe,
-            health.error,
-        )
-
-        def reason_of(exit: ProcessExit) -> ExitReason:
-            reason = ExitReason.unhealthy(health.failures, str(liveness.probe), health.error)
-            return dataclasses.replace(reason, stderr_tail=self.history.tail(exit.stderr))
-
-        return reason_of
 
     # -- for the objects it owns --------------------------------------------------------
 
@@ -520,6 +390,7 @@ class WorkerActor(PooledActor):
         proc = self.proc
         if proc is None or proc.exit is not None or message.plan.incarnation != self.incarnation:
             return  # the plan was for a process that is gone
+        self.ahead.arm = message
         self.spawner().arm(proc, message.budget, message.plan, self.ahead.standby_id())
 
     def spawner(self) -> Spawner:
@@ -623,50 +494,8 @@ class WorkerActor(PooledActor):
         or None if the reader reported it first (then caught up on: `proc` is gone)."""
         if self.gate.close(proc):
             return proc
-        self._catch_up()
+        self.ahead.catch_up(self.gate.take_claim())
         return None
-
-    def _catch_up(self) -> None:
-        """The exit the reader reported to the nanny, kept as its note would have."""
-        claim = self.gate.take_claim()
-        if claim is None or claim.proc is not self.proc:
-            return
-        successor = self.forget(claim.proc, "", adopt=True)
-        self.history.last_exit = claim.reason
-        born = claim.born
-        if born is None or successor is None or not successor.pid:
-            self.ahead.successor = successor
-            if successor is not None:  # its output begins about now
-                self.history.mark()
-            return
-        # The nanny has its start already (ChildExited.born): adopted now, as a Start
-        # from the same template would (the core's start takes it, or Unstart undoes it).
-        self.incarnation = born.incarnation
-        self.proc = successor
-        self._guards.paused = False
-        self.ahead.discard_standby()  # it may have run ours: a new one is forked behind it
-        self.history.mark()
-        if self._notify.endpoint is not None:
-            self._notify.endpoint.attach(successor.pid)
-        self._started(successor)
-        self.ahead.started(born.token, successor)
-        arm = self.ahead.arm  # the plan its predecessor had: the core's, one incarnation on
-        if arm is not None and successor.exit is None:
-            self.spawner().arm(successor, arm.budget, arm.plan, self.ahead.standby_id())
-        self._open_gate(successor)
 
     def tell_parent(self, message: Any) -> None:
         self.gate.tell(message)
-
-
-def lingering_note(child: str, incarnation: int, exit: ProcessExit) -> ChildNote:
-    """An exit reported before its process group was empty (docs/launcher.md, "A
-    restart waits for the old group")."""
-    return ChildNote(
-        child,
-        incarnation,
-        exit.pid,
-        f"pid {exit.pid} exited, and {exit.group_wait:.1f} s later its process group "
-        f"still held processes (SIGKILLed, not yet gone: {exit.lingering} group(s) or "
-        "process(es)); its successor may find what they hold (a port) still held",
-    )

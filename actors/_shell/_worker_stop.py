@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
@@ -103,6 +104,25 @@ class WorkerStop:
         worker.tell_parent(
             ChildExited(worker.spec.id, worker.incarnation, proc.pid, reason, exit.uptime)
         )
+
+    def crashed(
+        self, exc_type: type[BaseException] | None, exc_value: BaseException | None
+    ) -> None:
+        """The worker failed (a bug): its process killed, the crash reported."""
+        worker = self._worker
+        proc, worker.proc = worker.proc, None
+        if proc is not None:
+            worker.gate.close(proc)
+            proc.send_signal(signal.SIGKILL)
+            with blocking():
+                proc.wait(5.0)
+            worker.ahead.kill(proc.take_successor(), "its worker failed")
+        reason = ExitReason(
+            ExitKind.ACTOR_CRASHED,
+            exc_type=exc_type.__name__ if exc_type else None,
+            message=f"worker actor of {worker.spec.id!r} failed: {exc_value}",
+        )
+        worker.tell_parent(ChildExited(worker.spec.id, worker.incarnation, None, reason))
 
     # -- the exit, the timer, the supervisor's word ----------------------------------
 
