@@ -12,24 +12,48 @@ names its pid, and its supervisor counts the restart its grant spent.
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Protocol
 
 import pykka
 
-from .._process._port import SPAWN_TIMEOUT, ChildHandle, LaunchError, Spawner
+from supervision import ChildSpec
+
+from .._process._port import SPAWN_TIMEOUT, ChildHandle, LaunchError, Note, ProcessExit, Spawner
 from .._runtime._pooled import blocking
 from ._exit_gate import Claim
 from ._messages import ArmExit, ChildNote, StartTicket
 from ._request import StartProblem
+from ._start_output import RunHistory
 
-if TYPE_CHECKING:
-    from ._worker import WorkerActor
+
+class Owner(Protocol):
+    """What of its worker (`_worker.WorkerActor`) an `Ahead` uses."""
+
+    spec: ChildSpec
+    proc: ChildHandle | None
+    incarnation: int
+    history: RunHistory
+
+    def kill_now(self, proc: ChildHandle) -> ProcessExit: ...
+    def tell_parent(self, message: Any) -> None: ...
+    def spawner(self) -> Spawner: ...
+    def respawner(self) -> Spawner | None: ...
+    def own_exit(self, proc: ChildHandle) -> ChildHandle | None: ...
+    def forget(self, proc: ChildHandle, why: str, *, adopt: bool = False) -> ChildHandle | None: ...
+    def start_now(self, token: int, arm: ArmExit | None) -> None: ...
+    def begin(self, proc: ChildHandle) -> None: ...
+    def started(self, proc: ChildHandle) -> None: ...
+    def arm_start(self, token: int, proc: ChildHandle | None, arm: ArmExit | None) -> None: ...
+    def open_gate(self, proc: ChildHandle) -> None: ...
+    def define(self) -> tuple[Spawner, int]: ...
+    def notifier(self) -> Callable[[ChildHandle, Note], None]: ...
 
 
 class Ahead:
     """One worker's processes started ahead of a decision."""
 
-    def __init__(self, worker: WorkerActor) -> None:
+    def __init__(self, worker: Owner) -> None:
         self._worker = worker
         # Started by the spawner in place of the last process (an armed exit).
         self.successor: ChildHandle | None = None

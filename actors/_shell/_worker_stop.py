@@ -21,20 +21,48 @@ import logging
 import signal
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal, Protocol
 
 import pykka
 
-from supervision import ExitKind, ExitReason, signal_name
+from supervision import ChildSpec, ExitKind, ExitReason, signal_name
 
 from .._process._port import ChildHandle, ProcessExit
 from .._runtime._actor_loop import LATER
 from .._runtime._pooled import blocking
+from ._context import TreeContext
+from ._exit_gate import ExitGate
 from ._messages import ChildExited, StopTimeout
+from ._start_output import RunHistory
 from ._stopping import KILL_REPORT_GRACE, StopOrder, StopOutcome, carry_out
+from ._successor import Ahead
 
-if TYPE_CHECKING:
-    from ._worker import WorkerActor
+
+class Owner(Protocol):
+    """What of its worker (`_worker.WorkerActor`) a `WorkerStop` uses."""
+
+    spec: ChildSpec
+    context: TreeContext
+    proc: ChildHandle | None
+    incarnation: int
+    history: RunHistory
+    ahead: Ahead
+    gate: ExitGate
+
+    @property
+    def actor_ref(self) -> pykka.ActorRef[Any]: ...
+    @property
+    def paused(self) -> bool: ...
+    def hold(self) -> None: ...
+    def release_held(self) -> None: ...
+    def take_reply(self) -> pykka.Future[Any] | None: ...
+    def kill_now(self, proc: ChildHandle) -> ProcessExit: ...
+    def tell_parent(self, message: Any) -> None: ...
+    def own_exit(self, proc: ChildHandle) -> ChildHandle | None: ...
+    def take_back(self, proc: ChildHandle) -> None: ...
+    def forget(self, proc: ChildHandle, why: str, *, adopt: bool = False) -> ChildHandle | None: ...
+    def classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason: ...
+
 
 log = logging.getLogger("nannytree")
 
@@ -65,7 +93,7 @@ class _Stopping:
 class WorkerStop:
     """One worker's stops: the one in progress."""
 
-    def __init__(self, worker: WorkerActor) -> None:
+    def __init__(self, worker: Owner) -> None:
         self._worker = worker
         self._stopping: _Stopping | None = None
         self._count = 0
