@@ -7,10 +7,11 @@ Starts a real tree (one `sleep` child, one_for_one), kills the child with SIGKIL
 client's reader thread reading the launcher's reports (and, through the worker's
 exit gate, telling the nanny ChildExited and, at the successor's birth, the
 StartDone of the start it announced ahead), the NannyActor handling them, and the
-core deciding (docs/acting-ahead.md, "The exit path"). The hops are timed by wrapping those methods for this run only
-(the launcher is another process: what it does between the kill and its report is
-not timed). It draws the exit whose kill-to-started time is the median, as a
-sequence diagram. Run by the docs build (docs/_hooks/pictures.py); needs matplotlib.
+core deciding (docs/acting-ahead.md, "The exit path"). The hops are timed by
+wrapping those methods for this run only (the launcher is another process: what
+it does between the kill and its report is not timed). It draws the exit whose
+kill-to-started time is the median, as a sequence diagram. Run by the docs build
+(docs/_hooks/pictures.py); needs matplotlib.
 """
 
 from __future__ import annotations
