@@ -21,9 +21,10 @@ or a guard caused (the stop's answer, never an exit to restart), and the pid of 
 process its supervisor stops in a run (`quiet`: its note is dropped). The worker
 closes the gate (`close`) before it takes a process back; if the reader claimed the
 exit first, the worker catches up (`take_claim`): it forgets the process, keeps the
-successor, and goes on as if the exit's note had come first. The reader tells the
-worker each note before it tells the nanny, so that the nanny's next message to the
-worker comes after it.
+successor, and goes on as if the exit's note had come first; a birth the reader
+answered is adopted the same way (`take_born`). The worker catches up before it
+handles any message, so that the nanny's next message to the worker finds both
+done: the reader tells the nanny first, then wakes the worker with a note.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ class ExitGate:
         self._spec, self._history, self._template = spec, history, template
         self._parent = parent
         self._lock = threading.Lock()
-        self._open: tuple[ChildHandle, int] | None = None  # (process, incarnation)
+        # (process, incarnation, whether its successor may be adopted as it is)
+        self._open: tuple[ChildHandle, int, bool] | None = None
         self.claimed: Claim | None = None
         self._birth: tuple[ChildHandle, int, int] | None = None  # (successor, token, incarnation)
+        self.born: tuple[ChildHandle, int] | None = None  # a birth for the worker to adopt
         self.quiet = 0  # the pid its supervisor stops in a run: its exit note is not wanted
 
     def tell(self, message: Any) -> None:
@@ -80,9 +83,12 @@ class ExitGate:
     # -- the worker's side ---------------------------------------------------------
 
     def open(self, proc: ChildHandle, incarnation: int) -> None:
-        """`proc` started as `incarnation`: its exit is the reader's to report."""
+        """`proc` started as `incarnation`: its exit is the reader's to report. Whether
+        its successor may be adopted as it is is asked now, on the worker's thread (the
+        host's state: a system call on the reader's thread would hand the GIL away)."""
+        adopts = self._adopts_as_is()
         with self._lock:
-            self._open = (proc, incarnation)
+            self._open = (proc, incarnation, adopts)
 
     def close(self, proc: ChildHandle) -> bool:
         """The worker takes `proc`'s exit back; False if the reader reported it first
@@ -96,6 +102,11 @@ class ExitGate:
         with self._lock:
             claim, self.claimed = self.claimed, None
             return claim
+
+    def take_born(self) -> tuple[ChildHandle, int] | None:
+        with self._lock:
+            born, self.born = self.born, None
+            return born
 
     def notifier(self, worker: pykka.ActorRef[Any]) -> Callable[[ChildHandle, Note], None]:
         """What the reader calls for a process of this worker."""
@@ -129,21 +140,22 @@ class ExitGate:
         reason = self._history.classify(exit, stop_requested=False)
         successor = process.successor
         token = 0
-        if successor is not None and self._adopts_as_is():
+        if successor is not None and opened[2]:
             token = -(incarnation + 1)  # the nanny's own tokens are positive
         with self._lock:
             self.claimed = Claim(process, reason, token)
             if successor is not None and token:
                 self._birth = (successor, token, incarnation + 1)
-        # The worker's note first: whatever the nanny tells the worker next comes after.
-        with contextlib.suppress(pykka.ActorDeadError):
-            worker.tell(ProcessNote(process.pid, "exited"))
+        # The nanny first (the decision waits for nothing of the worker's); the worker
+        # catches up on the claim before any message it handles from now on.
         respawned_by = self._template.respawner() if successor is not None else None
         self.tell(
             ChildExited(
                 self._spec.id, incarnation, process.pid, reason, exit.uptime, respawned_by, token
             )
         )
+        with contextlib.suppress(pykka.ActorDeadError):
+            worker.tell(ProcessNote(process.pid, "exited"))
         if successor is not None and successor.pid and token:
             self._born(successor, worker)  # born before its predecessor's exit was read
         return True
@@ -156,11 +168,12 @@ class ExitGate:
             if birth is None or birth[0] is not successor:
                 return False
             self._birth = None
+            self.born = (successor, birth[1])  # adopted before any message the worker handles
         _, token, incarnation = birth
-        with contextlib.suppress(pykka.ActorDeadError):
-            worker.tell(ProcessNote(successor.pid, "born"))
         if successor.pid:
             self.tell(StartDone(self._spec.id, token, successor.pid, incarnation))
+        with contextlib.suppress(pykka.ActorDeadError):
+            worker.tell(ProcessNote(successor.pid, "born"))  # a wake-up: the gate holds it
         return True
 
     def _adopts_as_is(self) -> bool:

@@ -140,17 +140,17 @@ class Ahead:
             worker.history.mark()
         self.birth = claim.ahead if successor is not None else 0
 
-    def born_as(self, pid: int) -> None:
-        """The successor whose start the reader answers (ChildExited.ahead) was born as
-        `pid` (0: never): adopted, as a Start from the same template would; or killed,
-        its start withdrawn first; or, never born, started the ordinary way."""
+    def born_as(self, born: tuple[ChildHandle, int] | None) -> None:
+        """The successor whose start the reader answered (ChildExited.ahead) was born
+        (its pid 0: never): adopted, as a Start from the same template would; or
+        killed, its start withdrawn first; or, never born, started the ordinary way."""
         token, self.birth = self.birth, 0
-        if not token:
+        if born is None or not token or born[1] != token:
             return
         worker = self._worker
         withdrawn = self.withdrawn(token)  # its Unstart came first
-        successor = self.successor
-        if successor is None or successor.pid != pid or worker.proc is not None:
+        successor, pid = self.successor, born[0].pid
+        if successor is not born[0] or worker.proc is not None:
             return  # a stop or a start came between: that one decided
         if withdrawn:
             self.drop("its start was withdrawn")

@@ -143,10 +143,10 @@ class WorkerActor(PooledActor):
     def on_receive(self, message: Any) -> Any:
         if self.gate.claimed is not None:  # as if the reported exit's note came first
             self.ahead.catch_up(self.gate.take_claim())
+        if self.gate.born is not None:  # the successor whose start the reader answered
+            self.ahead.born_as(self.gate.take_born())
         if isinstance(message, ProcessNote):
-            if message.note == "born":
-                return self.ahead.born_as(message.pid)
-            return self._on_note(message)
+            return None if message.note == "born" else self._on_note(message)
         if isinstance(message, Start):
             return self.start_now(message.token, message.arm, message.spawned, message.settle)
         if isinstance(message, PrepareStart):
@@ -167,7 +167,7 @@ class WorkerActor(PooledActor):
         if isinstance(message, ArmExit):
             return self._arm(message)
         if isinstance(message, NotifyReadable):
-            self._drain_notify()
+            self._notify.drain(self.proc, self._take_note)
             self._watch_notify()
             return None
         if isinstance(message, ReloadChild):
@@ -349,9 +349,6 @@ class WorkerActor(PooledActor):
         ref = self.actor_ref
         self._notify.watch(self.context.notify, lambda: tell_quietly(ref, NotifyReadable()))
 
-    def _drain_notify(self) -> None:
-        self._notify.drain(self.proc, self._take_note)
-
     def _take_note(self, proc: ChildHandle, note: Notification) -> None:
         """What a running child said on its NOTIFY_SOCKET (the sender was checked)."""
         if self._notify.took(note, time.monotonic()):
@@ -371,7 +368,7 @@ class WorkerActor(PooledActor):
         if isinstance(message, MemoryExceeded):
             reason_of = over_memory(self.spec, self.history, message.rss)
         elif isinstance(message, WatchdogTick):
-            self._drain_notify()  # a command beats with WATCHDOG=1 on its socket
+            self._notify.drain(proc, self._take_note)  # its WATCHDOG=1 beats
             late = self._notify.late(proc.last_beat, time.monotonic())
             reason_of = self._guards.missed_watchdog(self.actor_ref, proc, message, late)
         else:
