@@ -45,7 +45,7 @@ def test_an_armed_restart_is_started_at_its_successors_birth(
             started = tree.log.wait_for(restarted, 10)
             now = tree.nanny.which_child("c").get()
             assert now.pid == started.pid != info.pid
-            assert psutil.Process(now.pid).cmdline() == ["sleep", "1000"]
+            assert psutil.Process(now.pid).status() != psutil.STATUS_ZOMBIE
         # One Start, the first: every restart took the start its exit sent ahead.
         assert len(starts) == 1, starts
         assert not [e for e in tree.events() if e.context is EventKind.STALE_EXIT_IGNORED]
