@@ -67,8 +67,7 @@ class ExitGate:
         self._spec, self._history, self._template = spec, history, template
         self._parent = parent
         self._lock = threading.Lock()
-        # (process, incarnation, whether its successor may be adopted as it is)
-        self._open: tuple[ChildHandle, int, bool] | None = None
+        self._open: tuple[ChildHandle, int] | None = None  # (process, incarnation)
         self.claimed: Claim | None = None
         self._birth: tuple[ChildHandle, int, int] | None = None  # (successor, token, incarnation)
         self.born: tuple[ChildHandle, int] | None = None  # a birth for the worker to adopt
@@ -83,12 +82,9 @@ class ExitGate:
     # -- the worker's side ---------------------------------------------------------
 
     def open(self, proc: ChildHandle, incarnation: int) -> None:
-        """`proc` started as `incarnation`: its exit is the reader's to report. Whether
-        its successor may be adopted as it is is asked now, on the worker's thread (the
-        host's state: a system call on the reader's thread would hand the GIL away)."""
-        adopts = self._adopts_as_is()
+        """`proc` started as `incarnation`: its exit is the reader's to report."""
         with self._lock:
-            self._open = (proc, incarnation, adopts)
+            self._open = (proc, incarnation)
 
     def close(self, proc: ChildHandle) -> bool:
         """The worker takes `proc`'s exit back; False if the reader reported it first
@@ -140,7 +136,9 @@ class ExitGate:
         reason = self._history.classify(exit, stop_requested=False)
         successor = process.successor
         token = 0
-        if successor is not None and opened[2]:
+        # The host's state as it is at the exit (env, cwd, sys.path: a change since the
+        # start means a new template, which the successor was not started from).
+        if successor is not None and self._adopts_as_is():
             token = -(incarnation + 1)  # the nanny's own tokens are positive
         with self._lock:
             self.claimed = Claim(process, reason, token)
