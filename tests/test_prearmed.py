@@ -152,17 +152,17 @@ def test_nothing_beyond_the_intensity_is_started_ahead() -> None:
 def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hundreds of armed children stopped at once: the launcher restarts none of
     them on the way out (the grant drops to nothing before the stops)."""
-    from actors._process import _client as _launcher
+    from actors._process import _reader
 
     respawned = []
-    dispatch = _launcher.LauncherClient._dispatch
+    dispatch = _reader.Reader.dispatch
 
-    def spy(self: _launcher.LauncherClient, record: object) -> None:
-        if isinstance(record, _launcher.Exited) and record.respawned:
+    def spy(self: _reader.Reader, record: object) -> None:
+        if isinstance(record, _reader.Exited) and record.respawned:
             respawned.append(record.pid)
-        dispatch(self, record)
+        dispatch(self, record)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(_launcher.LauncherClient, "_dispatch", spy)
+    monkeypatch.setattr(_reader.Reader, "dispatch", spy)
     spec = SupervisorSpec(
         id="dyn",
         strategy=Strategy.SIMPLE_ONE_FOR_ONE,
@@ -180,16 +180,16 @@ def test_a_shutdown_restarts_nothing_ahead(monkeypatch: pytest.MonkeyPatch) -> N
 
 def _records(monkeypatch: pytest.MonkeyPatch) -> list[object]:
     """What the launcher reported to the host, in its order."""
-    from actors._process._client import LauncherClient as Launcher
+    from actors._process._reader import Reader
 
     seen: list[object] = []
-    real = Launcher._dispatch
+    real = Reader.dispatch
 
-    def dispatch(self: Launcher, record: object) -> None:
+    def dispatch(self: Reader, record: object) -> None:
         seen.append(record)
         real(self, record)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(Launcher, "_dispatch", dispatch)
+    monkeypatch.setattr(Reader, "dispatch", dispatch)
     return seen
 
 

@@ -26,7 +26,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -35,29 +34,16 @@ from supervision import CAPTURE, ExitPlan, signal_name
 
 from .._launcher import _protocol, _wire
 from .._launcher._protocol import (
-    RESPAWNING,
     Arm,
     CancelChain,
-    ChannelClosed,
     Define,
     Disarm,
     Discard,
-    Exited,
     Follow,
     Forget,
-    Forked,
     Grant,
-    Heartbeat,
-    Hello,
-    Output,
     Prepare,
-    Prepared,
-    Ready,
-    Respawned,
     Spawn,
-    Spawned,
-    SpawnFailed,
-    StandbyDied,
 )
 from .._launcher._record import Record
 from .._launcher._title import TITLE_ENV
@@ -74,6 +60,7 @@ from ._port import (
     SpawnRequest,
     Standby,
 )
+from ._reader import Children, Reader
 
 __all__ = [
     "CAPTURE",
@@ -119,10 +106,7 @@ class LauncherClient:
         self._start_error = ""
         self._lock = threading.Lock()
         self._send_lock = threading.Lock()
-        self._pending: dict[int, PendingSpawn] = {}
-        # Successors announced by an Exited, until their Respawned: by the old pid.
-        self._unborn: dict[int, ChildProcess | None] = {}
-        self._standbys: dict[int, Standby] = {}
+        self._table = Children(self._lock)
         # Identical requests share one template: key -> (id, users); id -> key.
         self._templates: dict[bytes, list[int]] = {}
         self._template_keys: dict[int, bytes] = {}
@@ -130,7 +114,6 @@ class LauncherClient:
         # its template found by identity, without encoding it again.
         self._by_request: dict[int, tuple[SpawnRequest, int]] = {}  # id(request) ->
         self._requests_of: dict[int, list[int]] = {}  # template -> ids of its requests
-        self._children: dict[int, ChildProcess] = {}
         self._next_id = 0
         self._dead = False
         self._closing = False
@@ -146,8 +129,9 @@ class LauncherClient:
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, struct.pack("ll", seconds, 0))
         self._lifeline_r, self._lifeline_w = os.pipe()
         self._launcher_sock: socket.socket | None = launcher_sock
+        reader = Reader(self._sock, self._table, self._hello_from, self.kill)
         self._reader = threading.Thread(
-            target=self._read_loop, name="nannytree-launcher-reader", daemon=True
+            target=reader.run, name="nannytree-launcher-reader", daemon=True
         )
         self._waiter = threading.Thread(
             target=self._watch, name="nannytree-launcher-waiter", daemon=True
@@ -227,14 +211,14 @@ class LauncherClient:
             self._sock.shutdown(socket.SHUT_RD)
         self._reader.join()
         with self._lock:
-            pending = list(self._pending.values())
-            self._pending.clear()
-            unborn = [c for c in self._unborn.values() if c is not None]
-            self._unborn.clear()
-            live = list(self._children.values())
-            self._children.clear()
-            standbys = list(self._standbys.values())
-            self._standbys.clear()
+            pending = list(self._table.pending.values())
+            self._table.pending.clear()
+            unborn = [c for c in self._table.unborn.values() if c is not None]
+            self._table.unborn.clear()
+            live = list(self._table.live.values())
+            self._table.live.clear()
+            standbys = list(self._table.standbys.values())
+            self._table.standbys.clear()
         for successor in unborn:
             successor._never_born()
         why = self.death()
@@ -254,6 +238,12 @@ class LauncherClient:
             )
         self._hello.set()
         self._close_fds()
+
+    def _hello_from(self, pid: int, error: str | None) -> None:
+        """(Reader thread.) The launcher said it runs, as `pid` (or why it cannot)."""
+        self._pid = pid
+        self._hello_error = error
+        self._hello.set()
 
     def death(self) -> str:
         """Why the launcher is gone, in words for a user."""
@@ -327,7 +317,7 @@ class LauncherClient:
     def children(self) -> list[ChildProcess]:
         """The children not yet reported exited."""
         with self._lock:
-            return list(self._children.values())
+            return list(self._table.live.values())
 
     # -- requests --------------------------------------------------------------
 
@@ -464,14 +454,14 @@ class LauncherClient:
         """
         standby = Standby(self._new_id())
         with self._lock:
-            self._standbys[standby.id] = standby
+            self._table.standbys[standby.id] = standby
         self._send(Prepare(standby.id, template))
         return standby
 
     def discard(self, standby: int) -> None:
         """Kill a standby that prepare() made and spawn() did not use."""
         with self._lock:
-            self._standbys.pop(standby, None)
+            self._table.standbys.pop(standby, None)
         with contextlib.suppress(LaunchError):
             self._send(Discard(standby))
 
@@ -535,7 +525,7 @@ class LauncherClient:
             for slot in slots:
                 self._next_id += 1
                 slot.req = self._next_id
-                self._pending[slot.req] = slot
+                self._table.pending[slot.req] = slot
         records = [
             Spawn(slot.req, template, standby, chain)
             for slot, (template, *_) in zip(slots, spawns, strict=True)
@@ -546,7 +536,7 @@ class LauncherClient:
         except BaseException:
             with self._lock:
                 for slot in slots:
-                    self._pending.pop(slot.req, None)
+                    self._table.pending.pop(slot.req, None)
             raise
         return slots
 
@@ -565,7 +555,7 @@ class LauncherClient:
         Each still unanswered fails now; a child that comes later is killed."""
         for slot in slots:
             with self._lock:
-                late = self._pending.pop(slot.req, None)
+                late = self._table.pending.pop(slot.req, None)
             if late is None:
                 continue
             late.error = LaunchError(
@@ -574,129 +564,3 @@ class LauncherClient:
                 name=late.name,
             )
             late._finish()
-
-    # -- the reader thread -----------------------------------------------------
-
-    def _read_loop(self) -> None:
-        decoder = _wire.Decoder(_protocol.REPORT_FRAME)
-        buf = bytearray(1 << 18)
-        view = memoryview(buf)
-        while True:
-            try:
-                n = self._sock.recv_into(buf)
-            except OSError:
-                return
-            if not n:
-                return
-            try:
-                records = [
-                    _protocol.decode(v, _protocol.REPORT_RECORDS) for v in decoder.feed(view[:n])
-                ]
-            except _wire.WireError as e:
-                log.error("nannytree: the launcher sent a malformed report (%s); killing it", e)
-                self.kill()
-                return
-            for record in records:
-                try:
-                    self._dispatch(record)
-                except Exception:
-                    log.exception("nannytree launcher: cannot handle report %s", record.TAG)
-
-    def _dispatch(self, record: Record) -> None:
-        if isinstance(record, Exited):
-            with self._lock:
-                child = self._children.pop(record.pid, None)
-                if record.respawned == RESPAWNING:
-                    # Its successor is being started; nobody's is killed at its birth.
-                    successor = child._announce_successor() if child is not None else None
-                    self._unborn[record.pid] = successor
-            if child is not None:
-                child._set_exit(
-                    ProcessExit(
-                        record.pid,
-                        record.status,
-                        record.uptime,
-                        record.error,
-                        stderr=child.output(2),
-                        detached=tuple(p for p in record.detached if type(p) is int),
-                        group_wait=record.group_wait,
-                        lingering=record.lingering,
-                    )
-                )
-        elif isinstance(record, Respawned):
-            with self._lock:
-                unborn = self._unborn.pop(record.pid, None)
-                if unborn is not None and record.new_pid:
-                    self._children[record.new_pid] = unborn  # before any report about it
-            if unborn is None:
-                if record.new_pid:  # nobody owns the old one any more
-                    with contextlib.suppress(OSError):
-                        os.killpg(record.new_pid, signal.SIGKILL)
-            elif not record.new_pid:
-                unborn._never_born()  # the host restarts it the ordinary way
-            elif not unborn._born_as(record.new_pid):
-                with contextlib.suppress(OSError):
-                    os.killpg(record.new_pid, signal.SIGKILL)
-        elif isinstance(record, Forked):
-            with self._lock:
-                child = self._children.pop(record.pid, None)
-                if child is not None:
-                    self._children[record.main_pid] = child
-            if child is not None:
-                child._forked(record.main_pid, record.pgid)
-        elif isinstance(record, Output):
-            with self._lock:
-                child = self._children.get(record.pid)
-            if child is not None:
-                child._append_output(record.stream, record.data)
-        elif isinstance(record, Ready):
-            with self._lock:
-                child = self._children.get(record.pid)
-            if child is not None:
-                child._set_ready()
-        elif isinstance(record, Spawned):
-            with self._lock:
-                slot = self._pending.pop(record.req, None)
-                if slot is not None:
-                    child = ChildProcess(record.pid, slot.notify)
-                    slot.child = child
-                    self._children[record.pid] = child
-            if slot is None:
-                # Its requester gave up waiting: nobody would ever stop it.
-                with contextlib.suppress(OSError):
-                    os.killpg(record.pid, signal.SIGKILL)
-                return
-            slot._finish()
-        elif isinstance(record, SpawnFailed):
-            with self._lock:
-                slot = self._pending.pop(record.req, None)
-            if slot is not None:
-                slot.error = LaunchError(
-                    f"cannot start child {slot.name!r}: {record.message}",
-                    name=slot.name,
-                    errno=record.errno,
-                )
-                slot._finish()
-        elif isinstance(record, Heartbeat):
-            with self._lock:
-                child = self._children.get(record.pid)
-            if child is not None:
-                child.last_beat = time.monotonic()
-        elif isinstance(record, ChannelClosed):
-            with self._lock:
-                child = self._children.get(record.pid)
-            if child is not None:
-                child._channel_closed(record.why)
-        elif isinstance(record, Prepared):
-            with self._lock:
-                standby = self._standbys.get(record.standby)
-            if standby is not None:
-                standby.pid = record.pid
-                standby._done.set()
-        elif isinstance(record, StandbyDied):
-            with self._lock:
-                self._standbys.pop(record.standby, None)
-        elif isinstance(record, Hello):
-            self._pid = record.pid
-            self._hello_error = record.error
-            self._hello.set()

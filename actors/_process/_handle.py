@@ -90,8 +90,9 @@ class ChildProcess:
     """A started child. Its state is set by the launcher's reader thread; read it anywhere.
 
     `notify(process, note)`, if given, is called on the reader thread once the
-    child exited (after `exit` is set) and when its control channel was closed:
-    keep it cheap (tell an actor).
+    child exited (after `exit` is set), when its control channel was closed, and, on
+    a successor, once its pid is known or that it never comes ("born"): keep it
+    cheap (tell an actor).
     """
 
     def __init__(self, pid: int, notify: Callable[[ChildProcess, Note], None] | None) -> None:
@@ -148,11 +149,14 @@ class ChildProcess:
         with _BIRTHS:
             self.pid = self.pgid = pid
             self._born.set()
-            return not self._abandoned
+            wanted = not self._abandoned
+        self._tell("born")
+        return wanted
 
     def _never_born(self) -> None:
         self._born.set()
         self._output.end()
+        self._tell("born")
 
     def output(self, stream: int = 2) -> bytes:
         """What a captured or tee'd stream (1 stdout, 2 stderr) said: its last

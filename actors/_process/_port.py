@@ -150,7 +150,8 @@ class LaunchError(Exception):
         self.errno = errno
 
 
-Note = Literal["exited", "channel_closed", "forked"]
+# "born": a successor's pid is known (or that it never comes: pid 0), on the successor.
+Note = Literal["exited", "channel_closed", "forked", "born"]
 
 
 class Standby:

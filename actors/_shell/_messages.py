@@ -9,9 +9,12 @@ is bounded by the child's shutdown.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from supervision import ExitPlan, ExitReason, Health
+
+if TYPE_CHECKING:
+    from .._process._port import ProcessExit
 
 # -- to a WorkerActor -----------------------------------------------------------------
 
@@ -190,7 +193,10 @@ class ChildExited:
 
     `uptime`: seconds it ran, as measured where it was watched (None: unknown).
     `respawned_by`: the executor that already started a successor, as the exit
-    plan allowed (None: nothing was started ahead of the decision).
+    plan allowed (None: nothing was started ahead of the decision). `ahead`: when
+    its worker would only adopt that successor, the token of its start, sent ahead:
+    answered (StartDone) once its pid is known; the core's next start of the child
+    takes it, else it is withdrawn (Unstart). 0: none.
     """
 
     child_id: str
@@ -199,6 +205,7 @@ class ChildExited:
     reason: ExitReason
     uptime: float | None = None
     respawned_by: object | None = None
+    ahead: int = 0
 
 
 @dataclass(frozen=True)
@@ -280,3 +287,16 @@ class LauncherLost:
     """From the tree's context to the root nanny: no launcher can be had any more."""
 
     reason: ExitReason
+
+
+def lingering_note(child: str, incarnation: int, exit: ProcessExit) -> ChildNote:
+    """An exit reported before its process group was empty (docs/launcher.md, "A
+    restart waits for the old group")."""
+    return ChildNote(
+        child,
+        incarnation,
+        exit.pid,
+        f"pid {exit.pid} exited, and {exit.group_wait:.1f} s later its process group "
+        f"still held processes (SIGKILLed, not yet gone: {exit.lingering} group(s) or "
+        "process(es)); its successor may find what they hold (a port) still held",
+    )

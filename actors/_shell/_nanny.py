@@ -238,12 +238,14 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
 
     def on_receive(self, message: Any) -> Any:
         now = time.monotonic()
-        # What the children tell: the answers to their starts, and their exits. (The
-        # one place where StartDone, StartFailed and ChildExited reach the core.)
+        # The one place where the children's answers and exits reach the core.
         if isinstance(message, StartDone | StartFailed):
             self._on_answer(message, now)
         elif isinstance(message, ChildExited):
             self._ahead.count_ahead(message.respawned_by)
+            worker = self._children.workers.get(message.child_id)
+            if message.ahead and worker is not None:
+                self._starts.born(message.child_id, message.ahead, worker)  # its next start
             exited = (message.child_id, message.incarnation, message.reason, now)
             self._run(self._core.child_exited(*exited, uptime=message.uptime))
         elif isinstance(message, ChildNote):

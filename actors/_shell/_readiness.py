@@ -11,6 +11,7 @@ and not a moment after the child exited (docs/health.md).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import select
@@ -18,14 +19,26 @@ import threading
 import time
 from collections.abc import Callable
 
-from supervision import ChildSpec, ExecProbe, HttpProbe, LogLine, ReadyFile, TcpProbe
+from supervision import (
+    ChildSpec,
+    ExecProbe,
+    ExitKind,
+    ExitReason,
+    HttpProbe,
+    LogLine,
+    ReadyFile,
+    TcpProbe,
+)
 from supervision._probes import Probe, ready_period
 
-from .._process._port import ChildHandle
+from .._process._port import ChildHandle, ProcessExit
+from ._check_run import run_check
 from ._ports import foreign_holder, process_tree
 from ._prober import Prober
+from ._request import StartProblem
 from ._run_as import RunAs
 from ._sd_notify import Notification, NotifyEndpoint
+from ._start_output import RunHistory
 from ._stopping import KILL_REPORT_GRACE
 
 READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
@@ -176,3 +189,48 @@ def _wait_line(line: LogLine, proc: ChildHandle, deadline: float, waiting: Waiti
             proc.wait_output(line.streams[0], offsets[line.streams[0]], min(left, NOTIFY_POLL))
         elif proc.wait(min(left, EXIT_POLL)) is not None:
             continue  # read what it wrote last, then give up
+
+
+def start_check(spec: ChildSpec) -> None:
+    """Its spec's start_check, before each start (systemd's ExecStartPre=): one that
+    fails fails the start (StartProblem), with what it said."""
+    if spec.start_check is None:
+        return
+    failed = run_check(
+        spec,
+        spec.start_check,
+        spec.start_check_timeout,
+        "start_check",
+        as_root=spec.start_check_as_root,
+    )
+    if failed is not None:
+        raise StartProblem(
+            ExitReason(ExitKind.START_FAILURE, message=failed.why, stderr_tail=failed.output)
+        )
+
+
+def not_ready(
+    spec: ChildSpec, exit: ProcessExit, waiting: Waiting, history: RunHistory, *, killed: bool
+) -> ExitReason:
+    """Why a start failed: it ended (`exit`), or it was not ready in time and was
+    `killed`."""
+    if not killed:
+        reason = history.classify(exit, stop_requested=False)
+        if waiting.error and not reason.message:
+            reason = dataclasses.replace(reason, message=waiting.error)
+        return reason
+    if spec.pid_file is not None:
+        why = (
+            f"its first process did not exit within start_timeout="
+            f"{spec.start_timeout}s; with pid_file the program must fork into "
+            "the background and its first process exit 0 (systemd's Type=forking): "
+            "drop pid_file for a program that stays in the foreground"
+        )
+    else:
+        why = (
+            f"not ready within start_timeout={spec.start_timeout}s "
+            f"(ready={spec.ready!r}); make it ready sooner or raise start_timeout"
+        )
+        if waiting.error:
+            why += f"; last: {waiting.error}"
+    return ExitReason(ExitKind.START_TIMEOUT, message=why, stderr_tail=history.tail(exit.stderr))

@@ -35,9 +35,13 @@ import tempfile
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
+
+from supervision import ChildSpec
 
 from .._launcher._daemons import in_tree
 from .._launcher._procfs import is_alive, proc_stat
+from ._account import notify_owner
 
 MAX_DATAGRAM = 4096
 MAX_STATUS = 1024
@@ -248,3 +252,60 @@ def _close_fds_and_get_pid(ancdata: list[tuple[int, int, bytes]]) -> int | None:
                 with contextlib.suppress(OSError):
                     os.close(fd)
     return pid if pid else None
+
+
+class ChildNotify:
+    """A worker's side of its child's NOTIFY_SOCKET: one endpoint for the worker's
+    life (its path, and so the child's environment, stay the same across restarts),
+    what the child last said of itself (STATUS=), and its watchdog beats."""
+
+    def __init__(self, spec: ChildSpec) -> None:
+        self._spec = spec
+        self.endpoint: NotifyEndpoint | None = None
+        self.status = ""  # the child's last STATUS= line
+        self.beat = 0.0  # when the child last said it was alive (WATCHDOG=1)
+        self.triggered = False  # WATCHDOG=trigger: the child asked to be restarted
+
+    def open(self) -> NotifyEndpoint | None:
+        """The endpoint, made at the first start of a child with notify_socket."""
+        spec = self._spec
+        if spec.notify_socket and self.endpoint is None:
+            self.endpoint = NotifyEndpoint(
+                spec.id, watchdog=spec.watchdog, owner=notify_owner(spec)
+            )
+        return self.endpoint
+
+    def watch(self, watcher: Any, readable: Callable[[], None]) -> None:
+        """Have the tree's watcher (`_sd_notify_watch.py`) call `readable` when the
+        socket has something."""
+        if self.endpoint is not None:
+            watcher.watch(self.endpoint.fileno(), readable)
+
+    def drain(self, proc: Any, take: Callable[[Any, Notification], None]) -> None:
+        """What waits on the socket, each note given to `take` while `proc` runs."""
+        if self.endpoint is None:
+            return
+        for note in self.endpoint.read():
+            if proc is not None and proc.exit is None:
+                take(proc, note)
+
+    def late(self, last_beat: float, now: float) -> float | None:
+        """How long since the child last beat (its own beat or its launcher's
+        heartbeat); None if it asked to be restarted."""
+        triggered, self.triggered = self.triggered, False
+        return None if triggered else now - max(self.beat, last_beat)
+
+    def took(self, note: Notification, now: float) -> bool:
+        """Keep what `note` says; whether its STATUS= changed."""
+        if note.watchdog:
+            self.beat = now
+        if note.watchdog_trigger:
+            self.triggered = True
+        if note.status is not None and note.status != self.status:
+            self.status = note.status
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.endpoint is not None:
+            self.endpoint.close()

@@ -1,4 +1,6 @@
-"""What a child wrote before it ended, for the reason of a failed start or an exit.
+"""What a child wrote before it ended, for the reason of a failed start or an exit;
+and what a worker keeps of its runs (`RunHistory`), with the one classification of
+an exit (on the worker's thread, or on the reader's for an exit it reports).
 
 Its stderr reaches the host when the launcher tees it (docs/launcher.md, "Tee'd
 output"); a stream that goes to a file without a tee (stdout by default, stderr
@@ -9,10 +11,15 @@ TAIL_BYTES of it.
 
 from __future__ import annotations
 
+import logging
 import os
 import stat
 
-from supervision import ChildSpec
+from supervision import ChildSpec, ExitKind, ExitReason, classify_exit
+
+from .._process._port import ChildHandle, ProcessExit
+
+log = logging.getLogger("nannytree")
 
 TAIL_LINES = 20
 TAIL_BYTES = 4096
@@ -70,3 +77,59 @@ def _since(path: str, mark: int) -> bytes:
         return b""
     finally:
         os.close(fd)
+
+
+class RunHistory:
+    """What a worker keeps of its runs: where the current run's output begins in its
+    files, the last run's and the one before's output (logs --previous), and why the
+    last one ended."""
+
+    def __init__(self, spec: ChildSpec) -> None:
+        self._spec = spec
+        self.marks: dict[str, int] = {}
+        self.last: dict[int, bytes] = {}
+        self.previous: dict[int, bytes] = {}
+        self.last_exit: ExitReason | None = None
+
+    def mark(self) -> None:
+        """A run begins about now: its output files are read back from here."""
+        self.marks = file_marks(self._spec)
+
+    def tail(self, stderr: bytes) -> str:
+        """The last lines of its stderr, else of what its files got since its start."""
+        return output_tail(stderr, self.marks)
+
+    def classify(self, exit: ProcessExit, *, stop_requested: bool) -> ExitReason:
+        """Why the process ended: once per exit, by the core's rules
+        (supervision.classify_exit), with the last lines it wrote."""
+        spec, error = self._spec, exit.error
+        reason = classify_exit(
+            exit.returncode,
+            normal_exit_codes=frozenset(spec.normal_exit_codes),
+            stop_requested=stop_requested,
+            exc_type=error.type if error else None,
+            exc_message=error.message if error else "",
+            traceback=error.traceback if error else "",
+            stderr_tail=self.tail(exit.stderr),
+            launcher_died=exit.launcher_died,
+            detached=exit.detached,
+            child=spec.id,
+            pid_file_timeout=spec.start_timeout if spec.pid_file is not None else None,
+        )
+        if reason.kind is ExitKind.DAEMONIZED:
+            log.warning("%s", reason.message)
+        return reason
+
+    def keep(self, proc: ChildHandle) -> None:
+        """A run ended: what it said becomes the last run's."""
+        self.previous = self.last
+        self.last = {1: proc.output(1), 2: proc.output(2)}
+
+    def output(self, proc: ChildHandle | None, stream: int, previous: bool) -> bytes:
+        """The current run's output (or the last one's once it ended); with
+        `previous`, the run's before that."""
+        if proc is not None and not previous:
+            return proc.output(stream)
+        if proc is not None or not previous:
+            return self.last.get(stream, b"")
+        return self.previous.get(stream, b"")

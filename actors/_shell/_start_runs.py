@@ -78,6 +78,8 @@ class StartRuns:
         self.ahead: dict[str, Ahead] = {}
         self._chain = 0
         self._launcher: Spawner | None = None
+        # Births answered before the nanny read the exit that announced them.
+        self._early: dict[tuple[str, int], StartDone | StartFailed] = {}
 
     @property
     def active(self) -> bool:
@@ -98,10 +100,23 @@ class StartRuns:
     def keep(self, message: StartDone | StartFailed) -> bool:
         """An answer for a start ahead, kept until the core asks for it."""
         entry = self.ahead.get(message.child_id)
+        if entry is None and message.token < 0:  # a birth's, before its exit's report
+            self._early[message.child_id, message.token] = message
+            return False
         if entry is None or entry.token != message.token:
             return False
         entry.answer = message
         return True
+
+    def born(self, child_id: str, token: int, worker: pykka.ActorRef[Any]) -> None:
+        """A restart the launcher made ahead of the decision, announced with the exit's
+        report (docs/acting-ahead.md, "The exit path"): a start ahead like the others,
+        answered once the successor's pid is known, that the core's next start of that
+        child takes. Its answer may have come first (the exit waited behind a start)."""
+        answer = self._early.pop((child_id, token), None)
+        for key in [k for k in self._early if k[0] == child_id and k[1] > token]:
+            del self._early[key]  # a birth of an older incarnation: nobody asks any more
+        self.ahead[child_id] = Ahead(token, worker, answer)
 
     def hold_note(self, note: ChildNote) -> bool:
         """What a child ahead said is an event only once its start counts."""
@@ -341,6 +356,10 @@ class Starts:
     def hold_note(self, note: ChildNote) -> bool:
         """What a child started ahead said is an event only once its start counts."""
         return self._runs.hold_note(note)
+
+    def born(self, child_id: str, token: int, worker: pykka.ActorRef[Any]) -> None:
+        """A restart the launcher made ahead, announced with its exit: a start ahead."""
+        self._runs.born(child_id, token, worker)
 
     def end_runs_if_idle(self) -> None:
         """The core waits for no start: nothing may stay ahead of it."""

@@ -4,12 +4,14 @@
 
 Starts a real tree (one `sleep` child, one_for_one), kills the child with SIGKILL
 `--kills` times, and records when each hop on the host side ran: the launcher
-client's reader thread reading the launcher's reports, the WorkerActor handling
-the exit note and the Start, the NannyActor handling ChildExited and StartDone, and
-the core deciding. The hops are timed by wrapping those methods for this run only
-(the launcher is another process: what it does between the kill and its report is
-not timed). It draws the exit whose kill-to-started time is the median, as a
-sequence diagram. Run by the docs build (docs/_hooks/pictures.py); needs matplotlib.
+client's reader thread reading the launcher's reports (and, through the worker's
+exit gate, telling the nanny ChildExited and, at the successor's birth, the
+StartDone of the start it announced ahead), the NannyActor handling them, and the
+core deciding (docs/acting-ahead.md, "The exit path"). The hops are timed by
+wrapping those methods for this run only (the launcher is another process: what
+it does between the kill and its report is not timed). It draws the exit whose
+kill-to-started time is the median, as a sequence diagram. Run by the docs build
+(docs/_hooks/pictures.py); needs matplotlib.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 READER = "reader\nthread"
-LANES = ("child", "launcher", READER, "WorkerActor", "NannyActor", "core")
+LANES = ("child", "launcher", READER, "NannyActor", "core")
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,8 @@ class Hop:
 
 def _trace(hops: list[Hop]) -> None:
     """Wrap the methods on the path so that each call appends a Hop."""
-    from actors._process._client import LauncherClient
+    from actors._process._reader import Reader
     from actors._shell._nanny import NannyActor
-    from actors._shell._worker import WorkerActor
     from supervision._core import Supervisor
 
     def wrap(cls: type, name: str, label: str) -> None:
@@ -54,9 +55,7 @@ def _trace(hops: list[Hop]) -> None:
 
         setattr(cls, name, traced)
 
-    wrap(LauncherClient, "_dispatch", "reader")
-    wrap(WorkerActor, "_on_note", "worker note")
-    wrap(WorkerActor, "_start", "worker start")
+    wrap(Reader, "dispatch", "reader")
     wrap(NannyActor, "on_receive", "nanny")
     wrap(Supervisor, "child_exited", "core exited")
     wrap(Supervisor, "started", "core started")
@@ -136,16 +135,10 @@ def measure(kills: int) -> list[Exit]:
                 (None, "child", "launcher", "reaps it, kills its group, starts its successor"),
                 (_first(seen, "reader", "Exited", t0), "launcher", READER, "Exited report"),
                 (
-                    _first(seen, "worker note", "ProcessNote", t0),
-                    READER,
-                    "WorkerActor",
-                    "ProcessNote: classify_exit",
-                ),
-                (
                     _first(seen, "nanny", "ChildExited", t0),
-                    "WorkerActor",
+                    READER,
                     "NannyActor",
-                    f"ChildExited ({reason})",
+                    f"ChildExited ({reason}), classified where it was read",
                 ),
                 (
                     _first(seen, "core exited", "str", t0),
@@ -153,18 +146,12 @@ def measure(kills: int) -> list[Exit]:
                     "core",
                     "child_exited(now): restart",
                 ),
-                (
-                    _first(seen, "worker start", "int", t0),
-                    "NannyActor",
-                    "WorkerActor",
-                    "Start: adopt the launcher's successor",
-                ),
                 _successor(seen, t0),
                 (
                     _first(seen, "nanny", "StartDone", t0),
-                    "WorkerActor",
+                    READER,
                     "NannyActor",
-                    "StartDone(pid)",
+                    "StartDone(pid): the start announced ahead, answered",
                 ),
                 (
                     _first(seen, "core started", "str", t0),
