@@ -5,7 +5,7 @@ Every table a tree file has is one `TableDoc`: the key tuple the loader checks
 its type as written in TOML, the field it maps to ("ChildSpec.command") and a
 sentence. Defaults are not written here: the reference reads them from the field
 itself (the dataclass default, or the engine's parameter). A key added to a tuple
-without a `KeyDoc` here fails tests/test_docs_reference.py.
+without a `KeyDoc` here fails tests/docs/test_reference.py.
 """
 
 from __future__ import annotations

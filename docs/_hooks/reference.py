@@ -8,7 +8,7 @@ A page asks for a generated part with a marker line, `<!-- generated: NAME -->`:
 - `exit-codes`: the commands' exit statuses (actors/cli/_exit.py);
 - `exit-kinds`, `event-kinds`: every ExitKind and EventKind, with its meaning.
 
-An unknown marker fails the build. tests/test_docs_reference.py checks the output.
+An unknown marker fails the build. tests/docs/test_reference.py checks the output.
 """
 
 from __future__ import annotations

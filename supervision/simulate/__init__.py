@@ -83,7 +83,7 @@ intervals, `_table` compare()'s table, `_report` what one run reports,
 `_faults` and `_ops` the fault models and scripted calls, `_health` the
 readiness and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
-`_nodes.py`. This module only re-exports (tests/test_simulate_facade.py
+`_nodes.py`. This module only re-exports (tests/sim/test_facade.py
 checks it).
 """
 
