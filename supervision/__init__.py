@@ -17,18 +17,7 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
-from ._config import (
-    MISSING,
-    ConfigError,
-    EngineConfig,
-    TargetResolver,
-    TooLarge,
-    UnresolvedTarget,
-    load_engine,
-    load_tree,
-)
 from ._core import Supervisor
-from ._daemonize import asks_to_daemonize
 from ._errors import (
     AlreadyPresent,
     AlreadyStarted,
@@ -51,28 +40,7 @@ from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._fencing import Fencing
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan, Health
 from ._intensity import Relaunches, RestartWindow, add_restart
-from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
-from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
-from ._restart_limit import NoRestartLimit, RestartLimit
-from ._sockets import ListenSocket
-from ._spec import (
-    BRUTAL_KILL,
-    CAPTURE,
-    INFINITY,
-    AnySpec,
-    AutoShutdown,
-    Backoff,
-    ChildSpec,
-    ReadyFile,
-    Reload,
-    Restart,
-    Shutdown,
-    Strategy,
-    SupervisorSpec,
-    check_childspecs,
-    parse_signal,
-)
 from ._update import (
     IN_PLACE,
     Change,
@@ -89,6 +57,38 @@ from ._update import (
     UpdateStep,
     plan_restart_all,
     plan_update,
+)
+from .config._load import (
+    MISSING,
+    ConfigError,
+    EngineConfig,
+    TargetResolver,
+    TooLarge,
+    UnresolvedTarget,
+    load_engine,
+    load_tree,
+)
+from .spec._daemonize import asks_to_daemonize
+from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node
+from .spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from .spec._restart_limit import NoRestartLimit, RestartLimit
+from .spec._sockets import ListenSocket
+from .spec._spec import (
+    BRUTAL_KILL,
+    CAPTURE,
+    INFINITY,
+    AnySpec,
+    AutoShutdown,
+    Backoff,
+    ChildSpec,
+    ReadyFile,
+    Reload,
+    Restart,
+    Shutdown,
+    Strategy,
+    SupervisorSpec,
+    check_childspecs,
+    parse_signal,
 )
 
 __all__ = [
@@ -195,7 +195,7 @@ def _show_public_home() -> None:
     """Public names say where to import them from: supervision.ChildSpec, not _spec."""
     for name in __all__:
         obj = globals()[name]
-        if getattr(obj, "__module__", "").startswith("supervision._"):
+        if any(part.startswith("_") for part in getattr(obj, "__module__", "").split(".")):
             obj.__module__ = "supervision"
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ._reasons import ExitReason
-from ._spec import Restart
+from .spec._spec import Restart
 
 ChildState: TypeAlias = Literal[
     "starting",

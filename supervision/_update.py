@@ -24,7 +24,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import TypeAlias
 
-from ._spec import AnySpec, Strategy, SupervisorSpec
+from .spec._spec import AnySpec, Strategy, SupervisorSpec
 
 
 class Change(StrEnum):

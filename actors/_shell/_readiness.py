@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from supervision import ChildSpec, ExecProbe, HttpProbe, LogLine, ReadyFile, TcpProbe
-from supervision._probes import Probe, ready_period
+from supervision.spec._probes import Probe, ready_period
 
 from .._process._port import ChildHandle
 from ._ports import foreign_holder, process_tree

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from .._errors import SpecError
-from .._spec import AnySpec, ChildSpec, Strategy, SupervisorSpec
+from ..spec._spec import AnySpec, ChildSpec, Strategy, SupervisorSpec
 from ._faults import FaultModel
 from ._ops import Call
 

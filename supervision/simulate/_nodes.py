@@ -48,7 +48,7 @@ from typing import Any
 
 from .._errors import SpecError
 from .._fencing import Fencing
-from .._placement import NodeInfo
+from ..spec._placement import NodeInfo
 
 DEFAULT_DETECTION = 1.3
 DEFAULT_HEALTH_CHECK = 4.2

@@ -35,9 +35,9 @@ from .._core import Supervisor
 from .._errors import ChildNotRunning, NannyError, SpecError, StartError, SupervisorNotRunning
 from .._events import Event, EventKind
 from .._fencing import Fencing
-from .._placement import Placement, choose_node
 from .._reasons import ExitKind, ExitReason
-from .._spec import (
+from ..spec._placement import Placement, choose_node
+from ..spec._spec import (
     BRUTAL_KILL,
     INFINITY,
     AnySpec,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from supervision import ConfigError, load_tree
-from supervision._config import EngineConfig, load_engine
+from supervision.config._load import EngineConfig, load_engine
 
 TREE = '\n[supervisor]\nid = "t"\n'
 

@@ -17,10 +17,11 @@ import pytest
 
 from actors.cli import _exit
 from actors.cli._command import _parser
-from supervision import EventKind, ExitKind, _config, _config_doc
+from supervision import EventKind, ExitKind
 from supervision._events import EVENT_KIND_MEANINGS
 from supervision._reasons import EXIT_KIND_MEANINGS
-from supervision._sockets import SOCKET_KEYS
+from supervision.config import _load as _config
+from supervision.spec._sockets import SOCKET_KEYS
 from tests.support import import_ray
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,6 +39,7 @@ def _hook() -> ModuleType:
 
 
 hook = _hook()
+_config_doc = hook.config_doc  # docs/_hooks/config_doc.py, as the hook reads it
 
 
 def _sections(markdown: str) -> dict[str, str]:
@@ -76,7 +78,7 @@ def test_every_key_tuple_of_the_loader_has_its_table() -> None:
         if name in parts:
             assert set(keys) <= set(_config.WORKER_KEYS) & set(_config.SUPERVISOR_KEYS)
         else:
-            assert keys in tables, f"{name} has no TableDoc in supervision/_config_doc.py"
+            assert keys in tables, f"{name} has no TableDoc in docs/_hooks/config_doc.py"
 
 
 def test_every_key_of_every_table_is_described_and_shown() -> None:
@@ -85,7 +87,7 @@ def test_every_key_of_every_table_is_described_and_shown() -> None:
         missing = [k for k in t.keys if k not in t.docs]
         assert not missing, (
             f"keys of table {t.name!r} without a description: {missing}; add a KeyDoc "
-            "for each to supervision/_config_doc.py"
+            "for each to docs/_hooks/config_doc.py"
         )
         assert list(_rows(shown[t.name])) == list(t.keys), t.name
 

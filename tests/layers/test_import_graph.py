@@ -12,7 +12,13 @@ circle: the modules are cut along the wrong lines). The floors, from the top:
     actors/_process/     the port to OS processes and its adapters
     actors/_runtime/  actors/_launcher/  supervision/simulate/
                          the actor runtime; the launcher process; the simulator
-    supervision/         the pure core (tests/layers/test_rules.py holds its purity)
+    supervision/         the pure core: the machine that decides (tests/layers/test_rules.py
+                         holds supervision/ pure)
+    supervision/config/  the file format: a tree file read into specs (the package's
+                         __init__ exports it; the core never reads a file)
+    supervision/spec/    the spec language: what the core is told to run, and its checks
+    supervision/_errors.py  supervision/_reasons.py
+                         the vocabulary all of supervision speaks: its errors, exit reasons
 
 A module may import its own folder and any floor below its own, never a floor
 above it nor a folder beside it on its floor.
@@ -42,6 +48,10 @@ FLOORS: dict[str, int] = {
     "supervision.simulate": 2,  # the simulator runs the core
     "actors._version": 1,
     "supervision": 1,
+    "supervision.config": 0,  # below the package, whose __init__ exports load_tree
+    "supervision.spec": -1,  # the core and the file format read specs; specs read neither
+    "supervision._errors": -2,  # the vocabulary: a module each, below the spec language
+    "supervision._reasons": -2,
 }
 
 

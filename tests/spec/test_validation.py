@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-import supervision._spec as spec_module
+import supervision.spec._spec as spec_module
 from supervision import (
     BRUTAL_KILL,
     INFINITY,

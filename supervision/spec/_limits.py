@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._errors import SpecError
+from .._errors import SpecError
 
 Limit = tuple[int | None, int | None]  # (soft, hard); None: infinity
 """One limit, as the spec keeps it."""

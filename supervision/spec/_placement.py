@@ -30,8 +30,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from ._errors import SpecError
-from ._reasons import ExitKind, ExitReason
+from .._errors import SpecError
+from .._reasons import ExitKind, ExitReason
 
 PlacementPolicy: TypeAlias = Literal["prefer", "pinned", "spread"]
 POLICIES: tuple[str, ...] = ("prefer", "pinned", "spread")

@@ -1,7 +1,8 @@
-"""What each key of a tree file means: the source of the site's TOML reference. Pure.
+"""What each key of a tree file means: the source of the site's TOML reference
+(docs/_hooks/reference.py loads it; no runtime code reads it). Pure.
 
 Every table a tree file has is one `TableDoc`: the key tuple the loader checks
-(`supervision/_config.py`), the spec class its keys become, and one `KeyDoc` per key:
+(`supervision/config/_load.py`), the spec class its keys become, and one `KeyDoc` per key:
 its type as written in TOML, the field it maps to ("ChildSpec.command") and a
 sentence. Defaults are not written here: the reference reads them from the field
 itself (the dataclass default, or the engine's parameter). A key added to a tuple
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._config import (
+from supervision.config._load import (
     _LIVENESS_KEYS,
     _PROBE_KEYS,
     BACKOFF_KEYS,
@@ -26,8 +27,8 @@ from ._config import (
     SUPERVISOR_KEYS,
     WORKER_KEYS,
 )
-from ._probes import LIVENESS_PERIOD, READY_PERIOD
-from ._sockets import SOCKET_KEYS
+from supervision.spec._probes import LIVENESS_PERIOD, READY_PERIOD
+from supervision.spec._sockets import SOCKET_KEYS
 
 
 @dataclass(frozen=True)

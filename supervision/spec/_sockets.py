@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import SpecError
+from .._errors import SpecError
 from ._probes import Liveness, TcpProbe
 
 # systemd's LISTEN_FDNAMES: names are joined with ':' and at most 255 characters.

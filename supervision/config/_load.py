@@ -73,11 +73,11 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from ._errors import NannyError, SpecError
-from ._placement import Placement
-from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
-from ._restart_limit import RestartLimit
-from ._spec import (
+from .._errors import NannyError, SpecError
+from ..spec._placement import Placement
+from ..spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
+from ..spec._restart_limit import RestartLimit
+from ..spec._spec import (
     CAPTURE,
     AnySpec,
     AutoShutdown,
@@ -340,7 +340,7 @@ def load_tree(
     `filename` is used in messages, as the default root id (its stem) and as the
     base of relative paths. `resolve_target` turns "module:function" into the
     callable; without one, targets load as `UnresolvedTarget` placeholders.
-    `vars` are the values of `${NAME}` in string values (supervision/_vars.py);
+    `vars` are the values of `${NAME}` in string values (supervision/config/_vars.py);
     None substitutes nothing (a `${` stays as written). Raises ConfigError.
     """
     return _Loader(filename, resolve_target, vars).load(text)
@@ -713,7 +713,7 @@ class _Loader:
             kw["start_check_as_root"] = self.boolean(table, path, "start_check_as_root")
         if "no_new_privileges" in table:
             kw["no_new_privileges"] = self.boolean(table, path, "no_new_privileges")
-        if "limits" in table:  # checked by ChildSpec (supervision/_limits.py)
+        if "limits" in table:  # checked by ChildSpec (supervision/spec/_limits.py)
             if not isinstance(table["limits"], dict):
                 raise self.error(
                     f"{path}.limits", table["limits"], "expected a table, e.g. { nofile = 4096 }"

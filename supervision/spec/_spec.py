@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Literal, TypeAlias
 
+from .._errors import SpecError
 from ._daemonize import asks_to_daemonize
-from ._errors import SpecError
 from ._limits import check_limits
 from ._placement import Placement
 from ._probes import (

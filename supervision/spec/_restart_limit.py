@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import ChildError, SpecError
+from .._errors import ChildError, SpecError
 
 FORMS = "RestartLimit(intensity, period), (intensity, period) or None"
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 from urllib.parse import urlsplit
 
-from ._errors import SpecError
+from .._errors import SpecError
 
 READY_PERIOD = 0.1  # seconds between readiness attempts, unless the probe says
 LIVENESS_PERIOD = 10.0  # seconds between liveness attempts, unless the probe says
