@@ -69,26 +69,28 @@ from .config._load import (
     load_tree,
 )
 from .spec._daemonize import asks_to_daemonize
-from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node
-from .spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
-from .spec._restart_limit import NoRestartLimit, RestartLimit
-from .spec._sockets import ListenSocket
-from .spec._spec import (
+from .spec._fields import (
     BRUTAL_KILL,
     CAPTURE,
     INFINITY,
-    AnySpec,
     AutoShutdown,
     Backoff,
-    ChildSpec,
     ReadyFile,
     Reload,
     Restart,
     Shutdown,
     Strategy,
+    parse_signal,
+)
+from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node
+from .spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from .spec._restart_limit import NoRestartLimit, RestartLimit
+from .spec._sockets import ListenSocket
+from .spec._spec import (
+    AnySpec,
+    ChildSpec,
     SupervisorSpec,
     check_childspecs,
-    parse_signal,
 )
 
 __all__ = [

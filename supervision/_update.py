@@ -24,7 +24,13 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import TypeAlias
 
-from .spec._spec import AnySpec, Strategy, SupervisorSpec
+from .spec._fields import (
+    Strategy,
+)
+from .spec._spec import (
+    AnySpec,
+    SupervisorSpec,
+)
 
 
 class Change(StrEnum):

@@ -74,19 +74,21 @@ from pathlib import PurePath
 from typing import Any
 
 from .._errors import NannyError, SpecError
-from ..spec._placement import Placement
-from ..spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
-from ..spec._restart_limit import RestartLimit
-from ..spec._spec import (
+from ..spec._fields import (
     CAPTURE,
-    AnySpec,
     AutoShutdown,
     Backoff,
-    ChildSpec,
     ReadyFile,
     Reload,
     Restart,
     Strategy,
+)
+from ..spec._placement import Placement
+from ..spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
+from ..spec._restart_limit import RestartLimit
+from ..spec._spec import (
+    AnySpec,
+    ChildSpec,
     SupervisorSpec,
 )
 from ._vars import VarError, substitute

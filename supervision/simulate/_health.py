@@ -21,8 +21,14 @@ import math
 from .._events import Event, EventKind
 from .._info import Health
 from .._reasons import ExitReason
+from ..spec._fields import (
+    BRUTAL_KILL,
+    INFINITY,
+)
 from ..spec._probes import PROBES, Liveness, LivenessCount, Verdict, ready_period
-from ..spec._spec import BRUTAL_KILL, INFINITY, ChildSpec
+from ..spec._spec import (
+    ChildSpec,
+)
 from ._faults import FaultModel, Flapping, Hang, MemoryGrowth, Rng
 
 NOT_YET = "connection refused (the service does not answer yet)"

@@ -36,14 +36,16 @@ from .._errors import ChildNotRunning, NannyError, SpecError, StartError, Superv
 from .._events import Event, EventKind
 from .._fencing import Fencing
 from .._reasons import ExitKind, ExitReason
-from ..spec._placement import Placement, choose_node
-from ..spec._spec import (
+from ..spec._fields import (
     BRUTAL_KILL,
     INFINITY,
-    AnySpec,
-    ChildSpec,
     Restart,
     Strategy,
+)
+from ..spec._placement import Placement, choose_node
+from ..spec._spec import (
+    AnySpec,
+    ChildSpec,
     SupervisorSpec,
 )
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED
