@@ -58,15 +58,21 @@ from ._update import (
     plan_restart_all,
     plan_update,
 )
-from .config._load import (
+from .config._engine import (
+    EngineConfig,
+    load_engine,
+)
+from .config._errors import (
     MISSING,
     ConfigError,
-    EngineConfig,
-    TargetResolver,
     TooLarge,
-    UnresolvedTarget,
-    load_engine,
+)
+from .config._load import (
     load_tree,
+)
+from .config._read import (
+    TargetResolver,
+    UnresolvedTarget,
 )
 from .spec._daemonize import asks_to_daemonize
 from .spec._fields import (

@@ -2,7 +2,7 @@
 (docs/_hooks/reference.py loads it; no runtime code reads it). Pure.
 
 Every table a tree file has is one `TableDoc`: the key tuple the loader checks
-(`supervision/config/_load.py`), the spec class its keys become, and one `KeyDoc` per key:
+(`supervision/config/_keys.py`), the spec class its keys become, and one `KeyDoc` per key:
 its type as written in TOML, the field it maps to ("ChildSpec.command") and a
 sentence. Defaults are not written here: the reference reads them from the field
 itself (the dataclass default, or the engine's parameter). A key added to a tuple
@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from supervision.config._load import (
-    _LIVENESS_KEYS,
-    _PROBE_KEYS,
+from supervision.config._keys import (
     BACKOFF_KEYS,
     ENGINE_KEYS,
     FILE_READY_KEYS,
+    LIVENESS_KEYS,
     LOG_READY_KEYS,
     PLACEMENT_KEYS,
+    PROBE_KEYS,
     RELOAD_KEYS,
     RESTART_LIMIT_KEYS,
     ROOT_KEYS,
@@ -622,21 +622,21 @@ TABLES: tuple[TableDoc, ...] = (
         "readiness-probes",
         "Readiness probes: tcp",
         "`ready = { tcp = PORT, ... }` on a worker (and a liveness probe)",
-        _PROBE_KEYS["tcp"],
+        PROBE_KEYS["tcp"],
         _PROBES["tcp"],
     ),
     TableDoc(
         "probe-http",
         "Readiness probes: http",
         '`ready = { http = "URL", ... }` on a worker (and a liveness probe)',
-        _PROBE_KEYS["http"],
+        PROBE_KEYS["http"],
         _PROBES["http"],
     ),
     TableDoc(
         "probe-exec",
         "Readiness probes: exec",
         '`ready = { exec = ["prog", ...], ... }` on a worker (and a liveness probe)',
-        _PROBE_KEYS["exec"],
+        PROBE_KEYS["exec"],
         _PROBES["exec"],
     ),
     TableDoc(
@@ -658,7 +658,7 @@ TABLES: tuple[TableDoc, ...] = (
         "liveness",
         "`liveness = { ... }` on a worker: the keys of one probe (tcp, http or exec, "
         "above), and these",
-        _LIVENESS_KEYS,
+        LIVENESS_KEYS,
         _LIVENESS,
     ),
     TableDoc(

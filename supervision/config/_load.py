@@ -63,271 +63,45 @@ Health (docs/health.md):
 
 from __future__ import annotations
 
-import difflib
-import json
 import re
-import shlex
-import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
-from .._errors import NannyError, SpecError
+from .._errors import SpecError
 from ..spec._fields import (
     CAPTURE,
     AutoShutdown,
-    Backoff,
-    ReadyFile,
-    Reload,
     Restart,
     Strategy,
 )
-from ..spec._placement import Placement
-from ..spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, Probe, TcpProbe
-from ..spec._restart_limit import RestartLimit
 from ..spec._spec import (
     AnySpec,
     ChildSpec,
     SupervisorSpec,
 )
-from ._vars import VarError, substitute
-
-TargetResolver = Callable[[str], Callable[..., Any]]
-"""Turns "package.module:function" into the callable; raises when it cannot."""
-
-NO_FILE = "<string>"
-MISSING: Any = type("Missing", (), {"__repr__": lambda self: "missing"})()
-"""The value of a ConfigError about something absent: a key, or the whole file (path "")."""
-
-_TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4}
-
-# The limits of a tree file, far above any real tree: past one, the file is refused
-# before the costly work (`check` of 100,000 children took 57 s and 321 MB).
-MAX_FILE_BYTES = 4 * 1024 * 1024
-MAX_CHILDREN = 10_000  # workers and supervisors, the root aside
-MAX_DEPTH = 32  # levels of children below the root
-LIMITS_FIX = "split it into several trees (a `nannytree run` each)"
-
-_AS_CHILD = ("restart", "shutdown", "significant", "backoff")  # what a parent uses
-# How a child's log file is kept (docs/logs.md); on a supervisor, the default below it.
-LOG_KEYS = ("log_max_bytes", "log_backups", "log_timestamps")
-WORKER_KEYS = (
-    *("id", "type", *_AS_CHILD),
-    *("command", "target", "args", "kwargs", "env", "inherit_env", "cwd", "ready"),
-    *("start_timeout", "min_uptime", "memory_limit", "stdout", "stderr"),
-    *("normal_exit_codes", "fresh_interpreter", "warm_start"),
-    *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
-    "restart_limit",
-    *LOG_KEYS,
-    *("sockets", "user", "group"),
-    *("start_check", "start_check_timeout", "start_check_as_root"),
-    *("no_new_privileges", "limits"),
+from ._engine import (
+    read_engine,
 )
-_PROBE_KEYS = {
-    "tcp": ("tcp", "host", "timeout", "period"),
-    "http": ("http", "status", "timeout", "period"),
-    "exec": ("exec", "timeout", "period", "as_root"),
-}
-_LIVENESS_KEYS = ("failures", "initial_delay")
-LOG_READY_KEYS = ("log", "stream")  # ready = { log = "regex", stream = "stderr" }
-FILE_READY_KEYS = ("file",)  # ready = { file = "path" }
-_READY_TABLES = (
-    '{ tcp = 8000 }, { http = "http://127.0.0.1:8000/health" }, { exec = ["prog", "arg"] }, '
-    '{ log = "regex" } or { file = "path" }'
+from ._errors import (
+    MISSING,
+    ConfigError,
 )
-SUPERVISOR_KEYS = (
-    *("id", "type", *_AS_CHILD),
-    *("strategy", "intensity", "period", "auto_shutdown", "max_children", "children"),
-    "placement",
-    *LOG_KEYS,
+from ._keys import (
+    ROOT_KEYS,
+    SUPERVISOR_KEYS,
+    WORKER_KEYS,
 )
-ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
-BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
-RESTART_LIMIT_KEYS = ("intensity", "period")
-RELOAD_KEYS = ("signal", "check", "check_timeout", "check_as_root")
-PLACEMENT_KEYS = ("node", "labels", "resources", "policy", "fallback", "wait")
-ENGINE_KINDS = ("ray",)
-# Seconds (> 0) or false (off): None is the engine's own "off".
-ENGINE_SECONDS_OR_OFF = ("lease_timeout", "liveness_timeout", "unreachable_timeout")
-ENGINE_SECONDS = ("health_check_period", "health_check_timeout", "health_check_initial_delay")
-ENGINE_COUNTS = ("health_check_failure_threshold",)
-ENGINE_TABLES = ("runtime_env",)  # passed as written: the engine checks it
-ENGINE_KEYS = (
-    *("kind", "address", *ENGINE_SECONDS_OR_OFF, *ENGINE_SECONDS, *ENGINE_COUNTS),
-    *ENGINE_TABLES,
+from ._read import (
+    NO_FILE,
+    TargetResolver,
+    _last,
+    _Reader,
 )
-_ADDRESS = re.compile(r"^(auto|local|ray://[^\s/:]+(:\d+)?|[^\s/:]+:\d+)$")
-ADDRESS_FORMS = '"auto", "local", "ray://HOST:10001" (a Ray client) or "HOST:PORT" (a GCS)'
-
-
-class ConfigError(NannyError, ValueError):
-    """A tree file is invalid: names the file, the table path, the value and the fix."""
-
-    def __init__(self, filename: str, path: str, value: Any, expected: str) -> None:
-        self.filename = filename
-        self.path = path
-        self.value = value
-        self.expected = expected
-        # Every problem found in the file (a check reports them all); this one first.
-        self.errors: list[ConfigError] = [self]
-        where = f"{filename}: {path}" if path else filename
-        if not path and value is MISSING:
-            super().__init__(f"{filename}: {expected}")
-        elif value is MISSING:
-            super().__init__(f"{where} is missing; {expected}")
-        else:
-            super().__init__(f"{where} is {show(value)}; {expected}")
-
-    @classmethod
-    def several(cls, errors: list[ConfigError]) -> ConfigError:
-        """One error for many: the first's fields, every message, `errors` all of them."""
-        first = errors[0]
-        if len(errors) == 1:
-            return first
-        combined = cls(first.filename, first.path, first.value, first.expected)
-        combined.errors = list(errors)
-        lines = "\n".join(f"  {e}" for e in errors)
-        combined.args = (f"{first.filename}: {len(errors)} problems:\n{lines}",)
-        return combined
-
-
-class TooLarge(ConfigError):
-    """A tree file past MAX_FILE_BYTES, MAX_CHILDREN or MAX_DEPTH: refused before it
-    is read further (no other problem of it is looked for)."""
-
-
-def check_size(size: int, filename: str) -> None:
-    """TooLarge if a file of `size` bytes is past MAX_FILE_BYTES."""
-    if size > MAX_FILE_BYTES:
-        raise TooLarge(
-            filename,
-            "",
-            MISSING,
-            f"larger than {MAX_FILE_BYTES // 1024**2} MiB ({MAX_FILE_BYTES:,} bytes), the "
-            f"limit of a tree file; {LIMITS_FIX}",
-        )
-
-
-def _check_tree_size(doc: dict[str, Any], filename: str) -> None:
-    """TooLarge if the document's tree has more than MAX_CHILDREN children or nests
-    supervisors deeper than MAX_DEPTH; iterative, and it stops at the first excess."""
-    root = doc.get("supervisor")
-    count = 0
-    stack: list[tuple[Any, int]] = [(root, 0)]
-    while stack:
-        table, depth = stack.pop()
-        children = table.get("children") if isinstance(table, dict) else None
-        if not isinstance(children, list):
-            continue
-        if children and depth >= MAX_DEPTH:
-            raise TooLarge(
-                filename,
-                "",
-                MISSING,
-                f"children nested more than {MAX_DEPTH} levels below the root, the limit of "
-                f"a tree file; flatten it, or {LIMITS_FIX}",
-            )
-        count += len(children)
-        if count > MAX_CHILDREN:
-            raise TooLarge(
-                filename,
-                "",
-                MISSING,
-                f"more than {MAX_CHILDREN:,} children, the limit of a tree file; {LIMITS_FIX}",
-            )
-        stack += [(c, depth + 1) for c in children]
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    """A tree file's `[engine]` table: the engine that runs its placed subtrees.
-
-    `options` holds only the settings the file gave, each under the name of the
-    engine's parameter (`lease_timeout`: seconds, or None for off); the rest keep
-    the engine's defaults. `address` None: the engine's default (Ray: a cluster on
-    this host, else one started for the run).
-    """
-
-    kind: str = "ray"
-    address: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-
-    def over(self, base: EngineConfig | None) -> EngineConfig:
-        """These settings over `base` (flags over a file): each one given here wins."""
-        if base is None:
-            return self
-        return EngineConfig(
-            self.kind,
-            self.address if self.address is not None else base.address,
-            {**base.options, **self.options},
-        )
-
-
-def load_engine(
-    text: str | bytes,
-    filename: str = NO_FILE,
-    *,
-    vars: Mapping[str, object] | None = None,
-) -> EngineConfig | None:
-    """The `[engine]` table of a tree file (already read), validated; None without one.
-
-    Raises ConfigError as `load_tree` does (which validates the table too)."""
-    loader = _Loader(filename, None, vars)
-    doc = loader.document(text)
-    if "engine" not in doc:
-        return None
-    return loader.engine(doc["engine"], "engine")
-
-
-def show(value: Any, limit: int = 80) -> str:
-    """A value as TOML-ish text for messages."""
-    text = json.dumps(value, default=repr, ensure_ascii=False)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _choices(enum: Any) -> str:
-    return "expected one of " + ", ".join(f'"{m.value}"' for m in enum)
-
-
-def _huge_ints(value: Any, path: str) -> list[tuple[str, int]]:
-    """The integers of a document outside TOML's 64-bit range, by their paths."""
-    if type(value) is int:
-        return [(path, value)] if not -(1 << 63) <= value < 1 << 63 else []
-    if isinstance(value, dict):
-        items: Any = ((f"{path}.{k}" if path else k, v) for k, v in value.items())
-    elif isinstance(value, list):
-        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
-    else:
-        return []
-    return [found for where, v in items for found in _huge_ints(v, where)]
-
-
-def _last(path: str) -> str:
-    """The key a table path ends with: `supervisor.children[1].command` -> `command`."""
-    return path.rsplit(".", 1)[-1]
 
 
 class _Skipped(Exception):
     """A supervisor not built because its children had problems (already recorded)."""
-
-
-@dataclass(frozen=True)
-class UnresolvedTarget:
-    """A `target = "module:function"` loaded without a resolver (e.g. to check a file).
-
-    Calling it fails: load the tree through `actors` to import targets for real.
-    """
-
-    ref: str
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(
-            f"target {self.ref!r} was never imported; load the tree with a resolver "
-            "(actors.cli does) to run it"
-        )
 
 
 def load_tree(
@@ -348,24 +122,19 @@ def load_tree(
     return _Loader(filename, resolve_target, vars).load(text)
 
 
-class _Loader:
+class _Loader(_Reader):
+    """A tree file's tables walked into specs: the root, each supervisor and worker,
+    every child's first problem recorded so that one pass reports them all."""
+
     def __init__(
         self,
         filename: str,
         resolve: TargetResolver | None,
         values: Mapping[str, object] | None = None,
     ) -> None:
-        self.filename = filename
-        self.resolve = resolve
-        self.values = values
-        self.base = None if filename == NO_FILE else PurePath(filename).parent
+        super().__init__(filename, resolve, values)
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
         self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
-
-    def error(self, path: str, value: Any, expected: str) -> ConfigError:
-        return ConfigError(self.filename, path, value, expected)
-
-    # -- the document -------------------------------------------------------------
 
     def load(self, text: str | bytes) -> SupervisorSpec:
         try:
@@ -382,7 +151,7 @@ class _Loader:
         doc = self.document(text)
         if "engine" in doc:
             try:
-                self.engine(doc["engine"], "engine")
+                read_engine(self, doc["engine"], "engine")
             except ConfigError as e:  # reported with the tree's problems
                 self.errors.extend(e.errors)
         if "supervisor" not in doc:
@@ -401,57 +170,6 @@ class _Loader:
                 raise self.error("supervisor.id", MISSING, 'give the tree an id, e.g. id = "root"')
             root = {"id": stem, **root}
         return self.supervisor(root, "supervisor", nested=False)
-
-    def document(self, text: str | bytes) -> dict[str, Any]:
-        """The TOML document, variables substituted, its top-level keys checked."""
-        check_size(len(text) if isinstance(text, bytes) else len(text.encode()), self.filename)
-        if isinstance(text, bytes):
-            try:
-                text = text.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise ConfigError(self.filename, "", MISSING, f"not UTF-8 text ({e})") from None
-        try:
-            doc = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as e:
-            raise ConfigError(
-                self.filename, "", MISSING, f"not valid TOML: {e}; fix the syntax there"
-            ) from None
-        except RecursionError:  # tomllib recurses once per level of nested arrays or tables
-            raise ConfigError(
-                self.filename, "", MISSING, "not valid TOML: arrays or tables nested too deep"
-            ) from None
-        _check_tree_size(doc, self.filename)
-        huge = [self.error(p, v, "TOML integers are 64-bit") for p, v in _huge_ints(doc, "")]
-        if huge:  # tomllib reads any size; a float() of one would overflow
-            raise ConfigError.several(huge)
-        if self.values is not None:
-            try:
-                doc = substitute(doc, self.values)
-            except VarError as e:
-                raise ConfigError.several(
-                    [self.error(p.path, p.value, p.expected) for p in e.problems]
-                ) from None
-        self.check_keys(doc, "", ("supervisor", "engine"))
-        return doc
-
-    def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
-        unknown = []
-        for key in table:
-            if key not in allowed:
-                near = difflib.get_close_matches(key, allowed, n=1)
-                longer = [a for a in allowed if a.startswith(f"{key}_")]
-                near = near or (longer if len(longer) == 1 else [])  # lease: lease_timeout
-                hint = f'did you mean "{near[0]}"? ' if near else ""
-                where = f"{path}.{key}" if path else key
-                unknown.append(
-                    self.error(
-                        where, table[key], f"unknown key; {hint}allowed here: {', '.join(allowed)}"
-                    )
-                )
-        if unknown:
-            raise ConfigError.several(unknown)  # every unknown key is reported
-
-    # -- supervisors -----------------------------------------------------------------
 
     def supervisor(self, table: dict[str, Any], path: str, *, nested: bool) -> SupervisorSpec:
         # Every problem of the supervisor's own keys is recorded and its children are
@@ -598,8 +316,6 @@ class _Loader:
             raise self.error(f"{path}.type", kind, 'expected "worker" or "supervisor"')
         return self.worker(table, path)
 
-    # -- workers -----------------------------------------------------------------------
-
     def worker(self, table: dict[str, Any], path: str) -> ChildSpec:
         self.check_keys(table, path, WORKER_KEYS)
         kw: dict[str, Any] = {"id": self.ident(table, path)}
@@ -722,160 +438,6 @@ class _Loader:
                 )
             kw["limits"] = table["limits"]
 
-    def probe(self, value: dict[str, Any], path: str, extra: tuple[str, ...] = ()) -> Probe:
-        """{ tcp = 8000 }, { http = "url" } or { exec = [...] }, with timeout and period."""
-        kinds = [k for k in _PROBE_KEYS if k in value]
-        if len(kinds) != 1:
-            raise self.error(
-                path,
-                value,
-                'expected exactly one of tcp = PORT, http = "URL" or exec = ["prog", ...]',
-            )
-        kind = kinds[0]
-        self.check_keys(value, path, (*_PROBE_KEYS[kind], *extra))
-        fields = {k: v for k, v in value.items() if k not in (kind, *extra)}
-        for key in ("timeout", "period"):
-            if key in fields:
-                fields[key] = self.seconds(fields, path, key)
-        try:
-            if kind == "tcp":
-                return TcpProbe(value["tcp"], **fields)
-            if kind == "http":
-                return HttpProbe(value["http"], **fields)
-            return ExecProbe(self.command(value["exec"], f"{path}.exec"), **fields)
-        except SpecError as e:
-            field = e.field if "." in e.field else kind
-            raise self.error(f"{path}.{field.split('.')[-1]}", e.value, e.expected) from None
-
-    def liveness(self, value: Any, path: str) -> Liveness:
-        if not isinstance(value, dict):
-            raise self.error(
-                path,
-                value,
-                'expected a table such as { http = "http://127.0.0.1:8000/health", '
-                "period = 10, failures = 3 }",
-            )
-        probe = self.probe(value, path, _LIVENESS_KEYS)
-        fields: dict[str, Any] = {}
-        if "failures" in value:
-            fields["failures"] = self.integer(value, path, "failures")
-        if "initial_delay" in value:
-            fields["initial_delay"] = self.seconds(value, path, "initial_delay", zero=True)
-        try:
-            return Liveness(probe, **fields)
-        except SpecError as e:
-            raise self.error(f"{path}.{e.field.split('.')[-1]}", e.value, e.expected) from None
-
-    def reload(self, value: Any, path: str) -> Reload:
-        """`reload = "HUP"` or a table: { signal = "HUP", check = ["nginx", "-t"] }."""
-        if isinstance(value, dict):
-            self.check_keys(value, path, RELOAD_KEYS)
-            fields = dict(value)
-            if "check" in fields:
-                fields["check"] = self.command(fields["check"], f"{path}.check")
-        elif isinstance(value, str) or type(value) is int:
-            fields = {"signal": value}
-        else:
-            raise self.error(
-                path,
-                value,
-                'expected a signal such as "HUP", or a table such as '
-                '{ signal = "HUP", check = ["nginx", "-t"] }',
-            )
-        try:
-            return Reload(**fields)
-        except SpecError as e:
-            field = e.field.removeprefix("reload.")
-            raise self.error(f"{path}.{field}", e.value, e.expected) from None
-
-    def command(self, value: Any, path: str) -> tuple[str, ...]:
-        if isinstance(value, str):
-            try:
-                argv = shlex.split(value)
-            except ValueError as e:
-                raise self.error(path, value, f"cannot split it into arguments: {e}") from None
-        elif isinstance(value, list) and all(isinstance(a, str) for a in value):
-            argv = list(value)
-        else:
-            raise self.error(path, value, 'expected an array of strings, e.g. ["sleep", "10"]')
-        if not argv:
-            raise self.error(path, value, 'expected a program to run, e.g. ["sleep", "10"]')
-        for i, arg in enumerate(argv):
-            if "\0" in arg:
-                raise self.error(f"{path}[{i}]", arg, "an argument cannot contain NUL bytes")
-        return tuple(argv)
-
-    def target(self, value: Any, path: str) -> Callable[..., Any]:
-        if not isinstance(value, str) or not _TARGET.match(value):
-            raise self.error(
-                path, value, 'expected "package.module:function", e.g. "myapp.jobs:run"'
-            )
-        if self.resolve is None:
-            return UnresolvedTarget(value)
-        try:
-            target = self.resolve(value)
-        except Exception as e:
-            raise self.error(
-                path,
-                value,
-                f"cannot import it ({type(e).__name__}: {e}); the module must be "
-                "importable from the tree file's directory or the Python path",
-            ) from None
-        if not callable(target):
-            raise self.error(path, value, f"names a {type(target).__name__}, not a function")
-        return target
-
-    def ready(self, value: Any, path: str) -> Any:
-        if value in ("started", "notify", "sd_notify", "exited"):
-            return value
-        if type(value) in (int, float) and 0 < value < float("inf"):
-            return float(value)
-        if isinstance(value, dict) and list(value) == list(FILE_READY_KEYS):
-            return ReadyFile(self.path(value, path, "file"))
-        if (
-            isinstance(value, dict)
-            and len([k for k in (*_PROBE_KEYS, "log", "file") if k in value]) > 1
-        ):
-            raise self.error(
-                path, value, f"expected one kind of readiness in the table: {_READY_TABLES}"
-            )
-        if isinstance(value, dict) and "log" in value:
-            self.check_keys(value, path, LOG_READY_KEYS)
-            try:
-                return LogLine(value["log"], value.get("stream", "both"))
-            except SpecError as e:
-                field = "stream" if e.field.endswith("stream") else "log"
-                raise self.error(f"{path}.{field}", e.value, e.expected) from None
-        if isinstance(value, dict) and any(k in value for k in _PROBE_KEYS):
-            return self.probe(value, path)
-        raise self.error(
-            path,
-            value,
-            'expected "started", "notify" (a target calls actors.child.ready()), '
-            '"sd_notify" (a command sends READY=1 to NOTIFY_SOCKET), "exited" (a one-shot '
-            f"step), seconds of uptime, or a table: {_READY_TABLES}",
-        )
-
-    def env(self, value: Any, path: str) -> dict[str, str]:
-        if not isinstance(value, dict):
-            raise self.error(path, value, 'expected a table, e.g. env = { PORT = "8000" }')
-        for name, var in value.items():
-            if not name or "=" in name or "\0" in name:
-                raise self.error(
-                    f"{path}.{json.dumps(name)}",
-                    var,
-                    "an environment variable name must be non-empty, without '=' or NUL bytes",
-                )
-            if isinstance(var, str) and "\0" in var:
-                raise self.error(f"{path}.{name}", var, "a value cannot contain NUL bytes")
-            if not isinstance(var, str):
-                raise self.error(
-                    f"{path}.{name}", var, f'expected a string; quote it: {name} = "{var}"'
-                )
-        return dict(value)
-
-    # -- fields ---------------------------------------------------------------------------
-
     def child_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None:
         """restart, shutdown and significant: shared by workers and nested supervisors."""
         if "restart" in table:
@@ -895,163 +457,3 @@ class _Loader:
             kw["significant"] = self.boolean(table, path, "significant")
         if "backoff" in table:
             kw["backoff"] = self.backoff(table["backoff"], f"{path}.backoff")
-
-    def backoff(self, value: Any, path: str) -> Backoff | None:
-        """`backoff = true` (the defaults), `false`, or a table of Backoff's fields."""
-        if isinstance(value, bool):
-            return Backoff() if value else None
-        if not isinstance(value, dict):
-            raise self.error(
-                path, value, "expected true, false or a table, e.g. { initial = 0.5, max = 30 }"
-            )
-        self.check_keys(value, path, BACKOFF_KEYS)
-        try:
-            return Backoff(**value)
-        except SpecError as e:
-            field = e.field.removeprefix("backoff.")
-            raise self.error(f"{path}.{field}", e.value, e.expected) from None
-
-    def restart_limit(self, value: Any, path: str) -> RestartLimit | None:
-        """`restart_limit = { intensity = 5, period = 30 }` (either may be left out for
-        its default), or `false` (none)."""
-        if value is False:
-            return None
-        if not isinstance(value, dict):
-            raise self.error(
-                path,
-                value,
-                "expected a table: at most `intensity` restarts in `period` seconds, "
-                "e.g. { intensity = 5, period = 30 }",
-            )
-        self.check_keys(value, path, RESTART_LIMIT_KEYS)
-        try:
-            return RestartLimit(**value)
-        except SpecError as e:
-            field = e.field.removeprefix("restart_limit.")
-            raise self.error(f"{path}.{field}", e.value, e.expected) from None
-
-    def placement(self, value: Any, path: str) -> Placement:
-        """A table of Placement's fields, e.g. { node = "node-b", policy = "prefer" }."""
-        if not isinstance(value, dict):
-            raise self.error(path, value, 'expected a table, e.g. placement = { node = "node-b" }')
-        self.check_keys(value, path, PLACEMENT_KEYS)
-        try:
-            return Placement(**value)
-        except SpecError as e:
-            field = e.field.removeprefix("placement.")
-            raise self.error(f"{path}.{field}", e.value, e.expected) from None
-
-    def engine(self, value: Any, path: str) -> EngineConfig:
-        """The `[engine]` table: every problem in it at once, each with its fix."""
-        if not isinstance(value, dict):
-            raise self.error(path, value, 'expected a table: [engine] with kind = "ray"')
-        problems: list[ConfigError] = []
-        try:
-            self.check_keys(value, path, ENGINE_KEYS)
-        except ConfigError as e:
-            problems.extend(e.errors)
-        kind = value.get("kind", "ray")
-        if kind not in ENGINE_KINDS:
-            expected = ", ".join(f'"{k}"' for k in ENGINE_KINDS)
-            problems.append(self.error(f"{path}.kind", kind, f"expected {expected}"))
-        address = value.get("address")
-        if address is not None and not (isinstance(address, str) and _ADDRESS.match(address)):
-            problems.append(self.error(f"{path}.address", address, f"expected {ADDRESS_FORMS}"))
-        options: dict[str, Any] = {}
-        for key in (*ENGINE_SECONDS_OR_OFF, *ENGINE_SECONDS, *ENGINE_COUNTS):
-            if key not in value:
-                continue
-            try:
-                options[key] = self.engine_option(value, path, key)
-            except ConfigError as e:
-                problems.append(e)
-        for key in ENGINE_TABLES:
-            if key not in value:
-                continue
-            if isinstance(value[key], dict):
-                options[key] = value[key]
-            else:
-                problems.append(
-                    self.error(
-                        f"{path}.{key}", value[key], 'expected a table, e.g. { pip = ["requests"] }'
-                    )
-                )
-        if problems:
-            raise ConfigError.several(problems)
-        return EngineConfig(kind, address, options)
-
-    def engine_option(self, table: Mapping[str, Any], path: str, key: str) -> float | int | None:
-        value = table[key]
-        if key in ENGINE_COUNTS:
-            if type(value) is not int or value < 1:
-                raise self.error(f"{path}.{key}", value, "expected an integer >= 1")
-            return value
-        if key in ENGINE_SECONDS_OR_OFF and value is False:
-            return None
-        if type(value) not in (int, float) or not 0 < value < float("inf"):
-            off = " or false (off)" if key in ENGINE_SECONDS_OR_OFF else ""
-            raise self.error(f"{path}.{key}", value, f"expected a number of seconds > 0{off}")
-        return float(value)
-
-    def ident(self, table: Mapping[str, Any], path: str) -> str:
-        value = table.get("id", MISSING)
-        if not isinstance(value, str) or not value or "/" in value:
-            raise self.error(
-                f"{path}.id",
-                value,
-                'every child needs a unique id without "/", e.g. id = "web"',
-            )
-        return value
-
-    def enum(self, table: Mapping[str, Any], path: str, key: str, enum: Any) -> Any:
-        try:
-            return enum(table[key])
-        except ValueError:
-            raise self.error(f"{path}.{key}", table[key], _choices(enum)) from None
-
-    def integer(self, table: Mapping[str, Any], path: str, key: str) -> int:
-        value = table[key]
-        if type(value) is not int or value < 0:
-            raise self.error(f"{path}.{key}", value, "expected an integer >= 0")
-        return value
-
-    def seconds(
-        self, table: Mapping[str, Any], path: str, key: str, *, zero: bool = False
-    ) -> float:
-        value = table[key]
-        low_ok = type(value) in (int, float) and (value >= 0 if zero else value > 0)
-        if not low_ok or not value < float("inf"):
-            bound = ">= 0" if zero else "> 0"
-            raise self.error(f"{path}.{key}", value, f"expected a number of seconds {bound}")
-        return float(value)
-
-    def boolean(self, table: Mapping[str, Any], path: str, key: str) -> bool:
-        value = table[key]
-        if not isinstance(value, bool):
-            raise self.error(f"{path}.{key}", value, "expected true or false")
-        return value
-
-    def path(self, table: Mapping[str, Any], path: str, key: str) -> str:
-        value = table[key]
-        if not isinstance(value, str) or not value:
-            raise self.error(f"{path}.{key}", value, "expected a path (relative to the file)")
-        if self.base is None or PurePath(value).is_absolute():
-            return value
-        return str(self.base / value)
-
-    def size(self, value: Any, path: str) -> int:
-        if type(value) is int:
-            return value
-        match = _SIZE.match(value) if isinstance(value, str) else None
-        if match is None:
-            raise self.error(
-                path, value, 'expected bytes, or a size such as "512M" or "1G" (powers of 1024)'
-            )
-        size = float(match[1]) * _UNITS[match[2].upper()]
-        if size == float("inf"):  # "999...9": int() of an infinite float raises OverflowError
-            raise self.error(path, value, "expected a size this machine can count in bytes")
-        return int(size)
-
-    def spec_error(self, e: SpecError, path: str) -> ConfigError:
-        """A field the spec itself refused: same message, with the table path."""
-        return self.error(f"{path}.{e.field}", e.value, e.expected)

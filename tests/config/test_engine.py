@@ -6,7 +6,10 @@ from __future__ import annotations
 import pytest
 
 from supervision import ConfigError, load_tree
-from supervision.config._load import EngineConfig, load_engine
+from supervision.config._engine import (
+    EngineConfig,
+    load_engine,
+)
 
 TREE = '\n[supervisor]\nid = "t"\n'
 

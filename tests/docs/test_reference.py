@@ -20,7 +20,7 @@ from actors.cli._command import _parser
 from supervision import EventKind, ExitKind
 from supervision._events import EVENT_KIND_MEANINGS
 from supervision._reasons import EXIT_KIND_MEANINGS
-from supervision.config import _load as _config
+from supervision.config import _keys as config_keys
 from supervision.spec._sockets import SOCKET_KEYS
 from tests.support import import_ray
 
@@ -70,13 +70,15 @@ def _rows(section: str) -> dict[str, list[str]]:
 
 def test_every_key_tuple_of_the_loader_has_its_table() -> None:
     tables = {t.keys for t in _config_doc.TABLES}
-    tuples = {n: v for n, v in vars(_config).items() if n.endswith("_KEYS") and n != "_PROBE_KEYS"}
-    tuples |= {f"_PROBE_KEYS[{k!r}]": v for k, v in _config._PROBE_KEYS.items()}
+    tuples = {
+        n: v for n, v in vars(config_keys).items() if n.endswith("_KEYS") and n != "PROBE_KEYS"
+    }
+    tuples |= {f"PROBE_KEYS[{k!r}]": v for k, v in config_keys.PROBE_KEYS.items()}
     tuples["SOCKET_KEYS"] = SOCKET_KEYS
     parts = {"LOG_KEYS"}  # written in the worker's and the supervisors' tables
     for name, keys in tuples.items():
         if name in parts:
-            assert set(keys) <= set(_config.WORKER_KEYS) & set(_config.SUPERVISOR_KEYS)
+            assert set(keys) <= set(config_keys.WORKER_KEYS) & set(config_keys.SUPERVISOR_KEYS)
         else:
             assert keys in tables, f"{name} has no TableDoc in docs/_hooks/config_doc.py"
 

@@ -26,7 +26,11 @@ from actors._launcher._control import CHILD_FRAME, ChildFailed, ChildHeartbeat, 
 from actors._shell._sd_notify import MAX_DATAGRAM, MAX_REFUSED, MAX_STATUS, NotifyEndpoint
 from actors.cli._control import MAX_LINE, parse_request
 from supervision import ConfigError, Event, event_from_dict, event_to_dict, load_tree
-from supervision.config._load import BACKOFF_KEYS, SUPERVISOR_KEYS, WORKER_KEYS
+from supervision.config._keys import (
+    BACKOFF_KEYS,
+    SUPERVISOR_KEYS,
+    WORKER_KEYS,
+)
 
 from . import _toml
 from . import _values as v

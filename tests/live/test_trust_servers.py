@@ -30,7 +30,14 @@ from actors._launcher._runtime_dir import UnsafeDirectory, runtime_dir
 from actors.cli._control import ControlError, find_socket, socket_for
 from actors.cli._http_server import MAX_CONNECTIONS, READ_TIMEOUT, REQUEST_BYTES, BoundedHTTPServer
 from supervision import load_tree
-from supervision.config._load import MAX_CHILDREN, MAX_DEPTH, MAX_FILE_BYTES, TooLarge
+from supervision.config._errors import (
+    TooLarge,
+)
+from supervision.config._keys import (
+    MAX_CHILDREN,
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+)
 from tests.cli.test_commands import Proc, cli
 from tests.support import RACE_SECONDS, wait_until
 from tests.support.users import User

@@ -533,7 +533,9 @@ def test_each_engine_key_is_a_ray_engine_parameter() -> None:
     import inspect
 
     from actors.ray import RayEngine
-    from supervision.config._load import ENGINE_KEYS
+    from supervision.config._keys import (
+        ENGINE_KEYS,
+    )
 
     parameters = set(inspect.signature(RayEngine).parameters)
     assert set(ENGINE_KEYS) - {"kind", "address"} <= parameters
