@@ -54,7 +54,7 @@ def test_supervision_imports_nothing_impure(path):
     if name in ("spec/_spec.py", "spec/_fields.py", "spec/_checks.py"):
         bad.discard("os")
     # The simulator draws faults from a seeded random.Random: deterministic, no global state.
-    if name in ("simulate/_run.py", "simulate/_faults.py", "simulate/_nodes.py"):
+    if name in ("simulate/_process.py", "simulate/_faults.py", "simulate/_nodes.py"):
         bad.discard("random")
     assert not bad, f"{name} imports {sorted(bad)}: supervision/ must stay pure"
 
