@@ -1,15 +1,27 @@
 """Live and simulated agree: the same spec and the same scripted faults give the
-same event order in a live tree of real processes and in virtual time."""
+same event order in a live tree of real processes and in virtual time; dynamic
+children too (a simple_one_for_one child's crash scripted by its id, a
+terminate_child by pid), and a liveness restart (issue 25 item 9: the live
+service is SIGSTOPped once healthy, the simulated one hangs, `Hang(at=...)`)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import sys
+
 import pytest
 
+from actors import Tree
+from actors.testing import free_port
 from supervision import (
     ChildNotPaused,
     ChildSpec,
+    EventKind,
     ExitKind,
     ExitReason,
+    HttpProbe,
+    Liveness,
     NannyError,
     StartError,
     Strategy,
@@ -22,9 +34,11 @@ from supervision.simulate import (
     Scripted,
     call,
     event_sequence,
+    pid_of,
     simulate,
 )
-from tests.support import children
+from tests.live.test_health import SERVICE
+from tests.support import children, wait_until
 
 KILLED = ExitReason(ExitKind.KILLED, signal=9)
 
@@ -342,3 +356,96 @@ def test_static_api_calls_alike(nanny_tree):
     assert _outcome(simulated.calls)[:2] == ["ChildRunning", "ChildRunning"]
     assert live[-1][0] == simulated.calls[-1].value
     assert event_sequence(tree.log.snapshot()) == event_sequence(simulated.events)
+
+
+# -- dynamic children: a crash scripted by id, a terminate by pid ---------------------
+
+
+def test_a_dynamic_childs_crash_and_a_terminate_by_pid_alike(nanny_tree):
+    # Three children of "pool"; the second is killed and restarted; the third is
+    # stopped by its pid; then the tree stops.
+    pool = SupervisorSpec(
+        id="pool",
+        strategy="simple_one_for_one",
+        intensity=3,
+        period=60.0,
+        children=[ChildSpec(id="w", target=children.sleep_forever)],
+    )
+    spec = SupervisorSpec(
+        id="root",
+        children=[ChildSpec(id="a", target=children.sleep_forever), pool],
+    )
+    starts = [call(1.0, "start_child", (), supervisor="pool") for _ in range(3)]
+    simulated = simulate(
+        spec,
+        {"pool/w-2": Scripted([(5.0, KILLED)])},
+        duration=20.0,
+        calls=[
+            *starts,
+            call(7.0, "terminate_child", pid_of("w-3"), supervisor="pool"),
+            call(8.0, "which_children", supervisor="pool"),
+            call(9.0, "stop"),
+        ],
+    )
+    expected = event_sequence(simulated.events)
+    assert ("root/pool", "child_exited", "w-2") in expected
+    assert [r.error for r in simulated.calls] == [None] * 6
+    assert all(isinstance(r.value.pid, int) for r in simulated.calls[:3])
+
+    tree = nanny_tree(spec)
+    live_pool = tree.nanny.child_nanny("pool").get().proxy()
+    infos = [live_pool.start_child(()).get() for _ in range(3)]
+    assert [i.id for i in infos] == [r.value.id for r in simulated.calls[:3]]
+    tree.kill("w-2")
+    tree.wait_for(EventKind.CHILD_STARTED, "w-2")
+    assert live_pool.terminate_child(tree.pid("w-3")).get() is None
+    listing = live_pool.which_children().get()
+    assert [c.id for c in listing] == [c.id for c in simulated.calls[4].value] == ["w-2", "w-1"]
+    tree.ref.stop()
+    tree.log.wait_for(
+        lambda e: e.context is EventKind.SUPERVISOR_STOPPED and e.supervisor == "root", 10
+    )
+    assert event_sequence(tree.log.snapshot()) == expected
+
+
+# -- a liveness restart: the live service SIGSTOPped, the simulated one hung ------------
+
+
+def _liveness_spec(port: int) -> SupervisorSpec:
+    url = f"http://127.0.0.1:{port}/health"
+    return SupervisorSpec(
+        id="root",
+        intensity=3,
+        period=10,
+        children=[
+            ChildSpec(
+                id="web",
+                command=[sys.executable, SERVICE, str(port)],
+                ready=HttpProbe(url),
+                liveness=Liveness(HttpProbe(url, period=0.2, timeout=0.3), failures=2),
+                shutdown=0.5,
+            )
+        ],
+    )
+
+
+def test_a_liveness_restart_live_matches_the_simulation() -> None:
+    spec = _liveness_spec(free_port())
+    simulated = simulate(spec, {"web": Hang(at=[1.0])}, duration=6.0)
+    expected = event_sequence(simulated.events)
+    assert ("root", "child_unhealthy", "web") in expected  # the scenario is the one meant
+    assert simulated.children["web"].unhealthy == 1
+    with Tree(spec) as tree:
+
+        def healthy(n: int) -> bool:
+            kinds = [e.context for e in tree.log.snapshot()]
+            return kinds.count(EventKind.CHILD_HEALTHY) >= n
+
+        wait_until(lambda: healthy(1), what="the first child_healthy")
+        pid = tree.nanny.which_children().get()[0].pid
+        os.kill(pid, signal.SIGSTOP)  # alive, and silent
+        wait_until(lambda: healthy(2), what="healthy again after the restart")
+        live = tree.log.snapshot()
+    assert event_sequence(live) == expected
+    exits = [e for e in live if e.context is EventKind.CHILD_EXITED]
+    assert [e.reason.kind for e in exits if e.reason] == [ExitKind.UNHEALTHY]
