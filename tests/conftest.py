@@ -10,7 +10,6 @@ from hypothesis import HealthCheck, settings
 
 from supervision import SupervisorSpec
 from tests.support import fail_if_left_behind, forget_log, remember_log
-from tests.support.users import User, real_user
 
 LEAK_DEADLINE = 15.0  # a stopped tree's processes gone, on a busy machine too
 
@@ -57,20 +56,6 @@ def tree(
     yield start
     for ref in refs:
         forget_log(ref)
-
-
-@pytest.fixture
-def child_user() -> Iterator[User]:
-    """A real unprivileged user for one test's child (tests/support/users.py; needs root)."""
-    with real_user("ntc") as user:
-        yield user
-
-
-@pytest.fixture
-def other_user() -> Iterator[User]:
-    """A second real user: a neighbour of the child, or a stranger to the tree."""
-    with real_user("nto") as user:
-        yield user
 
 
 # -- the suite on four workers -----------------------------------------------------
