@@ -1,10 +1,23 @@
-"""Remote subtrees' tests: the modules that start Ray run on one worker, in turn."""
+"""Remote subtrees' tests: the trees a FakeEngine test starts, stopped at its end;
+and the modules that start Ray, on one worker, in turn."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from types import ModuleType
 
 import pytest
+
+from actors import Tree
+
+
+@pytest.fixture
+def trees() -> Iterator[list[Tree]]:
+    """The trees a test started (it appends them): each stopped at teardown."""
+    started: list[Tree] = []
+    yield started
+    for tree in started:
+        tree.stop(timeout=30)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

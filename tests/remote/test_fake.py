@@ -3,7 +3,6 @@ fencing rules in virtual time. No Ray."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import psutil
@@ -22,6 +21,7 @@ from supervision import (
     Strategy,
     SupervisorSpec,
 )
+from tests.remote.fake_trees import info, start
 from tests.support import wait_until
 
 SLEEP = ["sleep", "60"]
@@ -38,24 +38,6 @@ def remote(placement: Placement, **kw: Any) -> SupervisorSpec:
 
 def root(*children: Any, **kw: Any) -> SupervisorSpec:
     return SupervisorSpec(id="root", intensity=kw.pop("intensity", 5), children=children, **kw)
-
-
-@pytest.fixture
-def trees() -> Iterator[list[Tree]]:
-    started: list[Tree] = []
-    yield started
-    for tree in started:
-        tree.stop(timeout=30)
-
-
-def start(trees: list[Tree], spec: SupervisorSpec, engine: FakeEngine) -> Tree:
-    tree = Tree.start(spec, engine=engine)
-    trees.append(tree)
-    return tree
-
-
-def info(tree: Tree, child: str = "ingest") -> Any:
-    return tree.nanny.which_child(child).get()
 
 
 def remote_pids(tree: Tree) -> list[int]:

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import psutil
-import pytest
 
 from actors import Tree
 from actors.testing import FakeEngine
@@ -23,6 +21,7 @@ from supervision import (
     Placement,
     SupervisorSpec,
 )
+from tests.remote.fake_trees import info, start
 from tests.support import wait_until
 
 SLEEP = ["sleep", "60"]
@@ -88,24 +87,6 @@ def issue_tree(wait: float | None = None) -> SupervisorSpec:
             remote(Placement(node="b", policy="pinned", wait=wait)),
         ],
     )
-
-
-@pytest.fixture
-def trees() -> Iterator[list[Tree]]:
-    started: list[Tree] = []
-    yield started
-    for tree in started:
-        tree.stop(timeout=30)
-
-
-def start(trees: list[Tree], spec: SupervisorSpec, engine: FakeEngine) -> Tree:
-    tree = Tree.start(spec, engine=engine)
-    trees.append(tree)
-    return tree
-
-
-def info(tree: Tree, child: str = "ingest") -> Any:
-    return tree.nanny.which_child(child).get()
 
 
 def attempts(tree: Tree) -> int:
