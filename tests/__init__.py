@@ -10,7 +10,8 @@ feature:
 - docs/: the documentation's pages, site, tutorials and how-to guides;
 - layers/: the house's rules read from the source (import floors, a pure core);
 - chaos/, fuzz/: live trees under random faults, every input fuzzed (also `python -m`);
-- support/: the helpers they share; benchmarks/: measurements, not tests.
+- support/: the helpers they share; targets/: what their children run (lean: a
+  child imports it); benchmarks/: measurements, not tests.
 
 conftest.py here holds the fixtures every folder uses and the order of the xdist
 groups; a folder's own conftest.py, what only it needs.

@@ -61,7 +61,7 @@ shutdown = 2
 
 [[supervisor.children]]
 id = "mailer"
-target = "tests.support.children:sleep_forever"
+target = "tests.targets.children:sleep_forever"
 shutdown = 2
 """
 

@@ -21,13 +21,13 @@ from supervision import (
     UnresolvedTarget,
     load_tree,
 )
-from tests.support import children
+from tests.targets import children
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _resolve(ref: str):
-    return {"tests.support.children:sleep_forever": children.sleep_forever}[ref]
+    return {"tests.targets.children:sleep_forever": children.sleep_forever}[ref]
 
 
 FULL = """
@@ -58,7 +58,7 @@ backoff = { initial = 0.5, max = 10 }
 
 [[supervisor.children]]
 id = "job"
-target = "tests.support.children:sleep_forever"
+target = "tests.targets.children:sleep_forever"
 args = [1, "two"]
 kwargs = { three = 3 }
 ready = "notify"
@@ -170,7 +170,7 @@ def test_targets_import_from_the_files_directory(tmp_path):
 
 
 def test_import_target_follows_attribute_paths():
-    assert import_target("tests.support.children:sleep_forever") is children.sleep_forever
+    assert import_target("tests.targets.children:sleep_forever") is children.sleep_forever
     assert import_target("pathlib:Path.cwd") == Path.cwd
 
 
@@ -309,7 +309,7 @@ BAD = [
         ["brutal_kill"],
     ),
     (
-        _child('id = "c"\ntarget = "tests.support.children:sleep_forever"\npid_file = "x.pid"\n'),
+        _child('id = "c"\ntarget = "tests.targets.children:sleep_forever"\npid_file = "x.pid"\n'),
         f"{C2}.pid_file",
         ["command="],
     ),
@@ -326,7 +326,7 @@ BAD = [
         ["a program to run"],
     ),
     (
-        _child('id = "c"\ntarget = "tests.support.children:sleep_forever"\nready = "sd_notify"\n'),
+        _child('id = "c"\ntarget = "tests.targets.children:sleep_forever"\nready = "sd_notify"\n'),
         f"{C2}.ready",
         ['ready="notify"'],
     ),

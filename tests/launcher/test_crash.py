@@ -19,7 +19,7 @@ import pytest
 from actors import testing
 from actors._launcher._faults import inject_crash
 from supervision import ChildSpec, EventKind, ExitKind, Restart, SupervisorSpec
-from tests.support import children
+from tests.targets import children
 
 BUSY = ChildSpec(id="busy", target=exec, args=("while True: pass", {}))
 # A target that imports as it begins: a crash during these imports waits for them.

@@ -30,7 +30,7 @@ from actors._launcher._group_wait import GROUP_WAIT
 from supervision import ChildSpec, EventKind, Strategy, SupervisorSpec
 from tests.support import wait_event, wait_until
 from tests.support.nginx import nginx_command, nginx_conf
-from tests.support.port_holders import bind_counting, grandchild_holds_port, linger_in_group_of
+from tests.targets.port_holders import bind_counting, grandchild_holds_port, linger_in_group_of
 
 ROUNDS = 30
 MEGABYTES = 512  # the grandchild's memory: ~14 ms to free here, past a restart

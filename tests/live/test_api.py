@@ -22,7 +22,8 @@ from supervision import (
     SupervisorSpec,
     SupervisorStartError,
 )
-from tests.support import children, children_by_id, wait_event
+from tests.support import children_by_id, wait_event
+from tests.targets import children
 
 
 def _spec(*kids: ChildSpec) -> SupervisorSpec:

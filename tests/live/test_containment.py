@@ -21,7 +21,8 @@ from actors import EventLog, Tree
 from actors._launcher._control import CHILD_FRAME, MAX_MESSAGE, MAX_TRACEBACK
 from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, ExitKind, SpecError, StartError, SupervisorSpec
-from tests.support import children, wait_until
+from tests.support import wait_until
+from tests.targets import children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -195,7 +196,7 @@ HOST = textwrap.dedent(
     import json, signal, sys, threading
     from actors import Tree
     from supervision import ChildSpec, SupervisorSpec
-    from tests.support import children
+    from tests.targets import children
 
     tmp = sys.argv[1]
     masked = sys.argv[2:] == ["masked"]

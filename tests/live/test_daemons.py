@@ -181,7 +181,7 @@ def _watched(**fields: object) -> Tree:
 
 
 def test_a_python_child_that_stops_beating_is_restarted_by_its_watchdog() -> None:
-    from tests.support import children
+    from tests.targets import children
 
     tree = _watched(target=children.beat_then_hang, args=(6,))
     try:
@@ -194,7 +194,7 @@ def test_a_python_child_that_stops_beating_is_restarted_by_its_watchdog() -> Non
 
 
 def test_a_child_that_keeps_beating_is_left_alone() -> None:
-    from tests.support import children
+    from tests.targets import children
 
     tree = _watched(target=children.beat_then_hang, args=(-1,))
     try:

@@ -14,7 +14,8 @@ import pytest
 
 from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, SupervisorSpec
-from tests.support import children, children_by_id, event_log, wait_event, wait_until
+from tests.support import children_by_id, event_log, wait_event, wait_until
+from tests.targets import children
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,7 +72,7 @@ HOST = textwrap.dedent(
     import sys
     from actors import NannyActor
     from supervision import ChildSpec, SupervisorSpec
-    from tests.support import children
+    from tests.targets import children
 
     ref = NannyActor.start(SupervisorSpec(id="root", children=[
         ChildSpec(id="cmd", command=["sleep", "300"]),
@@ -168,7 +169,7 @@ FORGETFUL = textwrap.dedent(
     import sys
     from actors import NannyActor
     from supervision import ChildSpec, SupervisorSpec
-    from tests.support import children
+    from tests.targets import children
 
     ref = NannyActor.start(SupervisorSpec(id="root", children=[
         ChildSpec(id="cmd", command=["sleep", "300"]),

@@ -11,7 +11,7 @@ import pytest
 from actors import Tree, testing
 from actors.testing import wait_gone
 from supervision import ChildSpec, EventKind, ExitKind, SupervisorSpec
-from tests.support import children
+from tests.targets import children
 
 MODES = ["fork", "fresh", "command", "warm"]
 

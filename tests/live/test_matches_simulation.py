@@ -38,7 +38,8 @@ from supervision.simulate import (
     simulate,
 )
 from tests.live.test_health import SERVICE
-from tests.support import children, wait_until
+from tests.support import wait_until
+from tests.targets import children
 
 KILLED = ExitReason(ExitKind.KILLED, signal=9)
 

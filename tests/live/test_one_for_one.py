@@ -17,7 +17,8 @@ from supervision import (
     Restart,
     SupervisorSpec,
 )
-from tests.support import children, children_by_id, event_log, wait_event
+from tests.support import children_by_id, event_log, wait_event
+from tests.targets import children
 
 
 def test_sigkilled_child_comes_back_with_new_pid_siblings_keep_theirs(tree):

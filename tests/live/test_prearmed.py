@@ -21,7 +21,7 @@ from supervision import (
     Supervisor,
     SupervisorSpec,
 )
-from tests.support import children
+from tests.targets import children
 
 # -- the pure plan ------------------------------------------------------------------------
 

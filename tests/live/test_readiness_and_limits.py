@@ -21,7 +21,8 @@ from supervision import (
     SupervisorSpec,
     SupervisorStartError,
 )
-from tests.support import children, children_by_id, event_log, wait_event
+from tests.support import children_by_id, event_log, wait_event
+from tests.targets import children
 
 
 def _started_order(ref) -> list[tuple[str, float]]:

@@ -28,8 +28,9 @@ from supervision import (
 )
 from supervision.simulate import Scripted, call, event_sequence, simulate
 from tests.cli.test_commands import Proc, _env, cli, pids, status, workers
-from tests.support import children, wait_until
+from tests.support import wait_until
 from tests.support.nginx import nginx_conf
+from tests.targets import children
 
 # The root gives up at its second restart in 30 s: any charge for flappy would end it.
 TREE = """

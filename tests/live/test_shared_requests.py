@@ -99,7 +99,7 @@ def test_a_changed_host_env_reaches_each_like_childs_next_start(
 
 
 def test_like_python_children_share_one_template_and_other_arguments_do_not() -> None:
-    from tests.support import children
+    from tests.targets import children
 
     specs = [ChildSpec(id=f"p{i}", target=children.sleep_forever) for i in range(5)]
     specs.append(ChildSpec(id="other", target=children.exit_with, args=(0,), restart="temporary"))

@@ -559,7 +559,7 @@ def test_check_says_when_a_python_targets_user_cannot_read_the_interpreter(
     tree = tmp_path / "t.toml"
     tree.write_text(
         '[supervisor]\nid = "t"\n[[supervisor.children]]\nid = "py"\n'
-        'target = "tests.support.children:sleep_forever"\nuser = "nobody"\n'
+        'target = "tests.targets.children:sleep_forever"\nuser = "nobody"\n'
     )
     done = subprocess.run(
         [sys.executable, "-m", "actors.cli", "check", str(tree)],

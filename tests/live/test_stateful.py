@@ -54,8 +54,9 @@ from supervision import (
     Strategy,
     SupervisorSpec,
 )
-from tests.support import SOAK_SECONDS, children, wait_until
+from tests.support import SOAK_SECONDS, wait_until
 from tests.support import live_invariants as inv
+from tests.targets import children
 
 CALL_TIMEOUT = 30.0  # an API call that takes longer is hung (a stopped launcher: 5 s)
 STATIC = ["a", "b", "c", "d", "e", "sub"]  # root's children ("e" only by start_child)

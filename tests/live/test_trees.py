@@ -20,7 +20,8 @@ from supervision import (
     SupervisorSpec,
     TooManyChildren,
 )
-from tests.support import children, children_by_id, event_log, wait_event, wait_until
+from tests.support import children_by_id, event_log, wait_event, wait_until
+from tests.targets import children
 
 
 def _stopper(path, name: str, **kw) -> ChildSpec:

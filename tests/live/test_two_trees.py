@@ -185,7 +185,7 @@ FORGOTTEN = """
 import sys
 from actors import Tree
 from supervision import ChildSpec, SupervisorSpec
-from tests.support import children
+from tests.targets import children
 
 for name in ("a", "b"):
     Tree.start(SupervisorSpec(id=name, children=[

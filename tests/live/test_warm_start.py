@@ -9,7 +9,8 @@ import time
 import psutil
 
 from supervision import ChildSpec, EventKind, SpecError, SupervisorSpec
-from tests.support import children, children_by_id, wait_event, wait_until
+from tests.support import children_by_id, wait_event, wait_until
+from tests.targets import children
 
 
 def _launcher_children(ref) -> list[psutil.Process]:

@@ -12,8 +12,9 @@ import pytest
 
 from supervision import ChildSpec, Event, EventKind, SupervisorSpec
 from supervision.simulate import Exponential, Scripted, simulate
-from tests.support import children, children_by_id, event_log, wait_event
+from tests.support import children_by_id, event_log, wait_event
 from tests.support.fake_executor import worker
+from tests.targets import children
 
 pytest.importorskip("matplotlib")
 
