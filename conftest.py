@@ -12,7 +12,8 @@ In README.md and docs/**/*.md:
 
 Examples/ files appear on the pages by inclusion (`--8<--`), and run as themselves.
 
-Here too, for every test: the groups the suite's xdist workers keep together.
+Each page's examples run in order, in one namespace: one xdist group per page. The
+suite's other groups, and their order, are tests/conftest.py's.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -105,59 +105,11 @@ pytest_collect_file = Sybil(
 ).pytest()
 
 
-# -- the suite on four workers -----------------------------------------------------
+# -- each page on one worker --------------------------------------------------------
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    if config.getoption("dist", "no") == "loadgroup" and _groups_ignored():
-        raise pytest.UsageError(
-            "pytest-xdist ignores test groups under pytest 9.2 (pytest-xdist#1386), and this "
-            "suite needs them: install 'pytest<9.2' (as the test extra does) or run with -n 0"
-        )
-    if "PYTEST_XDIST_WORKER" in os.environ:
-        # execnet gives xdist's workers COLUMNS=80 and LINES=24: without them a worker
-        # runs the CLI as a plain `pytest` does, with no terminal (160 columns).
-        for name in ("COLUMNS", "LINES"):
-            os.environ.pop(name, None)
-
-
-def _groups_ignored() -> bool:
-    import xdist
-
-    def version(text: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
-
-    return version(pytest.__version__) >= (9, 2) and version(xdist.__version__) <= (3, 8)
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The suite runs on 4 xdist workers (`-n 4 --dist loadgroup`, pyproject.toml);
-    what must not be split or run twice at once goes to one worker as a group:
-    - the modules that start a Ray cluster, one module after another (a cluster each:
-      two at once would starve 2 cores);
-    - the tests of the built docs site (one build, into one picture cache);
-    - the soak tests, one after another, beside the rest of the suite;
-    - each page's examples (README.md, docs/): they run in order, in one namespace.
-
-    The long groups come first, longest first, so that each starts on a worker of its
-    own at once and the rest of the suite fills the others around them: the Ray
-    modules (about 5 minutes on 2 cores) would otherwise start late and end last.
-    """
-    first = {"ray": 0, "docs": 1, "soak": 2}
-    rank: dict[int, int] = {}
-    for item in items:
-        module = getattr(item, "module", None)
-        if isinstance(vars(module).get("ray") if module else None, ModuleType):
-            group = "ray"
-        elif "built_site" in getattr(item, "fixturenames", ()):
-            group = "docs"
-        elif item.get_closest_marker("soak"):
-            group = "soak"
-        elif item.path.suffix == ".md":
-            group = item.nodeid.split("::")[0]  # the page
-        else:
-            continue
-        item.add_marker(pytest.mark.xdist_group(group))
-        rank[id(item)] = first.get(group, len(first))
-    items.sort(key=lambda item: rank.get(id(item), len(first)))  # stable: order kept within
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """A page's examples (README.md, docs/) run in order, in one namespace: one xdist
+    group per page (tests/conftest.py orders the groups)."""
+    if item.path.suffix == ".md":
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

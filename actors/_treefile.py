@@ -11,7 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from supervision import MISSING, ConfigError, SupervisorSpec, load_tree
-from supervision._config import MAX_FILE_BYTES, check_size
+from supervision.config._errors import (
+    check_size,
+)
+from supervision.config._keys import (
+    MAX_FILE_BYTES,
+)
 
 
 def import_target(ref: str) -> Callable[..., Any]:
@@ -29,7 +34,7 @@ def tree_vars(vars: Mapping[str, object] | None = None) -> dict[str, object]:
 
 
 def read_tree_file(path: str | Path) -> bytes:
-    """A tree file's bytes, never more than its limit (supervision/_config.py): one
+    """A tree file's bytes, never more than its limit (supervision/config/_keys.py): one
     past it is refused (TooLarge) before more is read. OSError if it cannot be read."""
     with open(path, "rb") as f:
         data = f.read(MAX_FILE_BYTES + 1)
@@ -41,7 +46,7 @@ def load_tree_file(path: str | Path, *, vars: Mapping[str, object] | None = None
     """Read and load a TOML tree file; targets import from its directory too.
 
     `${NAME}` and `${NAME:-default}` in its string values take their values from
-    `vars`, then the environment (`$${` is a literal `${`; supervision/_vars.py).
+    `vars`, then the environment (`$${` is a literal `${`; supervision/config/_vars.py).
     Raises ConfigError (also for a file that cannot be read, or a variable unset).
     """
     path = Path(path)

@@ -183,7 +183,7 @@ class AsyncNanny:
             unsubscribe()
 
     # -- the API: each call of SupervisorAPI (actors/_shell/_api.py), awaited --
-    # (tests/test_aio.py holds each twin to the Protocol's parameters and answer.)
+    # (tests/live/test_supervisor_api.py holds each twin to the Protocol's parameters and answer.)
 
     async def which_children(self) -> list[ChildInfo]:
         return await self._call("which_children")  # type: ignore[no-any-return]

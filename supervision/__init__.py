@@ -17,18 +17,7 @@ from ._actions import (
     TerminateChild,
     TerminateChildren,
 )
-from ._config import (
-    MISSING,
-    ConfigError,
-    EngineConfig,
-    TargetResolver,
-    TooLarge,
-    UnresolvedTarget,
-    load_engine,
-    load_tree,
-)
 from ._core import Supervisor
-from ._daemonize import asks_to_daemonize
 from ._errors import (
     AlreadyPresent,
     AlreadyStarted,
@@ -54,28 +43,7 @@ from ._events import Event, EventKind, event_from_dict, event_to_dict
 from ._fencing import Fencing
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan, Health
 from ._intensity import Relaunches, RestartWindow, add_restart
-from ._placement import NodeInfo, Placement, PlacementPolicy, choose_node
-from ._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from ._reasons import ExitKind, ExitReason, classify_exit, signal_name
-from ._restart_limit import NoRestartLimit, RestartLimit
-from ._sockets import ListenSocket
-from ._spec import (
-    BRUTAL_KILL,
-    CAPTURE,
-    INFINITY,
-    AnySpec,
-    AutoShutdown,
-    Backoff,
-    ChildSpec,
-    ReadyFile,
-    Reload,
-    Restart,
-    Shutdown,
-    Strategy,
-    SupervisorSpec,
-    check_childspecs,
-    parse_signal,
-)
 from ._update import (
     IN_PLACE,
     UPDATE_SETTLE,
@@ -100,6 +68,46 @@ from ._update import (
     starting_workers,
     stops_the_update,
     taken_after_a_stop,
+)
+from .config._engine import (
+    EngineConfig,
+    load_engine,
+)
+from .config._errors import (
+    MISSING,
+    ConfigError,
+    TooLarge,
+)
+from .config._load import (
+    load_tree,
+)
+from .config._read import (
+    TargetResolver,
+    UnresolvedTarget,
+)
+from .spec._daemonize import asks_to_daemonize
+from .spec._fields import (
+    BRUTAL_KILL,
+    CAPTURE,
+    INFINITY,
+    AutoShutdown,
+    Backoff,
+    ReadyFile,
+    Reload,
+    Restart,
+    Shutdown,
+    Strategy,
+    parse_signal,
+)
+from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node
+from .spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
+from .spec._restart_limit import NoRestartLimit, RestartLimit
+from .spec._sockets import ListenSocket
+from .spec._spec import (
+    AnySpec,
+    ChildSpec,
+    SupervisorSpec,
+    check_childspecs,
 )
 
 __all__ = [
@@ -217,7 +225,7 @@ def _show_public_home() -> None:
     """Public names say where to import them from: supervision.ChildSpec, not _spec."""
     for name in __all__:
         obj = globals()[name]
-        if getattr(obj, "__module__", "").startswith("supervision._"):
+        if any(part.startswith("_") for part in getattr(obj, "__module__", "").split(".")):
             obj.__module__ = "supervision"
 
 

@@ -15,7 +15,12 @@ from typing import Any
 from ._errors import NannyError
 from ._events import Event
 from ._reasons import ExitReason
-from ._spec import AnySpec, Shutdown
+from .spec._fields import (
+    Shutdown,
+)
+from .spec._spec import (
+    AnySpec,
+)
 
 
 @dataclass(frozen=True)

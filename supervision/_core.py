@@ -46,10 +46,19 @@ from ._errors import (
 from ._events import Event, EventKind
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
-from ._placement import Placement, pending_delay
 from ._reasons import ExitKind, ExitReason
-from ._restart_limit import NoRestartLimit
-from ._spec import AnySpec, AutoShutdown, ChildSpec, Restart, Strategy, SupervisorSpec
+from .spec._fields import (
+    AutoShutdown,
+    Restart,
+    Strategy,
+)
+from .spec._placement import Placement, pending_delay
+from .spec._restart_limit import NoRestartLimit
+from .spec._spec import (
+    AnySpec,
+    ChildSpec,
+    SupervisorSpec,
+)
 
 _MASK64 = (1 << 64) - 1
 # Ends that the tree caused, not the child: min_uptime does not apply to them.

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from ._reasons import ExitReason
-from ._spec import Restart
+from .spec._fields import (
+    Restart,
+)
 
 ChildState: TypeAlias = Literal[
     "starting",

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import TypeAlias
 
-from ._spec import AnySpec, ChildSpec, Strategy, SupervisorSpec
+from .spec._fields import Strategy
+from .spec._spec import AnySpec, ChildSpec, SupervisorSpec
 
 
 class Change(StrEnum):

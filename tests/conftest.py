@@ -1,10 +1,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pykka
@@ -13,7 +10,6 @@ from hypothesis import HealthCheck, settings
 
 from supervision import SupervisorSpec
 from tests.support import fail_if_left_behind, forget_log, remember_log
-from tests.users import User, real_user
 
 LEAK_DEADLINE = 15.0  # a stopped tree's processes gone, on a busy machine too
 
@@ -62,40 +58,53 @@ def tree(
         forget_log(ref)
 
 
-@pytest.fixture(scope="session")
-def built_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The docs site, built once per session with `mkdocs build --strict` (the first
-    build of a checkout also draws its pictures: docs/_hooks/pictures.py)."""
-    root = Path(__file__).resolve().parents[1]
-    out = tmp_path_factory.mktemp("site")
-    # Its pictures from the site's cache if fresh (CI's build made them), else drafts
-    # of them: the same generators on less data (docs/_hooks/pictures.py). The full
-    # experiment takes about 45 s of both cores and buys this test nothing.
-    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "NANNYTREE_DOCS_DRAFT": "1"}
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
-    built = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(out)],
-        cwd=root,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    assert built.returncode == 0, f"mkdocs build --strict failed:\n{built.stderr[-6000:]}"
-    return out
+# -- the suite on four workers -----------------------------------------------------
+
+# The groups that take longest, started first, longest first: each begins at once on a
+# worker of its own and the rest of the suite fills the others around them (the Ray
+# modules, about 5 minutes on 2 cores, would otherwise start late and end last). Each
+# folder's conftest.py marks its own groups: remote/ "ray", docs/ "docs"; the soak
+# tests, in any folder, are "soak" (here); each page's examples, the root conftest.py.
+LONG_GROUPS = ("ray", "docs", "soak")
 
 
-@pytest.fixture
-def child_user() -> Iterator[User]:
-    """A real unprivileged user for one test's child (tests/users.py; needs root)."""
-    with real_user("ntc") as user:
-        yield user
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("dist", "no") == "loadgroup" and _groups_ignored():
+        raise pytest.UsageError(
+            "pytest-xdist ignores test groups under pytest 9.2 (pytest-xdist#1386), and this "
+            "suite needs them: install 'pytest<9.2' (as the test extra does) or run with -n 0"
+        )
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        # execnet gives xdist's workers COLUMNS=80 and LINES=24: without them a worker
+        # runs the CLI as a plain `pytest` does, with no terminal (160 columns).
+        for name in ("COLUMNS", "LINES"):
+            os.environ.pop(name, None)
 
 
-@pytest.fixture
-def other_user() -> Iterator[User]:
-    """A second real user: a neighbour of the child, or a stranger to the tree."""
-    with real_user("nto") as user:
-        yield user
+def _groups_ignored() -> bool:
+    import xdist
+
+    def version(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split(".")[:2] if part.isdigit())
+
+    return version(pytest.__version__) >= (9, 2) and version(xdist.__version__) <= (3, 8)
+
+
+def group(item: pytest.Item) -> str | None:
+    """The xdist group an item was put in, if any."""
+    marker = item.get_closest_marker("xdist_group")
+    return str(marker.args[0]) if marker and marker.args else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite runs on 4 xdist workers (`-n 4 --dist loadgroup`, pyproject.toml);
+    what must not be split or run twice at once goes to one worker as a group. Each
+    folder's conftest.py puts its items in their group as they are collected; here,
+    the soak tests, one after another beside the rest of the suite; then the long
+    groups go first, longest first (a stable sort: the order within is kept)."""
+    for item in items:
+        if item.get_closest_marker("soak") and group(item) is None:
+            item.add_marker(pytest.mark.xdist_group("soak"))
+    rank = {name: place for place, name in enumerate(LONG_GROUPS)}
+    items.sort(key=lambda item: rank.get(group(item) or "", len(rank)))

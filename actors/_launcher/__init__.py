@@ -9,5 +9,5 @@ is", says which module holds what.
 
 It imports nothing from the rest of `actors` and neither pykka nor the
 supervision core: a forked child must inherit no thread and no lock, and a
-fresh one must start lean (tests/test_layering.py holds both).
+fresh one must start lean (tests/layers/test_rules.py holds both).
 """

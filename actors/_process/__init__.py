@@ -6,5 +6,5 @@ starts the launcher process (actors/_launcher/) and talks to it over a socket;
 `actors.testing.FakeSpawner` is the fake behind the same port.
 
 The shell imports the port, never the client: only the composition root
-(actors/_tree.py) picks the adapter (tests/test_layering.py).
+(actors/_tree.py) picks the adapter (tests/layers/test_rules.py).
 """

@@ -46,7 +46,7 @@ from ._template import Template
 
 # Whether an armed restart's start is answered at the successor's birth (the
 # start sent ahead with the exit). Off: a race with liveness stops and API calls
-# left the core a pid that no longer ran (tests/test_no_leak.py, liveness), not yet
+# left the core a pid that no longer ran (tests/live/test_no_leak.py, liveness), not yet
 # found; the worker's Start adopts the successor, as before.
 ANSWER_BIRTHS = False
 

@@ -12,7 +12,7 @@ from typing import Any
 import pykka
 
 from supervision import ChildSpec, ExecProbe, Health
-from supervision._probes import LivenessCount, Verdict
+from supervision.spec._probes import LivenessCount, Verdict
 
 from .._runtime._actor_loop import tell_quietly
 from ._messages import HealthChanged

@@ -119,7 +119,7 @@ class HealthChanged:
     """From the tree's prober: what the liveness probe of this incarnation says now."""
 
     incarnation: int
-    verdict: str  # supervision._probes.Verdict
+    verdict: str  # supervision.spec._probes.Verdict
     health: Health
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from supervision import ExecProbe, HttpProbe, Liveness, TcpProbe
-from supervision._probes import LivenessCount, Probe, Verdict
+from supervision.spec._probes import LivenessCount, Probe, Verdict
 
 from ._run_as import RunAs
 

@@ -29,7 +29,7 @@ from supervision import (
     ReadyFile,
     TcpProbe,
 )
-from supervision._probes import Probe, ready_period
+from supervision.spec._probes import Probe, ready_period
 
 from .._process._port import ChildHandle, ProcessExit
 from ._check_run import run_check

@@ -18,7 +18,7 @@ def add_settle_flag(p: argparse.ArgumentParser) -> None:
         type=settle_seconds,
         metavar="SECONDS",
         # The default is the host's (supervision.UPDATE_SETTLE), written out: the client
-        # does not import supervision (tests/test_cli.py holds the two equal).
+        # does not import supervision (tests/cli/test_commands.py holds the two equal).
         help="a replaced or added child without readiness counts as started once it has "
         "stayed up this long (default 1; 0: once it runs); one that exits "
         "sooner is left stopped with its new spec, charging no restart intensity",

@@ -8,7 +8,7 @@ journal), sd_notify toward the service manager, and the pre-run checks that
 The command (actors/cli/) hands over to it in `run`, `demo` and `check`, and
 imports it nowhere else: a client command loads no actor. The host speaks the
 command's protocol (actors/cli/_control.py, `_records.py`) and draws with its
-views; it may import every floor below it (tests/test_import_graph.py).
+views; it may import every floor below it (tests/layers/test_import_graph.py).
 
 Names are imported on first use, as `actors` does: `check` reads `_check.py`
 without loading pykka, rich or the nanny.

@@ -26,7 +26,7 @@ from supervision import ExecProbe, ReadyFile, Reload, UnresolvedTarget, asks_to_
 
 SHELL_CHARS = set("|&;<>()$`*?[]{}~")
 # `${NAME}`, `${NAME:-default}` and `$${`: nannytree's own, each within its word
-# (supervision/_vars.py), not a shell's.
+# (supervision/config/_vars.py), not a shell's.
 _VARIABLES = re.compile(r"\$\$\{|\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}")
 
 

@@ -2,13 +2,13 @@
 
 A page asks for a generated part with a marker line, `<!-- generated: NAME -->`:
 
-- `toml-keys`: every key of a tree file, by table (supervision/_config_doc.py, with
+- `toml-keys`: every key of a tree file, by table (docs/_hooks/config_doc.py, with
   the defaults read from the spec dataclasses and the engine's parameters);
 - `cli`: every `nannytree` command and its flags, from the argparse parser;
 - `exit-codes`: the commands' exit statuses (actors/cli/_exit.py);
 - `exit-kinds`, `event-kinds`: every ExitKind and EventKind, with its meaning.
 
-An unknown marker fails the build. tests/test_docs_reference.py checks the output.
+An unknown marker fails the build. tests/docs/test_reference.py checks the output.
 """
 
 from __future__ import annotations
@@ -18,16 +18,33 @@ import ast
 import dataclasses
 import enum
 import functools
+import importlib.util
 import re
 import signal
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def _sibling(name: str) -> ModuleType:
+    """A module of this folder, by its path (mkdocs loads hooks by path, not as a
+    package), loaded once: tests/docs/test_reference.py patches the same one."""
+    key = f"nannytree_docs_{name}"
+    if key not in sys.modules:
+        spec = importlib.util.spec_from_file_location(key, Path(__file__).with_name(f"{name}.py"))
+        assert spec and spec.loader
+        sys.modules[key] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[key])
+    return sys.modules[key]
+
+
+config_doc = _sibling("config_doc")  # what each key of a tree file means
 
 MARKER = re.compile(r"^<!-- generated: ([\w-]+) -->$", re.MULTILINE)
 NO_DEFAULT = object()
@@ -206,16 +223,14 @@ def toml_type(text: str) -> str:
 
 
 def toml_keys() -> str:
-    from supervision._config_doc import TABLES
-
     parts = []
-    for t in TABLES:
+    for t in config_doc.TABLES:
         missing = [k for k in t.keys if k not in t.docs]
         extra = [k for k in t.docs if k not in t.keys]
         if missing or extra:
             raise ValueError(
                 f"table {t.name}: keys without a KeyDoc {missing}, KeyDocs of no key {extra} "
-                "(supervision/_config_doc.py)"
+                "(docs/_hooks/config_doc.py)"
             )
         rows = []
         for key in t.keys:

@@ -77,13 +77,15 @@ The most specific key wins, a child's own id before its template's, from the
 innermost supervisor out ("pool/sub-1/x" before "pool/sub/x" when "sub" is
 the template of "pool" and "x" a worker of it).
 
-The package, module by module: `_run` is the engine (`simulate`); `_compare`
+The package, module by module: `_run` is the engine (`simulate`), which drives
+the simulated supervisors of `_node` (their messages: `_messages`, their workers'
+processes and drawn faults: `_process`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
 `_faults` and `_ops` the fault models and scripted calls, `_health` the
 readiness and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
-`_nodes.py`. This module only re-exports (tests/test_simulate_facade.py
+`_nodes.py`. This module only re-exports (tests/sim/test_facade.py
 checks it).
 """
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .._errors import SpecError
-from .._spec import SupervisorSpec
+from ..spec._spec import SupervisorSpec
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
 from ._faults import FaultModel
 from ._run import simulate

@@ -3,7 +3,7 @@
 The live shell's rules (docs/health.md) as arithmetic on virtual times; the
 engine (`_run`) schedules what these say:
 - A start with a probe as `ready` is tried at once and every probe period
-  (supervision._probes.READY_PERIOD unless the probe says): it ends at the first
+  (supervision.spec._probes.READY_PERIOD unless the probe says): it ends at the first
   attempt at or after the service answers (`FaultModel.answers_after`), or at
   `start_timeout` if that attempt would be later (reason start_timeout).
 - A one-shot step (`ready="exited"`) runs until its model ends its process, or
@@ -20,9 +20,15 @@ import math
 
 from .._events import Event, EventKind
 from .._info import Health
-from .._probes import PROBES, Liveness, LivenessCount, Verdict, ready_period
 from .._reasons import ExitReason
-from .._spec import BRUTAL_KILL, INFINITY, ChildSpec
+from ..spec._fields import (
+    BRUTAL_KILL,
+    INFINITY,
+)
+from ..spec._probes import PROBES, Liveness, LivenessCount, Verdict, ready_period
+from ..spec._spec import (
+    ChildSpec,
+)
 from ._faults import FaultModel, Flapping, Hang, MemoryGrowth, Rng
 
 NOT_YET = "connection refused (the service does not answer yet)"

@@ -14,7 +14,14 @@ import re
 from collections.abc import Iterable, Mapping
 
 from .._errors import SpecError
-from .._spec import AnySpec, ChildSpec, Strategy, SupervisorSpec
+from ..spec._fields import (
+    Strategy,
+)
+from ..spec._spec import (
+    AnySpec,
+    ChildSpec,
+    SupervisorSpec,
+)
 from ._faults import FaultModel
 from ._ops import Call
 

@@ -48,11 +48,11 @@ from typing import Any
 
 from .._errors import SpecError
 from .._fencing import Fencing
-from .._placement import NodeInfo
+from ..spec._placement import NodeInfo
 
 DEFAULT_DETECTION = 1.3
 DEFAULT_HEALTH_CHECK = 4.2
-DEFAULT_LEASE = 30.0  # actors.ray.RayEngine's lease_timeout (tests/test_sim_lease.py)
+DEFAULT_LEASE = 30.0  # actors.ray.RayEngine's lease_timeout (tests/sim/test_lease.py)
 
 
 def _time(owner: str, name: str, value: Any, *, positive: bool = False) -> float:

@@ -22,7 +22,7 @@ from typing import Literal
 
 from .._events import Event, EventKind
 from .._reasons import ExitKind, ExitReason
-from .._spec import SupervisorSpec
+from ..spec._spec import SupervisorSpec
 from ._ops import CallResult
 
 ChildType = Literal["worker", "supervisor"]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._errors import SpecError
-from .._spec import SupervisorSpec
+from ..spec._spec import SupervisorSpec
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
 from ._faults import FaultModel
 from ._nodes import Cluster

@@ -30,7 +30,7 @@ signal is sent with os.kill and replayed as the exit it causes), pause_child
 (a paused worker cannot read its instruction), and terminate_child's
 with_dependents (a scripted call passes no keyword arguments).
 
-Nothing here is collected by pytest: tests/test_chaos_oracle.py runs it.
+The modules here are not tests themselves: tests/chaos/test_oracle.py runs them.
 
 This module imports nothing: a worker imports `_child` through it, and each
 restart would pay for the rest. `_oracle` holds `run_schedule` and `Totals`.

@@ -7,6 +7,6 @@ input runs under a deadline of CPU time (1 s; 30 s for control, a live tree), an
 a wall deadline for an answer that never comes (30 s; 120 s for control); the report
 gives inputs per second, the RSS at the start, after the first twentieth, at
 half and at the end, and each finding with its input (saved under --out). The
-suite runs the same targets briefly under hypothesis (tests/test_fuzz_inputs.py).
+suite runs the same targets briefly under hypothesis (tests/fuzz/test_inputs.py).
 No module here is named test_*, so pytest collects nothing from this folder.
 """

@@ -27,7 +27,11 @@ from actors._shell._sd_notify import MAX_DATAGRAM, MAX_REFUSED, MAX_STATUS, Noti
 from actors.cli._control import MAX_LINE
 from actors.host._server import parse_request
 from supervision import ConfigError, Event, event_from_dict, event_to_dict, load_tree
-from supervision._config import BACKOFF_KEYS, SUPERVISOR_KEYS, WORKER_KEYS
+from supervision.config._keys import (
+    BACKOFF_KEYS,
+    SUPERVISOR_KEYS,
+    WORKER_KEYS,
+)
 
 from . import _toml
 from . import _values as v

@@ -8,7 +8,7 @@ import random
 import re
 from typing import Any
 
-from supervision._config import (
+from supervision.config._keys import (
     BACKOFF_KEYS,
     PLACEMENT_KEYS,
     RELOAD_KEYS,

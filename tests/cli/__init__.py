@@ -1,0 +1,1 @@
+"""The nannytree command (actors/cli/) end to end on real `run` processes."""

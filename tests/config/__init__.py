@@ -1,0 +1,1 @@
+"""Tree files (supervision/config/): TOML read into specs, the [engine] table, variables."""

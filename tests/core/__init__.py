@@ -1,0 +1,1 @@
+"""The pure decision core (supervision/_core.py and its rules), on a fake executor and clock."""

@@ -1,0 +1,1 @@
+"""The documentation: its reference pages, built site, tutorials and how-to guides."""

@@ -1,0 +1,1 @@
+"""The launcher process (actors/_launcher/) with real processes."""

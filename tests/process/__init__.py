@@ -1,0 +1,1 @@
+"""The process port (actors/_process/): the launcher's client, output streams."""

@@ -1,0 +1,227 @@
+"""Tier 2: a mini-cluster (ray.cluster_utils.Cluster): a head and worker nodes on this
+machine, with the GCS health check tuned so a lost node is declared dead in seconds.
+
+One cluster for the module; a scenario that removes a node adds a fresh one.
+Bounded polls only; remote pids are checked directly (the remote launchers are
+detached from every process tree of the test).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import psutil
+import pykka
+import pytest
+
+from tests.support import import_ray
+
+ray = import_ray()
+
+from actors import Tree  # noqa: E402
+from actors.ray import RayEngine  # noqa: E402
+from actors.testing import wait_gone  # noqa: E402
+from supervision import (  # noqa: E402
+    ChildSpec,
+    ExitKind,
+    Placement,
+    Strategy,
+    SupervisorSpec,
+)
+from tests.support import wait_until  # noqa: E402
+from tests.support.ray_cluster import Nodes, module_cluster  # noqa: E402
+
+pytestmark = pytest.mark.ray
+SLEEP = ["sleep", "300"]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Nodes]:
+    yield from module_cluster("ntc")
+
+
+@pytest.fixture
+def nodes(cluster: Nodes) -> Iterator[Nodes]:
+    yield cluster
+    cluster.remove_all()
+
+
+@pytest.fixture(autouse=True)
+def no_process_left_behind() -> Iterator[None]:
+    """Overrides conftest's: the cluster's processes stay for the module; remote pids are
+    checked per test. Actors must not be left running."""
+    yield
+    actors = pykka.ActorRegistry.get_all()
+    if actors:
+        pykka.ActorRegistry.stop_all()
+        pytest.fail(f"test left actors running: {actors}")
+
+
+@pytest.fixture
+def trees() -> Iterator[list[Tree]]:
+    started: list[Tree] = []
+    yield started
+    for tree in started:
+        tree.stop(timeout=60)
+
+
+def remote(placement: Placement) -> SupervisorSpec:
+    return SupervisorSpec(
+        id="ingest",
+        placement=placement,
+        children=[ChildSpec(id="reader", command=SLEEP), ChildSpec(id="parser", command=SLEEP)],
+    )
+
+
+def info(tree: Tree, child: str = "ingest") -> Any:
+    return tree.nanny.which_child(child).get()
+
+
+def remote_processes(tree: Tree) -> list[int]:
+    proxy = tree.nanny.child_nanny("ingest").get().proxy()
+    children = [c.pid for c in proxy.which_children().get() if c.pid is not None]
+    return [info(tree).pid, psutil.Process(children[0]).ppid(), *children]
+
+
+def test_a_removed_node_is_node_down_and_prefer_moves_the_subtree(
+    nodes: Nodes, trees: list[Tree]
+) -> None:
+    b, c = nodes.add(), nodes.add()
+    engine = RayEngine(lease_timeout=None)
+    spec = SupervisorSpec(
+        id="root",
+        intensity=3,
+        children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))],
+    )
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    assert info(tree).node == b.node_id
+    old = remote_processes(tree)
+    nodes.cluster.remove_node(b, allow_graceful=False)
+    wait_until(lambda: info(tree).node == c.node_id and info(tree).state == "running", 60)
+    child = info(tree)
+    assert (child.restarts, child.last_exit.kind) == (1, ExitKind.NODE_DOWN)
+    assert wait_gone(old, timeout=30) == []
+
+
+def test_a_remote_crash_restarts_on_the_same_node(nodes: Nodes, trees: list[Tree]) -> None:
+    b, c = nodes.add(), nodes.add()
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=RayEngine(lease_timeout=None))
+    trees.append(tree)
+    old = remote_processes(tree)
+    os.kill(old[0], signal.SIGKILL)  # the remote host process, its node alive
+    wait_until(lambda: info(tree).restarts == 1 and info(tree).state == "running", 60)
+    child = info(tree)
+    assert (child.node, child.last_exit.kind) == (b.node_id, ExitKind.REMOTE_CRASH)
+    assert wait_gone(old, timeout=30) == []
+
+
+def test_pinned_to_a_removed_node_retries_until_the_parent_gives_up(nodes: Nodes) -> None:
+    b = nodes.add()
+    spec = SupervisorSpec(
+        id="root",
+        intensity=2,
+        children=[remote(Placement(node=b.node_id, policy="pinned", wait=0))],
+    )
+    tree = Tree.start(spec, engine=RayEngine(lease_timeout=None))
+    old = remote_processes(tree)
+    nodes.cluster.remove_node(b, allow_graceful=False)
+    reason = tree.wait(timeout=60)
+    assert reason is not None and reason.kind is ExitKind.SHUTDOWN
+    assert any(e.context.value == "start_failed" for e in tree.events())
+    assert wait_gone(old, timeout=30) == []
+
+
+def test_a_silent_node_is_node_down_and_the_thawed_incarnation_fences_itself(
+    nodes: Nodes, trees: list[Tree]
+) -> None:
+    b, c = nodes.add(), nodes.add()
+    engine = RayEngine(lease_timeout=3.0)
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    old = remote_processes(tree)
+    frozen = [*nodes.pids(b), old[0]]
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: info(tree).node == c.node_id and info(tree).state == "running", 60)
+        assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
+        assert info(tree).restarts == 1
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    # Thawed: the old incarnation has lost its raylet and its lease; it stops its children.
+    assert wait_gone(old, timeout=60) == []
+    assert (info(tree).restarts, info(tree).node) == (1, c.node_id)  # late words ignored
+
+
+def test_one_for_all_across_hosts_is_charged_once(nodes: Nodes, trees: list[Tree]) -> None:
+    b, c = nodes.add(), nodes.add()
+    spec = SupervisorSpec(
+        id="root",
+        strategy=Strategy.ONE_FOR_ALL,
+        intensity=1,
+        children=[
+            ChildSpec(id="web", command=SLEEP),
+            remote(Placement(node=b.node_id, fallback=[c.node_id])),
+        ],
+    )
+    tree = Tree.start(spec, engine=RayEngine(lease_timeout=None))
+    trees.append(tree)
+    web = info(tree, "web").pid
+    nodes.cluster.remove_node(b, allow_graceful=False)
+    wait_until(lambda: info(tree).node == c.node_id and info(tree).state == "running", 60)
+    assert info(tree, "web").pid != web  # the local sibling was restarted with it
+    assert tree.finished() is None  # one charge within intensity 1
+
+
+DRIVER = """
+import sys, time
+from actors import Tree
+from actors.ray import RayEngine
+from supervision import ChildSpec, Placement, SupervisorSpec
+engine = RayEngine(address=sys.argv[1], lease_timeout=None)
+subtrees = [SupervisorSpec(id=f"s{i}", placement=Placement(node=n),
+            children=[ChildSpec(id="r", command=["sleep", "300"])])
+            for i, n in enumerate(sys.argv[2:])]
+tree = Tree.start(SupervisorSpec(id="root", children=subtrees), engine=engine)
+pids = []
+for s in subtrees:
+    pids.append(tree.nanny.which_child(s.id).get().pid)
+    kids = tree.nanny.child_nanny(s.id).get().proxy().which_children().get()
+    pids += [k.pid for k in kids]
+print(*pids, flush=True)
+time.sleep(300)
+"""
+
+
+def test_a_killed_parent_driver_leaves_nothing_on_any_node(nodes: Nodes) -> None:
+    b, c = nodes.add(), nodes.add()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", DRIVER, nodes.cluster.address, b.node_id, c.node_id],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        launchers = [psutil.Process(pids[i]).ppid() for i in (1, 3)]
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    assert len(pids) == 4
+    assert wait_gone([*pids, *launchers], timeout=30) == []

@@ -1,0 +1,1 @@
+"""The actor runtime (actors/_runtime/): pooled actors, futures, flags."""

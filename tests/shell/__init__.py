@@ -1,0 +1,1 @@
+"""The live shell (actors/_shell/): supervisors and workers as actors, without a real tree."""

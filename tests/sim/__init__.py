@@ -1,0 +1,1 @@
+"""The simulator (supervision.simulate): the core in virtual time, with fault models."""

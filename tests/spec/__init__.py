@@ -1,0 +1,1 @@
+"""The spec language (supervision/spec/): what each field accepts, and why not."""
