@@ -27,10 +27,10 @@ import time
 from .._launcher._faults import inject_crash as inject_crash
 from .._process._fake import FakeChild as FakeChild  # the fake behind the process port
 from .._process._fake import FakeSpawner as FakeSpawner
-from .._remote._fake import FakeEngine as FakeEngine  # the fake behind the engine port
-from .._remote._fake import FakeHandle as FakeHandle
 from ._events import UnexpectedExit as UnexpectedExit
 from ._events import WaitFailed as WaitFailed
+from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine port
+from ._fake_engine import FakeHandle as FakeHandle
 from ._harness import TreeHarness as TreeHarness
 from ._harness import wait_gone as wait_gone
 from ._waits import EventProbe as EventProbe

@@ -185,8 +185,25 @@ def test_no_import_runs_up_a_floor_or_across_one() -> None:
             if name in HAND_OVERS and there == "actors.host":
                 continue  # lazily: see test_the_command_imports_no_actor_code
             if target == "actors" and name.startswith("actors."):
-                continue  # `from actors import X` of a public name: resolved below
+                continue  # `from actors import X`: held to X's own floor below
             wrong.append(f"{name} -> {target}")
+    assert not wrong, "imports that run up or across a floor:\n  " + "\n  ".join(sorted(wrong))
+
+
+def test_a_public_name_is_imported_from_no_floor_below_its_home() -> None:
+    """`from actors import X` inside the package reads X's home module lazily: it is
+    that module's floor that counts (a fake below the tree may not reach up for it)."""
+    wrong = []
+    for name, path in MODULES.items():
+        if not name.startswith("actors.") or name in HAND_OVERS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module == "actors" and not node.level:
+                for alias in node.names:
+                    home = _public_home(alias.name)
+                    there, here = _folder(home), _folder(name)
+                    if there != here and FLOORS[there] >= FLOORS[here]:
+                        wrong.append(f"{name}:{node.lineno} -> {home} ({alias.name})")
     assert not wrong, "imports that run up or across a floor:\n  " + "\n  ".join(sorted(wrong))
 
 

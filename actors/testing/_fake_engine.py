@@ -12,11 +12,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from actors import Tree  # the public handle, as a test's own trees: resolved below
 from supervision import ExitKind, ExitReason, NodeInfo, SupervisorSpec
 
-from ._host import RemoteHost
-from ._port import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from .._remote._host import RemoteHost
+from .._remote._port import Outcome, RemoteDead, RemoteStartError, RemoteUnreachable
+from .._tree import Tree
 
 
 @dataclasses.dataclass
