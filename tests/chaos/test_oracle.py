@@ -20,6 +20,10 @@ from tests.support import SOAK_SECONDS
 # simple_one_for_one pool with faults on its children by id, every kind of fault,
 # calls that succeed and calls that fail, nested give-ups and the root's.
 SEEDS = (8, 9, 17)
+# Where a fault lands near an intensity window's edge it is moved off it, by the
+# live run's own timing: on a loaded machine seed 8 can end one level short of the
+# root's give-up. These seeds also reach it, and run only while it is missing.
+MORE_ROOT_GIVE_UPS = (1, 6, 11)
 MAX = EventKind.MAX_INTENSITY_REACHED.value
 
 
@@ -51,8 +55,18 @@ def test_random_schedules_make_the_same_decisions_live_and_simulated() -> None:
     assert {i.fault.kind for i in landed} == {"exit", "signal", "raise", "call"}
     assert any("/w-" in "/" + i.fault.where for i in landed if i.fault.kind != "call")
     assert any(i.outcome for o in outcomes for i in o.live.injected)  # a call that failed
-    give_ups = [d[0] for o in outcomes for d in o.comparison.live if d[1] == MAX]
-    assert "root" in give_ups and any(g.count("/") >= 2 for g in give_ups), give_ups
+
+    def give_ups() -> list[str]:
+        return [d[0] for o in outcomes for d in o.comparison.live if d[1] == MAX]
+
+    for seed in MORE_ROOT_GIVE_UPS:
+        if "root" in give_ups():
+            break
+        outcome = run_schedule(seed)
+        assert outcome.agrees, f"{outcome.explain()}\n{_reproduce(seed)}"
+        totals.add(outcome)
+        outcomes.append(outcome)
+    assert "root" in give_ups() and any(g.count("/") >= 2 for g in give_ups()), give_ups()
     assert totals.decisions >= 100, totals.summary()
 
 
