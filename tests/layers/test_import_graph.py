@@ -358,3 +358,19 @@ def test_the_command_imports_no_actor_code() -> None:
     ]
     assert not wrong, wrong
     assert "actors.cli._parser" in reached and "actors.cli._control" in reached
+
+
+def test_every_folder_of_the_two_packages_is_installed() -> None:
+    """`pip install .` (not editable) ships the packages pyproject.toml lists: a new
+    folder left out of the list imports in a checkout and fails once installed."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    folders = {
+        ".".join(p.parent.relative_to(ROOT).parts)
+        for package in PACKAGES
+        for p in (ROOT / package).rglob("__init__.py")
+    }
+    assert listed == folders, f"pyproject.toml's packages differ: {sorted(folders ^ listed)}"
