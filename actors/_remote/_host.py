@@ -27,31 +27,13 @@ from typing import Any, Protocol
 
 from supervision import ChildNotRunning, ExitReason, Fencing, NannyError, SupervisorSpec
 
-from ._port import CALL_TIMEOUT, RemoteApiError
+from ._port import CALL_TIMEOUT, FORWARDED, RemoteApiError
 
 log = logging.getLogger("nannytree")
 
 # Seconds a launcher takes to kill what is left once its host process is gone
 # (actors/_launcher/_main.py, HOST_GONE_GRACE): a fence leaves that much of its time.
 SWEEP = 0.5
-
-# The OTP API calls a remote child forwards to its remote tree.
-API = (
-    "which_children",
-    "which_child",
-    "count_children",
-    "get_childspec",
-    "start_child",
-    "terminate_child",
-    "restart_child",
-    "delete_child",
-    "pause_child",
-    "resume_child",
-    "signal_child",
-    "read_output",
-    "events",
-    "which_tree",
-)
 
 
 class LocalTree(Protocol):
@@ -161,7 +143,7 @@ class RemoteHost:
         return self.exit_reason
 
     def api(self, method: str, *args: Any) -> Any:
-        if method not in API:
+        if method not in FORWARDED:
             raise ValueError(f"{method!r} is not an API call a remote subtree forwards")
         if self._tree is None or self._ended.is_set():
             raise ChildNotRunning(self.spec.id, self.spec.id, f"call {method}: it has ended")

@@ -33,6 +33,26 @@ from supervision import ExitReason, NannyError, NodeInfo, SupervisorSpec
 CALL_TIMEOUT = 10.0  # seconds for a forwarded API call, on either side
 
 
+# The OTP API calls a remote subtree's stand-in forwards to its supervisor on its node
+# (the far side answers exactly these: _host.py).
+FORWARDED = (
+    "which_children",
+    "which_child",
+    "count_children",
+    "get_childspec",
+    "start_child",
+    "terminate_child",
+    "restart_child",
+    "delete_child",
+    "pause_child",
+    "resume_child",
+    "signal_child",
+    "read_output",
+    "events",
+    "which_tree",
+)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """How a parked wait_exit ended.

@@ -1,6 +1,6 @@
 """The supervisor API of a remote subtree's stand-in (RemoteChild): the calls it
-forwards to the subtree's own supervisor on its node (`FORWARDED`, what the far
-side answers: actors/_remote/_host.py), each with a timeout, in its own thread;
+forwards to the subtree's own supervisor on its node (`FORWARDED`, the engine port's
+list, what the far side answers), each with a timeout, in its own thread;
 every other call of `SupervisorAPI` raises NotForwarded, naming the call and the
 subtree.
 """
@@ -12,24 +12,12 @@ from typing import Any, NoReturn
 
 from supervision import ChildNotRunning, NotForwarded, SupervisorSpec
 
-from .._remote._port import CALL_TIMEOUT, Engine, RemoteApiError, RemoteDead, RemoteUnreachable
-
-# The calls a remote child forwards to its remote tree.
-FORWARDED = (
-    "which_children",
-    "which_child",
-    "count_children",
-    "get_childspec",
-    "start_child",
-    "terminate_child",
-    "restart_child",
-    "delete_child",
-    "pause_child",
-    "resume_child",
-    "signal_child",
-    "read_output",
-    "events",
-    "which_tree",
+from .._remote._port import (
+    CALL_TIMEOUT,
+    Engine,
+    RemoteApiError,
+    RemoteDead,
+    RemoteUnreachable,
 )
 
 
