@@ -18,6 +18,7 @@ import pytest
 
 from actors import Tree
 from supervision import (
+    ChildNotPaused,
     ChildRunning,
     ChildSpec,
     EventKind,
@@ -176,8 +177,9 @@ RACERS: dict[str, Call] = {
 def _bring_back(tree: Tree, spec: ChildSpec) -> None:
     """The child running again, whatever the last round left."""
     info = next((i for i in tree.nanny.which_children().get() if i.id == spec.id), None)
-    # A strategy's restart still under way may bring it back first: then it runs.
-    with contextlib.suppress(ChildRunning):
+    # A strategy's restart still under way may bring it back first: then it runs (a
+    # paused child's exit, read after the pause, is restarted: running, not paused).
+    with contextlib.suppress(ChildRunning, ChildNotPaused):
         if info is None:
             tree.nanny.start_child(spec).get()
         elif info.state == "paused":
