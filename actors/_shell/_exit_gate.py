@@ -45,10 +45,8 @@ from ._start_output import RunHistory
 from ._template import Template
 
 # Whether an armed restart's start is answered at the successor's birth (the
-# start sent ahead with the exit). Off: a race with liveness stops and API calls
-# left the core a pid that no longer ran (tests/live/test_no_leak.py, liveness), not yet
-# found; the worker's Start adopts the successor, as before.
-ANSWER_BIRTHS = False
+# start sent ahead with the exit). Off: the worker's Start adopts the successor.
+ANSWER_BIRTHS = True
 
 
 @dataclass(frozen=True)
@@ -132,21 +130,23 @@ class ExitGate:
     def _report(self, process: ChildHandle, worker: pykka.ActorRef[Any]) -> bool:
         """Claim `process`'s exit if the gate is open on it, and report it."""
         with self._lock:
+            # Closed and claimed in one hold: a worker's `close` between the two would
+            # find neither, take the exit back too (a guard's kill, a stop) and kill the
+            # successor whose birth still answers the core's start.
             opened = self._open
             if opened is None or opened[0] is not process:
                 return False
             self._open = None
-        exit = process.exit
-        assert exit is not None
-        incarnation = opened[1]
-        reason = self._history.classify(exit, stop_requested=False)
-        successor = process.successor
-        token = 0
-        # The host's state as it is at the exit (env, cwd, sys.path: a change since the
-        # start means a new template, which the successor was not started from).
-        if successor is not None and self._adopts_as_is():
-            token = -(incarnation + 1)  # the nanny's own tokens are positive
-        with self._lock:
+            exit = process.exit
+            assert exit is not None
+            incarnation = opened[1]
+            reason = self._history.classify(exit, stop_requested=False)
+            successor = process.successor
+            token = 0
+            # The host's state as it is at the exit (env, cwd, sys.path: a change since
+            # the start means a new template, which the successor was not started from).
+            if successor is not None and self._adopts_as_is():
+                token = -(incarnation + 1)  # the nanny's own tokens are positive
             self.claimed = Claim(process, reason, token)
             if successor is not None and token:
                 self._birth = (successor, token, incarnation + 1)
