@@ -224,8 +224,7 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
         )
         if mutating and envelope.reply_to is not None:
             self._call = envelope.reply_to
-        # pykka's loop body (actors/_runtime/_actor_loop.py); a call answered _LATER is
-        # answered when the core replies.
+        # pykka's loop body (actors/_runtime/_actor_loop.py); _LATER: when the core replies
         if handle(self, envelope, _LATER, self.on_fatal) and self._call is envelope.reply_to:
             self._call = None
 
@@ -246,6 +245,7 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
             worker = self._children.workers.get(message.child_id)
             if message.ahead and worker is not None:
                 self._starts.born(message.child_id, message.ahead, worker)  # its next start
+            self._observe.exited(message)  # before the core's answer: its status goes too
             exited = (message.child_id, message.incarnation, message.reason, now)
             self._run(self._core.child_exited(*exited, uptime=message.uptime))
         elif isinstance(message, ChildNote):

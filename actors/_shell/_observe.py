@@ -20,7 +20,7 @@ from supervision import ChildInfo, Event, EventKind, Health, NannyError, Supervi
 from ._api import TreeNode
 from ._children import ChildActors
 from ._event_log import EventLog
-from ._messages import ChildHealth, ChildNote, ChildStatus
+from ._messages import ChildExited, ChildHealth, ChildNote, ChildStatus
 
 log = logging.getLogger("nannytree")
 REMOTE_TREE_TIMEOUT = 2.0  # seconds a remote subtree's which_tree may take
@@ -88,6 +88,14 @@ class Observations:
 
     def status(self, message: ChildStatus) -> None:
         self._statuses[message.child_id] = message.status
+
+    def exited(self, message: ChildExited) -> None:
+        """What a process said of itself goes with it: its STATUS= text is gone once its
+        exit is read (the reader tells the exit before its worker catches up), unless the
+        exit is of an older incarnation than the core's."""
+        with contextlib.suppress(NannyError):
+            if self._core.which_child(message.child_id).incarnation == message.incarnation:
+                self._statuses.pop(message.child_id, None)
 
     def status_of(self, child_id: str) -> str:
         """A child's last sd_notify STATUS= text, "" if it sent none."""

@@ -171,9 +171,15 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         restarts = 0
         while restarts < 2 or ("restarting" not in states() and restarts < 6):
             restarts += 1
+            wait_until(lambda: ingest()["pid"] is not None, 60, "the remote host's pid")
             os.kill(ingest()["pid"], signal.SIGKILL)
+            # Running with its new host's pid: the state can come a moment before the pid.
             wait_until(
-                lambda n=restarts: ingest()["restarts"] == n and ingest()["state"] == "running",
+                lambda n=restarts: (
+                    ingest()["restarts"] == n
+                    and ingest()["state"] == "running"
+                    and ingest()["pid"] is not None
+                ),
                 60,
                 f"restart {restarts}",
             )
