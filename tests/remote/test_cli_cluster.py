@@ -119,6 +119,8 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         return call(sock, {"op": op, **kw}, timeout=60)
 
     def ingest() -> dict[str, Any]:
+        if run.poll() is not None:  # say why the run ended, not only that it did
+            pytest.fail(f"nannytree run ended ({run.returncode}): {run.stderr.read()[-4000:]}")
         tree = ask("status")["tree"]
         return next(n for n in _walk(tree) if n["path"] == "ct/ingest")
 
