@@ -119,8 +119,6 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         return call(sock, {"op": op, **kw}, timeout=60)
 
     def ingest() -> dict[str, Any]:
-        if run.poll() is not None:  # say why the run ended, not only that it did
-            pytest.fail(f"nannytree run ended ({run.returncode}): {run.stderr.read()[-4000:]}")
         tree = ask("status")["tree"]
         return next(n for n in _walk(tree) if n["path"] == "ct/ingest")
 
@@ -173,15 +171,9 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         restarts = 0
         while restarts < 2 or ("restarting" not in states() and restarts < 6):
             restarts += 1
-            wait_until(lambda: ingest()["pid"] is not None, 60, "the remote host's pid")
             os.kill(ingest()["pid"], signal.SIGKILL)
-            # Running with its new host's pid: the state can come a moment before the pid.
             wait_until(
-                lambda n=restarts: (
-                    ingest()["restarts"] == n
-                    and ingest()["state"] == "running"
-                    and ingest()["pid"] is not None
-                ),
+                lambda n=restarts: ingest()["restarts"] == n and ingest()["state"] == "running",
                 60,
                 f"restart {restarts}",
             )
