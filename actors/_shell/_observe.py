@@ -93,6 +93,8 @@ class Observations:
         """What a process said of itself goes with it: its STATUS= text is gone once its
         exit is read (the reader tells the exit before its worker catches up), unless the
         exit is of an older incarnation than the core's."""
+        if message.child_id not in self._statuses:
+            return  # the common case, read on every exit: no ChildInfo built for it
         with contextlib.suppress(NannyError):
             if self._core.which_child(message.child_id).incarnation == message.incarnation:
                 self._statuses.pop(message.child_id, None)
