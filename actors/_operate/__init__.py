@@ -4,7 +4,7 @@ front end (the run host's controller, `Tree`, `AsyncNanny`, the test harness).
     _find.py       path or id -> a supervisor's nanny, a child's `Target`
     _update.py     the Updater: read live, plan, preflight, carry out (one executor
                    of plan steps, restart-all's too)
-    _preflight.py  what the host checks of a worker an update would start
+    _preflight.py  what the host checks of a worker before it starts it (check, update)
     _restart.py    restart one child; restart all
     _ready.py      the one judge: ready / not yet / never
     _snapshot.py   the TreeInspector: the tree now, for status, the view, waits

@@ -166,7 +166,7 @@ class Updater:
 
     `root` gives the root nanny (None while the tree starts); `check` is the
     host's look at a worker the update would start (problems, one line each):
-    by default that its cwd, program and file folders exist."""
+    by default the checks `nannytree check` makes of it (`_preflight.problems_of`)."""
 
     def __init__(
         self,

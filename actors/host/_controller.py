@@ -249,8 +249,8 @@ class Controller:
 
         from supervision import UPDATE_SETTLE, ConfigError, check_settle
 
+        from .._operate._preflight import problems_of
         from .._operate._update import Updater
-        from ._check import _child_problems
 
         settle = check_settle(request.get("settle", UPDATE_SETTLE))
         if self.reload_source is None:
@@ -258,7 +258,7 @@ class Controller:
         if self._updater is None:
             here = Path.cwd()
             self._updater = Updater(
-                lambda: self.inspector.ref, self.log, lambda c: _child_problems(c, here)
+                lambda: self.inspector.ref, self.log, lambda c: problems_of(c, here)
             )
         old = self.inspector.spec
         try:

@@ -406,7 +406,7 @@ def test_check_says_nofile_past_nr_open(tmp_path: Path) -> None:
 def test_check_says_a_hard_limit_only_root_may_raise(monkeypatch: pytest.MonkeyPatch) -> None:
     import resource
 
-    from actors.host._check import _limit_problems
+    from actors._operate._preflight import _limit_problems
 
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     above = ChildSpec(id="web", command=["true"], limits={"nofile": hard + 1, "core": 0})
