@@ -21,6 +21,8 @@ from .._shell._nanny import NannyActor
 
 Ref = pykka.ActorRef[Any]
 OP_TIMEOUT = 600.0  # seconds an operator's call waits for its supervisor's answer
+# Every exception that means "no answer in time": pykka's Timeout is no TimeoutError.
+TIMEOUTS: tuple[type[Exception], ...] = (TimeoutError, pykka.Timeout)
 N = TypeVar("N")
 
 

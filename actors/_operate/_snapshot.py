@@ -25,11 +25,8 @@ from supervision import (
 
 from .._shell._api import TreeNode
 from .._shell._event_log import EventLog
-from ._find import Target, find_target
+from ._find import TIMEOUTS, Target, find_target
 from ._records import EventRecord, Node
-
-# Every exception that means "no answer in time": pykka's Timeout is no TimeoutError.
-TIMEOUTS: tuple[type[Exception], ...] = (TimeoutError, pykka.Timeout)
 
 
 class NodeNames(Protocol):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,18 +44,6 @@ class Ambiguous(BadUsage):
 
 class NoAnswer(ControlError):
     """The tree did not answer within the client's timeout."""
-
-
-def timeouts() -> tuple[type[Exception], ...]:
-    """Every exception that means "no answer in time", for one `except` on every
-    control path: Python's TimeoutError (a socket's too) and pykka's Timeout, which
-    is not a subclass of it (a call waiting on a busy supervisor raises it). pykka
-    is looked up, never imported: client commands do without it."""
-    pykka = sys.modules.get("pykka")
-    found: tuple[type[Exception], ...] = (TimeoutError,)
-    if pykka is not None:
-        found += (pykka.Timeout,)
-    return found
 
 
 # -- where sockets live ------------------------------------------------------------------
@@ -165,7 +152,7 @@ def stream(
             with s.makefile("rb") as lines:
                 for line in lines:
                     yield json.loads(line)
-        except timeouts():
+        except TimeoutError:  # a socket's: only the socket is waited on here
             within = f" within {timeout:g}s" if timeout is not None else ""
             raise NoAnswer(
                 f"the tree at {path} did not answer{within}; "

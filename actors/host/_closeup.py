@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from actors.cli._control import timeouts
+from actors._operate._find import TIMEOUTS
 from actors.cli._logfile import tail_file
 
 if TYPE_CHECKING:
@@ -95,7 +95,7 @@ class CloseUp:
         except (NannyError, ValueError):
             if t.remote is None:
                 raise
-        except timeouts():
+        except TIMEOUTS:
             if t.remote is None:
                 raise
         spec = self.inspector.spec_at(t.path)
@@ -124,7 +124,7 @@ class CloseUp:
             fallback = self._detail_from_events(key, why)
             if fallback is None:
                 raise
-        except timeouts():
+        except TIMEOUTS:
             fallback = self._detail_from_events(key, "its supervisor is busy now")
             if fallback is None:
                 raise

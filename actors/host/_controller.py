@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from actors.cli._control import OP_TIMEOUT, timeouts
+from actors._operate._find import OP_TIMEOUT, TIMEOUTS
 
 from .._operate._ready import wait_ready
 from .._operate._records import EventRecord
@@ -93,7 +93,7 @@ class Controller:
                 "`nannytree status` lists them",
                 "kind": "ChildNotFound",
             }
-        except timeouts():
+        except TIMEOUTS:
             return {
                 "ok": False,
                 "error": "a supervisor is busy (starting or stopping children, or "

@@ -21,12 +21,13 @@ import pykka
 from rich.console import Console
 
 from actors._operate._text import printable
-from actors.cli._control import ControlError, socket_for, timeouts
+from actors.cli._control import ControlError, socket_for
 from actors.cli._exit import FAILED, OK, USAGE
 from actors.cli._view import Header, LiveView, plain_line
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
+from .._operate._find import TIMEOUTS
 from .._operate._records import EventRecord, Node, stderr_lines
 from .._operate._snapshot import EventFeed, TreeInspector
 from ._controller import Controller
@@ -127,7 +128,7 @@ class _Snapshots(threading.Thread):
                 self.latest, self.busy = snapshot, False
         except pykka.ActorDeadError:
             pass
-        except timeouts():
+        except TIMEOUTS:
             self.busy = True
         except Exception:  # the view must outlive any one bad answer
             if not self.failed:  # once: it would repeat four times a second
