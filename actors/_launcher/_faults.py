@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import time
 
 from ._control import CRASH_SIGNAL
@@ -154,6 +155,17 @@ def _crash_file(pid: int) -> str | None:
 def take_crash(pid: int) -> BaseException | None:
     """In the child whose target runs: the exception injected for it, taken (the host
     learns it is raised), or None if there is none or the host withdrew it."""
+    # The host sends the signal again until it is answered: one handled in the middle
+    # of this would take the exception first and raise it in here, where it reads as
+    # unloadable and is lost. Held until the answer is given (then it finds none).
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {CRASH_SIGNAL})
+    try:
+        return _take(pid)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
+def _take(pid: int) -> BaseException | None:
     try:
         path = _crash_file(pid)
         if path is None:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import pytest
 
 from actors import testing
+from actors._launcher import _faults
 from actors._launcher._faults import inject_crash
 from supervision import ChildSpec, EventKind, ExitKind, Restart, SupervisorSpec
 from tests.targets import children
@@ -164,3 +165,14 @@ def test_a_process_that_does_not_catch_the_crash_signal_is_not_signalled() -> No
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_crash_signal_sent_again_while_the_child_takes_it_raises_once(
+    nanny_tree: Trees, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The host sends the crash signal until the child answers; one that comes while the
+    child is reading the injected exception must not swallow it (it raised inside the
+    read, which then called the exception unloadable, and the child went on)."""
+    monkeypatch.setattr(_faults, "_RESEND", 0.0)  # as often as the host can
+    tree = _tree(nanny_tree, ChildSpec(id="w", target=children.sleep_forever))
+    _crash_after_each_restart(tree, "w", 40)
