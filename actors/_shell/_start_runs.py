@@ -100,13 +100,13 @@ class StartRuns:
     def keep(self, message: StartDone | StartFailed) -> bool:
         """An answer for a start ahead, kept until the core asks for it."""
         entry = self.ahead.get(message.child_id)
-        if entry is None and message.token < 0:  # a birth's, before its exit's report
+        if entry is not None and entry.token == message.token:
+            entry.answer = message
+            return True
+        if message.token < 0:  # a birth's, before its exit's report (the child's start
+            # of a run may still be ahead: the run's answer, not this one, is its)
             self._early[message.child_id, message.token] = message
-            return False
-        if entry is None or entry.token != message.token:
-            return False
-        entry.answer = message
-        return True
+        return False
 
     def born(self, child_id: str, token: int, worker: pykka.ActorRef[Any]) -> None:
         """A restart the launcher made ahead of the decision, announced with the exit's
