@@ -1,6 +1,7 @@
 """A child's stdout and stderr while it is started: its own file, a captured pipe,
-or a pipe tee'd through the launcher to a file or to the launcher's own streams
-(docs/launcher.md, "Tee'd output"); what is given to the child and what is kept.
+a socket connected to journald (`_journal`), or a pipe tee'd through the launcher
+to a file, the journal or the launcher's own streams (docs/launcher.md, "Tee'd
+output"); what is given to the child and what is kept.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import os
 
 from ._exec import close_all
+from ._journal import STDERR_PRIORITY, STDOUT_PRIORITY, JournalAbsent, identifier_of
+from ._journal import connect as connect_journal
 from ._launched import SpawnError
 from ._logsink import LogPolicy
 from ._protocol import Template
@@ -82,6 +85,9 @@ class Outputs:
     ) -> int | None:
         if path == "capture":
             return self._pipe(stream)
+        identifier = identifier_of(path)
+        if identifier is not None:
+            return self._journal(tee, identifier, stream, teed)
         if not teed:
             if path is None:
                 return None
@@ -103,6 +109,31 @@ class Outputs:
                 return self._give(_open_file(path, which, self.rights, tee.folders))
             rights, folders = self.rights, tee.folders
             sink = tee.file(path, lambda: _open_file(path, which, rights, folders), policy, rights)
+        sink.attach()
+        self.sinks[stream] = sink
+        return write_end
+
+    def _journal(self, tee: Tee, identifier: str, stream: int, teed: bool) -> int:
+        """The child's end of its journal stream: the connected socket itself, or,
+        for a tee'd stream (stderr: its tail explains an exit), a pipe the launcher
+        reads and writes on to that socket."""
+        which = _WHICH[stream]
+        priority = STDOUT_PRIORITY if stream == 1 else STDERR_PRIORITY
+        try:
+            fd = connect_journal(identifier, priority)
+        except JournalAbsent as exc:
+            raise SpawnError(exc.errno, f"cannot connect its {which}: {exc.strerror}") from None
+        except OSError as exc:
+            raise SpawnError(
+                exc.errno, f"cannot connect its {which} to the journal: {exc.strerror or exc}"
+            ) from None
+        if not teed:
+            return self._give(fd)
+        try:
+            write_end = self._pipe(stream)
+        except OSError:  # no fd for the pipe: the socket itself, as without a tee
+            return self._give(fd)
+        sink = tee.journal(fd)
         sink.attach()
         self.sinks[stream] = sink
         return write_end
@@ -136,6 +167,8 @@ def _one_destination(stdout: str | None, stderr: str | None, own: OwnStreams) ->
     the launcher's own, which are one file (`2>&1`)."""
     if stdout == "capture" or stderr == "capture":
         return False
+    if identifier_of(stdout) is not None or identifier_of(stderr) is not None:
+        return False  # a journal stream each: their own priorities
     if stdout is not None or stderr is not None:
         return stdout == stderr
     return own.one_file

@@ -279,6 +279,12 @@ class Tee:
             sink.log.rights = rights
         return sink
 
+    def journal(self, fd: int) -> Sink:
+        """A sink over a child's own journal stream (`_journal`); it owns `fd`."""
+        sink = Sink(self, fd, owned=True)
+        self._files_open += 1
+        return sink
+
     def reopen(self) -> None:
         """Open every child's file anew by its path (an external rotation moved it);
         the next start walks its file's folders again too."""

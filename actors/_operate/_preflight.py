@@ -20,6 +20,7 @@ from typing import Any
 from supervision import ExecProbe, ReadyFile, Reload
 
 from .._launcher._daemons import pid_file_problem
+from .._launcher._journal import identifier_of
 from .._launcher._listeners import socket_folder_problem
 from .._launcher._safe_open import output_problem, rights_for
 from .._shell._run_as import program_changer
@@ -55,8 +56,8 @@ def problems_of(child: Any, here: Path | None = None) -> list[str]:
     if isinstance(child.ready, ReadyFile):
         files["ready file"] = child.ready.path
     for name, path in files.items():
-        if path is None or path == "capture":
-            continue
+        if path is None or path == "capture" or identifier_of(path) is not None:
+            continue  # the journal: `run` and `check --child-output journal` ask for it
         folder = os.path.dirname(os.path.abspath(path))
         if not os.path.isdir(folder):
             found.append(

@@ -22,6 +22,7 @@ from typing import Literal, Protocol
 
 from supervision import CAPTURE, ExitPlan
 
+from .._launcher._journal import identifier_of
 from .._launcher._protocol import Failure, Template
 from .._runtime._flag import Flag
 
@@ -116,7 +117,7 @@ class SpawnRequest:
 
 
 def _output_target(path: str | None) -> str | None:
-    if path is None or path == CAPTURE:
+    if path is None or path == CAPTURE or identifier_of(path) is not None:
         return path
     return os.path.abspath(path)
 

@@ -17,6 +17,7 @@ import stat
 
 from supervision import ChildSpec, ExitKind, ExitReason, classify_exit
 
+from .._launcher._journal import identifier_of
 from .._process._port import ChildHandle, ProcessExit
 
 log = logging.getLogger("nannytree")
@@ -30,7 +31,7 @@ def file_marks(spec: ChildSpec) -> dict[str, int]:
     this incarnation's output begins (stderr's file first)."""
     marks: dict[str, int] = {}
     for path in (spec.stderr, spec.stdout):
-        if path is None or path == "capture":
+        if path is None or path == "capture" or identifier_of(path) is not None:
             continue
         name = os.fspath(path)
         try:

@@ -55,6 +55,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             error(f"{path}: {count}; the tree would not run as written")
         return FAILED
     found = problems(path, spec)
+    output = getattr(args, "child_output", None) or ""
+    if output == "journal" or output.startswith("journal:"):
+        from actors.host._output import journal_problem
+
+        absent = journal_problem()
+        if absent is not None:
+            found.append(f"--child-output {output}: {absent}")
     for problem in found:
         error(f"{path}: {problem}")
     for warning in [*daemon_warnings(path), *root_run_notes(spec)]:

@@ -69,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("check", help="validate a tree file and show the tree it would start")
     p.add_argument("file", type=Path)
+    p.add_argument(
+        "--child-output",
+        metavar="journal",
+        help="as `run` will be given it: `journal` checks that journald answers here",
+    )
     p.set_defaults(func=cmd_check)
 
     client = argparse.ArgumentParser(add_help=False)

@@ -40,9 +40,10 @@ def hosting_flags() -> argparse.ArgumentParser:
     hosting.add_argument(
         "--child-output",
         default="auto",
-        metavar="auto|inherit|PATH",
+        metavar="auto|inherit|journal|PATH",
         help="where children without their own stdout/stderr write (auto: a log file "
-        "each under --log-dir)",
+        "each under --log-dir; journal: journald, each line under its child's id as "
+        "SYSLOG_IDENTIFIER, `journal:PREFIX` to put PREFIX before it)",
     )
     hosting.add_argument(
         "--log-dir",

@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from actors._launcher._journal import identifier_of
 from actors._operate._find import TIMEOUTS
 from actors.cli._logfile import tail_file
 
@@ -47,6 +48,12 @@ class CloseUp:
         if where == "capture":
             text = self.call(t, "read_output", t.child_id, stream, previous)
             return {"message": str(text).rstrip("\n"), "capture": True}
+        identifier = identifier_of(where)
+        if identifier is not None:
+            raise ValueError(
+                f"{t.path} writes its {stream} to the journal: read it with "
+                f"`journalctl -t {identifier}` (add -f to follow)"
+            )
         if previous:
             raise ValueError(
                 f"{t.path} writes to {where or 'the terminal'}: every run appends there, "

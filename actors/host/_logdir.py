@@ -12,6 +12,7 @@ import os
 from dataclasses import replace
 from pathlib import Path
 
+from actors._launcher._journal import identifier_of
 from actors._launcher._safe_open import open_folder
 from actors.cli._control import ControlError, own_dir
 from supervision import CAPTURE, ChildSpec, SupervisorSpec
@@ -68,7 +69,10 @@ def with_log_defaults(
             keep = child.placement is None
             children.append(with_log_defaults(child, max_bytes, backups, stamps) if keep else child)
             continue
-        if not any(s not in (None, CAPTURE) for s in (child.stdout, child.stderr)):
+        if not any(
+            s not in (None, CAPTURE) and identifier_of(s) is None
+            for s in (child.stdout, child.stderr)
+        ):
             children.append(child)
             continue
         children.append(

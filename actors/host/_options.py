@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from supervision import SupervisorSpec
 
+from .._launcher._journal import PREFIX, JournalAbsent, journal_problem
 from . import _engine
 from ._check import far_side_warnings
 from ._engine import make_ray_engine, merged, ray_engine
@@ -23,7 +24,7 @@ from ._logdir import (
     tree_log_folder,
     with_log_defaults,
 )
-from ._output import log_name, with_log_files, with_output
+from ._output import log_name, with_journal, with_log_files, with_output
 
 if TYPE_CHECKING:
     from supervision import EngineConfig  # type: ignore[attr-defined, unused-ignore]
@@ -36,7 +37,7 @@ class RunOptions:
     socket: Path | None = None
     live: bool | None = None
     duration: float | None = None
-    child_output: str = "auto"  # "auto", "inherit" or a file path
+    child_output: str = "auto"  # "auto", "inherit", "journal[:PREFIX]" or a file path
     source: Path | None = None  # the tree file, for `nannytree reload`
     refresh: float = 0.25
     engine: str | None = None  # --engine: "auto", "local", "ray://HOST:PORT" or "HOST:PORT"
@@ -109,6 +110,13 @@ def _child_files(
     choice = opts.child_output
     if choice == "inherit":  # raw, to this terminal: the user asked for it
         return None, spec
+    if choice == "journal" or choice.startswith(PREFIX):
+        # Asked before any child starts: never a silent fallback to somewhere else.
+        problem = journal_problem()
+        if problem is not None:
+            raise JournalAbsent(problem)
+        prefix = choice.removeprefix("journal").removeprefix(":")
+        return f"the journal (journalctl -t {prefix}<child>)", with_journal(spec, prefix)
     if choice == "auto":
         # Never our terminal: children would tear the live view apart, and
         # their escape sequences would reach the operator's terminal raw.

@@ -1,6 +1,7 @@
 """Where the children of `nannytree run` write: never the run's terminal (they would
 tear its live view apart, and their escape sequences reach the operator raw), but
-one log file each, one file for all, or, for a placed subtree, memory on its node."""
+one log file each, one file for all, the journal under each child's own identifier,
+or, for a placed subtree, memory on its node."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from supervision import CAPTURE, ChildSpec, SupervisorSpec
+
+from .._launcher._journal import destination, sanitised
+from .._launcher._journal import journal_problem as journal_problem  # for `check`
 
 
 def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
@@ -22,6 +26,23 @@ def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
         else:
             children.append(
                 replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
+            )
+    return replace(spec, children=children)
+
+
+def with_journal(spec: SupervisorSpec, prefix: str = "") -> SupervisorSpec:
+    """The tree with every child that would write to our terminal writing to the
+    journal as `prefix + its id` (its SYSLOG_IDENTIFIER: `journalctl -t web`)."""
+    children: list[ChildSpec | SupervisorSpec] = []
+    for child in spec.children:
+        if isinstance(child, SupervisorSpec) and child.placement is not None:
+            children.append(captured(child))
+        elif isinstance(child, SupervisorSpec):
+            children.append(with_journal(child, prefix))
+        else:
+            where = destination(sanitised(prefix + child.id))
+            children.append(
+                replace(child, stdout=child.stdout or where, stderr=child.stderr or where)
             )
     return replace(spec, children=children)
 

@@ -27,6 +27,7 @@ from actors.cli._view import Header, LiveView, plain_line
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
+from .._launcher._journal import JournalAbsent
 from .._operate._find import TIMEOUTS
 from .._operate._records import EventRecord, Node, stderr_lines
 from .._operate._snapshot import EventFeed, TreeInspector
@@ -245,6 +246,9 @@ class Runner:
             self.notice(f"replaced a stale socket left by a run that was killed: {control.path}")
         try:
             output, spec = child_output(self.opts, self.spec, control.path)
+        except JournalAbsent as e:
+            self.notice(f"--child-output {self.opts.child_output}: {e}")
+            return FAILED
         except (OSError, ControlError) as e:
             self.notice(
                 f"cannot make the children's log folder: {e}; pass --log-dir DIR or --child-output"
