@@ -299,7 +299,9 @@ def test_the_systemd_units_commands_are_what_the_cli_takes() -> None:
     assert set(commands) == {"ExecStartPre", "ExecStart", "ExecReload"}
     parsed = {key: _parser().parse_args(argv[1:]) for key, argv in commands.items()}
     assert parsed["ExecStart"].command == "run" and parsed["ExecStart"].live is False
-    assert parsed["ExecStart"].child_output == "inherit"
+    # Each child's lines in the journal under its own id, journald asked for first.
+    assert parsed["ExecStart"].child_output == "journal"
+    assert parsed["ExecStartPre"].child_output == "journal"
     assert parsed["ExecReload"].command == "update"
     assert parsed["ExecReload"].socket == parsed["ExecStart"].socket
     assert parsed["ExecStartPre"].command == "check"
