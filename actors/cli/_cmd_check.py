@@ -62,6 +62,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         absent = journal_problem()
         if absent is not None:
             found.append(f"--child-output {output}: {absent}")
+    elif output not in ("", "auto", "inherit"):
+        folder = os.path.dirname(os.path.abspath(output))
+        if not os.path.isdir(folder):
+            found.append(
+                f"--child-output {output}: folder {folder!r} does not exist; "
+                "create it or fix the path"
+            )
     for problem in found:
         error(f"{path}: {problem}")
     for warning in [*daemon_warnings(path), *root_run_notes(spec)]:

@@ -71,8 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("file", type=Path)
     p.add_argument(
         "--child-output",
-        metavar="journal",
-        help="as `run` will be given it: `journal` checks that journald answers here",
+        metavar="auto|inherit|journal|PATH",
+        help="as `run` will be given it: `journal` checks that journald answers here, "
+        "a PATH that its folder exists",
     )
     p.set_defaults(func=cmd_check)
 

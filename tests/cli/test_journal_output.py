@@ -167,3 +167,16 @@ def test_check_passes_where_the_journal_answers(tmp_path: Path, journal: FakeJou
     )
     assert check.returncode == 0, check.stderr
     assert journal.entries == []  # asking writes nothing to the journal
+
+
+def test_check_names_a_missing_folder_of_a_child_output_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    check = subprocess.run(
+        [*CLI, "check", "--child-output", str(missing / "all.log"), str(tree(tmp_path))],
+        env=environment(tmp_path, tmp_path / "unused"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert check.returncode == 1
+    assert f"folder {str(missing)!r} does not exist" in check.stderr
