@@ -90,8 +90,14 @@ def load_tree_text(
     text: str, filename: str, *, vars: Mapping[str, object] | None = None
 ) -> SupervisorSpec:
     """Load a tree from text (the embedded demo), resolving targets by import, with
-    variables as load_tree_file substitutes them."""
-    return load_tree(text, filename, resolve_target=import_target, vars=tree_vars(vars))
+    variables and env files as load_tree_file reads them."""
+    return load_tree(
+        text,
+        filename,
+        resolve_target=import_target,
+        vars=tree_vars(vars),
+        read_env_file=read_env_file,
+    )
 
 
 # -- env files, read with the child's rights -------------------------------------------
