@@ -190,3 +190,51 @@ def foreign_hint(key: str, value: Any, allowed: tuple[str, ...]) -> str | None:
         text = ours or "nothing"
     meant = f'did you mean "{ours}"? ' if ours is not None else ""
     return f"{key} is {whose}'s: {meant}use {text}"
+
+
+# supervisord's expansions in a value (`%(ENV_PORT)s`, `%(here)s`): passed on as
+# written, a program would get them as text; each gets nannytree's way to say it.
+_FORM = re.compile(
+    r"%\((ENV_[A-Za-z_][A-Za-z0-9_]*|here|program_name|process_num|group_name"
+    r"|host_node_name|numprocs)\)[-#0 +]*\d*[sd]"
+)
+FORM_KEYS = ("command", "args", "cwd", "stdout", "stderr", "pid_file", "env", "start_check")
+
+
+def _form_fix(name: str) -> str:
+    if name.startswith("ENV_"):
+        var = name.removeprefix("ENV_")
+        return f"write ${{{var}}} (from nannytree's environment; ${{{var}:-default}} for a default)"
+    return {
+        "here": "write a path relative to the tree file: relative paths are relative to its folder",
+        "program_name": "write the child's id",
+        "group_name": "write its supervisor's id",
+        "host_node_name": "write the host's name",
+        "process_num": "copies of a program are a simple_one_for_one supervisor's children, "
+        "added with `nannytree add`",
+        "numprocs": "copies of a program are a simple_one_for_one supervisor's children, "
+        "added with `nannytree add`",
+    }[name]
+
+
+def form_problems(
+    table: dict[str, Any], path: str, error: Callable[[str, Any, str], Any]
+) -> list[Any]:
+    """An error (made by `error(path, value, expected)`) for each value of a worker's
+    FORM_KEYS that holds one of supervisord's %(...)s expansions."""
+    found = []
+    for key in FORM_KEYS:
+        value = table.get(key)
+        items = value.items() if isinstance(value, dict) else [(None, value)]
+        for name, item in items:
+            texts = item if isinstance(item, list) else [item]
+            for text in texts:
+                match = _FORM.search(text) if isinstance(text, str) else None
+                if match is None:
+                    continue
+                where = f"{path}.{key}" if name is None else f"{path}.{key}.{name}"
+                found.append(
+                    error(where, item, f"{match[0]} is supervisord's: {_form_fix(match[1])}")
+                )
+                break
+    return found

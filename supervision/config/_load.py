@@ -91,6 +91,7 @@ from ._errors import (
     MISSING,
     ConfigError,
 )
+from ._foreign import form_problems
 from ._keys import (
     ROOT_KEYS,
     SUPERVISOR_KEYS,
@@ -339,6 +340,9 @@ class _Loader(_Reader):
 
     def worker(self, table: dict[str, Any], path: str) -> ChildSpec:
         self.check_keys(table, path, WORKER_KEYS)
+        forms = form_problems(table, path, self.error)  # %(ENV_X)s: supervisord's ${X}
+        if forms:
+            raise ConfigError.several(forms)
         kw: dict[str, Any] = {"id": self.ident(table, path)}
         if "command" not in table and "target" not in table:
             raise self.error(

@@ -5,9 +5,12 @@ tests/live/test_env_file.py's)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from actors._treefile import load_tree_file, read_env_file
 from supervision import ConfigError, load_tree
@@ -218,60 +221,35 @@ def test_a_changed_file_is_read_again_by_the_next_load(tmp_path: Path) -> None:
     assert before != after
 
 
-# -- supervisord's and systemd's key names ------------------------------------------
+# -- properties ----------------------------------------------------------------------
 
-FOREIGN_KEYS = [
-    (
-        "stopwaitsecs = 10",
-        'stopwaitsecs is supervisord\'s: did you mean "shutdown"? use shutdown = 10',
-    ),
-    ('autorestart = "unexpected"', 'use restart = "transient"'),
-    ("autorestart = false", 'use restart = "temporary"'),
-    ("startretries = 3", "use restart_limit = { intensity = 3, period = 60 }"),
-    ('stopsignal = "QUIT"', 'use stop_signal = "QUIT"'),
-    ("""environment = 'A="x y",B=2'""", 'use env = { A = "x y", B = "2" }'),
-    ('directory = "/srv/app"', 'did you mean "cwd"? use cwd = "/srv/app"'),
-    ('stdout_logfile = "/var/log/a.log"', 'use stdout = "/var/log/a.log"'),
-    ("startsecs = 5", "use min_uptime = 5"),
-    ('exitcodes = "0,3"', "use normal_exit_codes = [0, 3]"),
-    (
-        "autostart = true",
-        "autostart is supervisord's: use nothing: every child starts with its tree",
-    ),
-    ('EnvironmentFile = "-/etc/default/app"', 'use env_file = "-/etc/default/app"'),
-    (
-        'TimeoutStopSec = "20s"',
-        'TimeoutStopSec is systemd\'s: did you mean "shutdown"? use shutdown = 20',
-    ),
-    ('Restart = "on-failure"', 'use restart = "transient"'),
-    ('ExecStart = "/usr/bin/app"', 'use command = "/usr/bin/app"'),
-    ('exec_start_pre = "/usr/bin/app -t"', 'use start_check = "/usr/bin/app -t"'),
-    ('Type = "notify"', 'use ready = "sd_notify"'),
-    ('KillMode = "mixed"', 'use kill_mode = "main"'),
-    ("RestartSec = 2", "use backoff = { initial = 2, factor = 1, max = 2, jitter = 0 }"),
-]
+_NAMES = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True)
+# Any text an environment value can hold: no NUL, no lone surrogate (not UTF-8).
+_VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"))
 
 
-@pytest.mark.parametrize(("line", "hint"), FOREIGN_KEYS)
-def test_a_supervisord_or_systemd_key_names_nannytrees(line: str, hint: str) -> None:
-    text = (
-        f'[supervisor]\nid = "t"\n[[supervisor.children]]\nid = "a"\ncommand = ["true"]\n{line}\n'
-    )
-    with pytest.raises(ConfigError) as caught:
-        load_tree(text, "t.toml")
-    (error,) = caught.value.errors
-    assert error.path == f"supervisor.children[0].{line.split()[0]}"
-    assert hint in error.expected, error.expected
+def _systemd_writes(name: str, value: str) -> str:
+    """A line as systemd's own writer writes it (env-file.c, write_env_var): in double
+    quotes, with `"`, `\\`, `` ` `` and `$` escaped, when it holds a control character,
+    whitespace or a character a shell would take; as it is otherwise."""
+    special = set(" \t\n\r" + '"\\`$' + "*?[" + "'()<>|&;!")
+    if any(c in special or ord(c) < 32 or ord(c) == 127 for c in value):
+        value = '"' + "".join("\\" + c if c in '"\\`$' else c for c in value) + '"'
+    return f"{name}={value}\n"
 
 
-def test_a_foreign_key_whose_key_is_not_allowed_here_says_so() -> None:
-    with pytest.raises(ConfigError) as caught:
-        load_tree('[supervisor]\nid = "t"\nstopwaitsecs = 3\n', "t.toml")
-    assert "stopwaitsecs is supervisord's: nannytree's is shutdown" in str(caught.value)
+@given(st.dictionaries(_NAMES, _VALUES, max_size=8))
+def test_what_systemds_writer_writes_reads_back_the_same(env: dict[str, str]) -> None:
+    text = "".join(_systemd_writes(k, v) for k, v in env.items())
+    assert parse_env_file(text.encode()) == env
 
 
-def test_execstart_without_command_is_not_also_missing_a_command() -> None:
-    text = '[supervisor]\nid = "t"\n[[supervisor.children]]\nid = "a"\nExecStart = "/bin/app"\n'
-    with pytest.raises(ConfigError) as caught:
-        load_tree(text, "t.toml")
-    assert [e.path for e in caught.value.errors] == ["supervisor.children[0].ExecStart"]
+@given(st.binary(max_size=300))
+def test_any_bytes_read_or_are_refused_with_a_line(data: bytes) -> None:
+    try:
+        found = parse_env_file(data)
+    except EnvFileProblem as e:
+        assert 1 <= e.line <= data.count(b"\n") + 1
+    else:
+        assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) for k in found)
+        assert all("\0" not in v for v in found.values())
