@@ -305,8 +305,8 @@ _WORKER = {
         None,
         "Files of KEY=VALUE lines in systemd's EnvironmentFile= format, read when the "
         "tree is loaded (check, run, update), with the child's user's rights; `-` before "
-        "a path: it may be missing. Under the file's top-level env_file, over by env. "
-        "[Environment files](#environment-files).",
+        "a path: it may be missing. Its variables override the top-level env_file's; "
+        "env overrides both. [Environment files](#environment-files).",
         default="none",
     ),
 }
@@ -315,7 +315,8 @@ _TREE = {
     "env_file": KeyDoc(
         "string | array of strings (paths)",
         None,
-        "Env files for every worker of the tree, under each one's own env_file and env.",
+        "Env files for every worker of the tree; a worker's own env_file and env "
+        "override them. [Environment files](#environment-files).",
         default="none",
     ),
 }
