@@ -79,6 +79,8 @@ def parse_env_file(data: bytes) -> dict[str, str]:
 
 def _checked(line: int, key: str, value: str | None) -> str:
     """The value of a line that systemd reads as written; EnvFileProblem otherwise."""
+    if value is None and key.startswith("="):  # systemd reads `=x` as a name, `=x`
+        raise EnvFileProblem(line, "no name before '='", "write NAME=value")
     if value is None:
         if key.startswith("export ") or key.startswith("export\t"):
             raise EnvFileProblem(line, f"{key!r} has no '='", "drop `export`: write NAME=value")

@@ -59,6 +59,7 @@ REFUSED = [
     (b"A=1\n\n  NO_EQUALS", 3, "has no '='"),
     (b"export A=1\n", 1, "write A=... without `export`"),
     (b"1A=2\n", 1, "not a variable name"),
+    (b"A=1\n=2\n", 2, "no name before '='"),
     (b"A-B=2\n", 1, "not a variable name"),
     (b"A=1\nB='open\n\nC=3\n", 2, "never closed"),
     (b'A="open', 1, "never closed"),
