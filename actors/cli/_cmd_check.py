@@ -17,7 +17,7 @@ from ._exit import FAILED, OK
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from actors import read_tree_file
+    from actors import load_tree_file, read_tree_file
     from actors.host._check import (
         daemon_warnings,
         far_side_warnings,
@@ -26,17 +26,15 @@ def cmd_check(args: argparse.Namespace) -> int:
         root_run_notes,
     )
     from actors.host._engine import engine_text
-    from supervision import ConfigError, TooLarge, load_engine, load_tree
+    from supervision import ConfigError, TooLarge, load_engine
 
     from ._plain import Painter, spec_lines, write
 
     path = Path(args.file)
     try:
-        # Targets stay unresolved: checking a file never runs its modules' code.
-        spec = load_tree(read_tree_file(path), str(path), vars=dict(os.environ))
-    except OSError as e:
-        error(f"{path}: cannot read it ({e.strerror or e})")
-        return FAILED
+        # Targets stay unresolved: checking a file never runs its modules' code. Its
+        # env files are read, each with its child's rights, as `run` reads them.
+        spec = load_tree_file(path, vars=os.environ, resolve_targets=False)
     except TooLarge as e:  # read no further: its other problems would cost as much
         error(e)
         return FAILED

@@ -25,6 +25,7 @@ from supervision.config._keys import (
     RESTART_LIMIT_KEYS,
     ROOT_KEYS,
     SUPERVISOR_KEYS,
+    TREE_KEYS,
     WORKER_KEYS,
 )
 from supervision.spec._probes import LIVENESS_PERIOD, READY_PERIOD
@@ -298,6 +299,25 @@ _WORKER = {
         '{ nofile = 4096, core = 0, as = "4G", nproc = "256:512" }; a number, "infinity" '
         'or "SOFT:HARD". Unset: the limits nannytree was started with. See '
         "[the launcher](../launcher.md#resource-limits-and-no_new_privileges).",
+    ),
+    "env_file": KeyDoc(
+        "string | array of strings (paths)",
+        None,
+        "Files of KEY=VALUE lines in systemd's EnvironmentFile= format, read when the "
+        "tree is loaded (check, run, update), with the child's user's rights; `-` before "
+        "a path: it may be missing. Its variables override the top-level env_file's; "
+        "env overrides both. [Environment files](#environment-files).",
+        default="none",
+    ),
+}
+
+_TREE = {
+    "env_file": KeyDoc(
+        "string | array of strings (paths)",
+        None,
+        "Env files for every worker of the tree; a worker's own env_file and env "
+        "override them. [Environment files](#environment-files).",
+        default="none",
     ),
 }
 
@@ -676,5 +696,12 @@ TABLES: tuple[TableDoc, ...] = (
         _PLACEMENT,
     ),
     TableDoc("engine", "The engine", "`[engine]`, beside `[supervisor]`", ENGINE_KEYS, _ENGINE),
+    TableDoc(
+        "top-level",
+        "Top-level keys",
+        "at the top of the file, before its first table",
+        TREE_KEYS,
+        _TREE,
+    ),
 )
 """Every table of a tree file, in the order the reference shows them."""

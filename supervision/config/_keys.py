@@ -26,6 +26,7 @@ WORKER_KEYS = (
     *("sockets", "user", "group"),
     *("start_check", "start_check_timeout", "start_check_as_root"),
     *("no_new_privileges", "limits"),
+    "env_file",  # supervision/config/_env_file.py
 )
 PROBE_KEYS = {
     "tcp": ("tcp", "host", "timeout", "period"),
@@ -45,6 +46,8 @@ SUPERVISOR_KEYS = (
     "placement",
     *LOG_KEYS,
 )
+# Keys at the top of a file, before its first table (beside [supervisor] and [engine]).
+TREE_KEYS = ("env_file",)  # every worker's env_file, under its own
 ROOT_KEYS = tuple(k for k in SUPERVISOR_KEYS if k not in ("type", "placement", *_AS_CHILD))
 BACKOFF_KEYS = ("initial", "factor", "max", "jitter", "reset_after")
 RESTART_LIMIT_KEYS = ("intensity", "period")

@@ -83,10 +83,15 @@ from ..spec._spec import (
 from ._engine import (
     read_engine,
 )
+from ._env_file import (
+    EnvFileReader,
+    EnvFiles,
+)
 from ._errors import (
     MISSING,
     ConfigError,
 )
+from ._foreign import form_problems
 from ._keys import (
     ROOT_KEYS,
     SUPERVISOR_KEYS,
@@ -100,6 +105,14 @@ from ._read import (
 )
 
 
+def _seen(key: tuple[str, str], seen: set[tuple[str, str]]) -> bool:
+    """Whether `key` was seen before; it is now."""
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
+
+
 class _Skipped(Exception):
     """A supervisor not built because its children had problems (already recorded)."""
 
@@ -110,6 +123,7 @@ def load_tree(
     *,
     resolve_target: TargetResolver | None = None,
     vars: Mapping[str, object] | None = None,
+    read_env_file: EnvFileReader | None = None,
 ) -> SupervisorSpec:
     """Parse a TOML tree (already read) into a validated SupervisorSpec.
 
@@ -117,9 +131,12 @@ def load_tree(
     base of relative paths. `resolve_target` turns "module:function" into the
     callable; without one, targets load as `UnresolvedTarget` placeholders.
     `vars` are the values of `${NAME}` in string values (supervision/config/_vars.py);
-    None substitutes nothing (a `${` stays as written). Raises ConfigError.
+    None substitutes nothing (a `${` stays as written). `read_env_file` reads the
+    files `env_file` names, with each child's rights (supervision/config/_env_file.py);
+    None reads none: their paths are checked, their variables left out (as
+    `actors.load_tree_file` and `nannytree check` never do). Raises ConfigError.
     """
-    return _Loader(filename, resolve_target, vars).load(text)
+    return _Loader(filename, resolve_target, vars, read_env_file).load(text)
 
 
 class _Loader(_Reader):
@@ -131,10 +148,12 @@ class _Loader(_Reader):
         filename: str,
         resolve: TargetResolver | None,
         values: Mapping[str, object] | None = None,
+        read_env_file: EnvFileReader | None = None,
     ) -> None:
         super().__init__(filename, resolve, values)
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
         self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
+        self.env_files = EnvFiles(self, read_env_file, self.errors.append)
 
     def load(self, text: str | bytes) -> SupervisorSpec:
         try:
@@ -143,12 +162,15 @@ class _Loader(_Reader):
             self.errors.extend(e.errors)
         except _Skipped:
             pass
-        if self.errors:
-            raise ConfigError.several(self.errors)
+        if self.errors:  # a problem of the tree's env file once, not once per child
+            seen: set[tuple[str, str]] = set()
+            unique = [e for e in self.errors if not _seen((e.path, str(e)), seen)]
+            raise ConfigError.several(unique)
         return spec
 
     def _load(self, text: str | bytes) -> SupervisorSpec:
         doc = self.document(text)
+        self.env_files.tree(doc)
         if "engine" in doc:
             try:
                 read_engine(self, doc["engine"], "engine")
@@ -318,6 +340,9 @@ class _Loader(_Reader):
 
     def worker(self, table: dict[str, Any], path: str) -> ChildSpec:
         self.check_keys(table, path, WORKER_KEYS)
+        forms = form_problems(table, path, self.error)  # %(ENV_X)s: supervisord's ${X}
+        if forms:
+            raise ConfigError.several(forms)
         kw: dict[str, Any] = {"id": self.ident(table, path)}
         if "command" not in table and "target" not in table:
             raise self.error(
@@ -346,8 +371,10 @@ class _Loader(_Reader):
                 )
             kw["kwargs"] = table["kwargs"]
         self.child_fields(table, path, kw)
-        if "env" in table:
-            kw["env"] = self.env(table["env"], f"{path}.env")
+        env = self.env(table["env"], f"{path}.env") if "env" in table else None
+        env = self.env_files.env_of(table, path, kw["id"], env)  # env_file's, under env
+        if env is not None:
+            kw["env"] = env
         for key in ("inherit_env", "fresh_interpreter", "warm_start"):
             if key in table:
                 kw[key] = self.boolean(table, path, key)

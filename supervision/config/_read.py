@@ -31,6 +31,7 @@ from ._errors import (
     _huge_ints,
     check_size,
 )
+from ._foreign import foreign_hint
 from ._keys import (
     _READY_TABLES,
     BACKOFF_KEYS,
@@ -41,6 +42,7 @@ from ._keys import (
     PROBE_KEYS,
     RELOAD_KEYS,
     RESTART_LIMIT_KEYS,
+    TREE_KEYS,
 )
 from ._vars import VarError, substitute
 
@@ -133,7 +135,7 @@ class _Reader:
                 raise ConfigError.several(
                     [self.error(p.path, p.value, p.expected) for p in e.problems]
                 ) from None
-        self.check_keys(doc, "", ("supervisor", "engine"))
+        self.check_keys(doc, "", ("supervisor", "engine", *TREE_KEYS))
         return doc
 
     def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:
@@ -144,6 +146,8 @@ class _Reader:
                 longer = [a for a in allowed if a.startswith(f"{key}_")]
                 near = near or (longer if len(longer) == 1 else [])  # lease: lease_timeout
                 hint = f'did you mean "{near[0]}"? ' if near else ""
+                foreign = foreign_hint(key, table[key], allowed)  # stopwaitsecs: shutdown
+                hint = f"{foreign}; " if foreign else hint
                 where = f"{path}.{key}" if path else key
                 unknown.append(
                     self.error(

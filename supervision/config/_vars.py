@@ -39,6 +39,7 @@ TEXT_KEYS = frozenset(
         *("stdout", "stderr", "pid_file", "file", "log", "stream", "http", "host"),
         *("exec", "check", "strategy", "auto_shutdown", "restart", "kill_mode"),
         *("node", "labels", "policy", "fallback"),
+        "env_file",
     }
 )
 
