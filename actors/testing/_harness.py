@@ -54,6 +54,7 @@ from ._events import (
     unexpected_message,
 )
 from ._events import report_sections as _report_sections
+from ._ids import could_be_added, known_ids, no_such_child
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
 
 
@@ -176,8 +177,26 @@ class TreeHarness:
         """The child `child_id` names (an id: the first found, depth first; or a path)."""
         nodes = self.nanny.which_tree().get()
         if not matching(nodes, self.spec.id, child_id):
-            raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
+            known = known_ids(self.spec, nodes, self.log.snapshot())
+            raise LookupError(no_such_child(self.spec.id, child_id, known, running=True))
         return find_node(nodes, self.spec.id, child_id, first=True)
+
+    def check_id(self, child_id: str | None) -> None:
+        """A misspelt id fails at once (LookupError), not after a wait's whole timeout:
+        it must name a child in the tree, one it had, or a dynamic child that a
+        simple_one_for_one supervisor could still add."""
+        if child_id is None or self.ref is None or not self.ref.is_alive():
+            return  # not started, or ended: the wait itself says so
+        try:
+            nodes = self.nanny.which_tree().get()
+        except pykka.ActorDeadError:
+            return
+        if matching(nodes, self.spec.id, child_id):
+            return
+        known = known_ids(self.spec, nodes, self.log.snapshot())
+        if child_id in known or could_be_added(self.spec, child_id):
+            return
+        raise LookupError(no_such_child(self.spec.id, child_id, known))
 
     def pid(self, child_id: str) -> int:
         pid = self.child(child_id).pid
@@ -207,7 +226,7 @@ class TreeHarness:
 
     def wait_for(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
         timeout: float = 10.0,
@@ -223,6 +242,7 @@ class TreeHarness:
         `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
         """
         match = wanted(context, child, where, **fields)
+        self.check_id(child)
         self.check_strict()
         start = self._cursor if since is None else since
         return wait_on(
@@ -236,7 +256,7 @@ class TreeHarness:
 
     def expect_no_event(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
         within: float = 0.5,
@@ -247,6 +267,7 @@ class TreeHarness:
         """Assert that no matching event happens within `within` s (ExUnit's
         refute_receive, Akka's expectNoMessage); counted as wait_for counts."""
         match = wanted(context, child, where, **fields)
+        self.check_id(child)
         self.check_strict()
         start = self._cursor if since is None else since
         try:
@@ -264,6 +285,7 @@ class TreeHarness:
 
     def wait_restarted(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
         """Wait for `child_id` to start again after the last fault; its info then."""
+        self.check_id(child_id)
         self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout)
         return self._info(child_id)
 
@@ -275,6 +297,7 @@ class TreeHarness:
         harness injected) or the tree (or its supervisor) ended, with the last exit
         reason and stderr tail; TimeoutError after `timeout` s.
         """
+        self.check_id(child_id)
         self.check_strict()
         now = self._ready(child_id)
         if now is not None:
@@ -334,6 +357,7 @@ class TreeHarness:
         child's supervisor) has ended, and with TimeoutError after `timeout` s.
         """
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.check_id(child_id)
         self.check_strict()
         spec = self._owner(child_id).get_childspec(child_id).get()
         if not _keeps(spec, stream):

@@ -9,7 +9,9 @@ TimeoutError at its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +39,7 @@ class Waited(Protocol):
     strict: bool
 
     def check_strict(self) -> None: ...
+    def check_id(self, child_id: str | None) -> None: ...
 
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
@@ -46,12 +49,29 @@ BACKSTOP = 0.25
 OUTPUT_EVERY = 0.05  # s between reads of a child's output (no event says it grew)
 
 
+def event_kind(context: EventKind | str | None) -> EventKind | None:
+    """An EventKind, or its name as the events show it ("child_started")."""
+    if context is None or isinstance(context, EventKind):
+        return context
+    if isinstance(context, str):
+        with contextlib.suppress(ValueError):
+            return EventKind(context)
+        with contextlib.suppress(KeyError):
+            return EventKind[context.upper()]
+        names = [k.value for k in EventKind]
+        close = difflib.get_close_matches(context, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"no event kind {context!r}{hint} The kinds: {', '.join(names)}")
+    raise TypeError(f"an event kind is an EventKind or its name, not {context!r}")
+
+
 def wanted(
-    context: EventKind | None,
+    context: EventKind | str | None,
     child: str | None,
     where: Callable[[Event], bool] | None,
     **fields: Any,
 ) -> Callable[[Event], bool]:
+    context = event_kind(context)
     unknown = sorted(set(fields) - set(_EVENT_FIELDS))
     if unknown:
         # Caught here, not as an AttributeError inside the wait's predicate.
@@ -70,8 +90,8 @@ def wanted(
     return match
 
 
-def what_of(context: EventKind | None, child: str | None) -> str:
-    kind = context.value if context is not None else "an event"
+def what_of(context: EventKind | str | None, child: str | None) -> str:
+    kind = context.value if isinstance(context, EventKind) else context or "an event"
     return kind + (f" of {child!r}" if child else "")
 
 
@@ -100,7 +120,7 @@ class EventProbe:
 
     def wait_for(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
         timeout: float = 10.0,
@@ -111,6 +131,7 @@ class EventProbe:
         (and fails at once, as the harness's waits do, when the tree has ended)."""
         match = wanted(context, child, where, **fields)
         if self._harness is not None:
+            self._harness.check_id(child)
             return wait_on(
                 self._harness,
                 f"waiting for {what_of(context, child)}",
