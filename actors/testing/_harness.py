@@ -43,6 +43,7 @@ from .._operate._restart import restart
 from .._shell._event_log import EventLog
 from .._shell._nanny import NannyActor, TreeNode
 from .._tree import Tree
+from ._deadlines import timeout_or_left
 from ._events import (
     REPORT_EVENTS,
     StrictJudge,
@@ -229,7 +230,7 @@ class TreeHarness:
         context: EventKind | str | None = None,
         child: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout: float | None = None,
         where: Callable[[Event], bool] | None = None,
         since: int | None = None,
         **fields: Any,
@@ -237,13 +238,15 @@ class TreeHarness:
         """The first matching event since the last fault this harness injected (the
         tree's start if none), or since `since` (a `mark()`, or 0 for the start).
 
-        Waits up to `timeout` s; raises TimeoutError naming the last events, or
+        Waits up to `timeout` s (by default what is left of an enclosing `within`,
+        else 10 s); raises TimeoutError naming the last events, or
         WaitFailed at once when the tree (or the child's supervisor) has ended.
         `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
         """
         match = wanted(context, child, where, **fields)
         self.check_id(child)
         self.check_strict()
+        timeout = timeout_or_left(timeout)
         start = self._cursor if since is None else since
         return wait_on(
             self,
@@ -283,13 +286,13 @@ class TreeHarness:
             return
         raise AssertionError(f"expected no such event within {within}s, got: {event}")
 
-    def wait_restarted(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+    def wait_restarted(self, child_id: str, timeout: float | None = None) -> ChildInfo:
         """Wait for `child_id` to start again after the last fault; its info then."""
         self.check_id(child_id)
-        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout)
+        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout_or_left(timeout))
         return self._info(child_id)
 
-    def wait_ready(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+    def wait_ready(self, child_id: str, timeout: float | None = None) -> ChildInfo:
         """Wait until the child is started and ready (state "running", and with a
         liveness probe, not failing it); its info then.
 
@@ -299,6 +302,7 @@ class TreeHarness:
         """
         self.check_id(child_id)
         self.check_strict()
+        timeout = timeout_or_left(timeout)
         now = self._ready(child_id)
         if now is not None:
             return now
@@ -347,7 +351,7 @@ class TreeHarness:
         pattern: str | re.Pattern[str],
         *,
         stream: str = "stderr",
-        timeout: float = 10.0,
+        timeout: float | None = None,
     ) -> re.Match[str]:
         """Wait until the child's `stream` ("stderr" or "stdout") matches `pattern`
         (re.search over what `output` returns); the match.
@@ -359,6 +363,7 @@ class TreeHarness:
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         self.check_id(child_id)
         self.check_strict()
+        timeout = timeout_or_left(timeout)
         spec = self._owner(child_id).get_childspec(child_id).get()
         if not _keeps(spec, stream):
             raise ValueError(

@@ -22,6 +22,7 @@ from supervision.simulate import event_sequence
 
 from .._operate._ready import Ending
 from .._shell._event_log import EventLog
+from ._deadlines import timeout_or_left
 from ._events import WaitFailed, culprit, ended_message, last_events, last_exit
 
 if TYPE_CHECKING:
@@ -123,13 +124,14 @@ class EventProbe:
         context: EventKind | str | None = None,
         child: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout: float | None = None,
         where: Callable[[Event], bool] | None = None,
         **fields: Any,
     ) -> Event:
         """The first event since the probe began that matches; waits up to `timeout` s
         (and fails at once, as the harness's waits do, when the tree has ended)."""
         match = wanted(context, child, where, **fields)
+        timeout = timeout_or_left(timeout)
         if self._harness is not None:
             self._harness.check_id(child)
             return wait_on(
