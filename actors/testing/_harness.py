@@ -24,19 +24,18 @@ import psutil
 import pykka
 
 from supervision import (
-    CAPTURE,
     UPDATE_SETTLE,
     ChildInfo,
     Event,
     EventKind,
     ExitReason,
-    LogLine,
     StartError,
     SupervisorSpec,
     UpdateOutcome,
 )
 
 from .._launcher._faults import inject_crash
+from .._launcher._outputs import OwnStreams
 from .._operate._find import find_node, find_target, matching, nanny_at
 from .._operate._ready import is_ready
 from .._operate._restart import restart
@@ -52,10 +51,12 @@ from ._events import (
     culprit,
     start_failed_message,
     stderr_tail,
+    tail_title,
     unexpected_message,
 )
 from ._events import report_sections as _report_sections
 from ._ids import could_be_added, known_ids, no_such_child
+from ._streams import merged_ids, resolve
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
 
 
@@ -89,6 +90,7 @@ class TreeHarness:
         # (SIGKILL, crash), however soon after the fault the wait looks.
         self._hit: dict[str, tuple[int, bool]] = {}
         self._stopped_at: int | None = None  # the log's length when stop() began
+        self._own = OwnStreams()  # the launcher's stdout and stderr are ours
 
     @classmethod
     def from_toml(
@@ -118,7 +120,7 @@ class TreeHarness:
             named = culprit(events) or e.child
             tail = stderr_tail(events, named)
             if tail:  # pytest shows notes under the error
-                e.add_note(f"stderr of {named!r} (last lines):\n{textwrap.indent(tail, '    ')}")
+                e.add_note(f"{tail_title(named, self.merged())}:\n{textwrap.indent(tail, '    ')}")
             self._judge_log()
             self._judge.news()  # strict mode: this error says it already
             raise
@@ -205,15 +207,29 @@ class TreeHarness:
             raise LookupError(f"child {child_id!r} has no running process")
         return pid
 
-    def output(self, child_id: str, stream: str = "stderr") -> str:
-        """What the child wrote lately to `stream` ("stderr" or "stdout"): the last
-        64 KiB of its current process (of its last one once it exited). Kept when the
-        spec says stdout/stderr="capture" (or a `ready=LogLine` reads that stream)."""
+    def output(self, child_id: str, stream: str | None = None) -> str:
+        """What the child wrote lately to `stream`: the last 64 KiB of its current
+        process (of its last one once it exited).
+
+        "stderr" is kept for every child (tee'd on to where it goes, unless that is a
+        terminal); "stdout" when its spec says stdout="capture" (or a `ready=LogLine`
+        reads it). A child whose stdout and stderr go to one file has one pipe for both:
+        read it as "both" (the default then; else "stderr"). Asking for a stream that
+        is not kept is a ValueError that says how to keep it."""
+        self.check_id(child_id)
         self.check_strict()
-        return self._output(child_id, stream)
+        return self._output(child_id, self._stream(child_id, stream))
+
+    def _stream(self, child_id: str, stream: str | None) -> str:
+        spec = self._owner(child_id).get_childspec(child_id).get()
+        return resolve(child_id, spec, stream, self._own)
 
     def _output(self, child_id: str, stream: str) -> str:
         return cast(str, self._owner(child_id).read_output(child_id, stream).get())
+
+    def merged(self) -> frozenset[str]:
+        """The ids of the children whose stdout and stderr are kept as one stream."""
+        return merged_ids(self.spec, self._own)
 
     def probe(self) -> EventProbe:
         """Record events from now on."""
@@ -310,7 +326,9 @@ class TreeHarness:
 
         def failed(e: Event) -> None:
             if e.offender == child_id and e.context is EventKind.START_FAILED:
-                raise WaitFailed(start_failed_message(what, e, self.log.snapshot()), e.reason)
+                raise WaitFailed(
+                    start_failed_message(what, e, self.log.snapshot(), self.merged()), e.reason
+                )
 
         return wait_on(
             self,
@@ -350,38 +368,36 @@ class TreeHarness:
         child_id: str,
         pattern: str | re.Pattern[str],
         *,
-        stream: str = "stderr",
+        stream: str | None = None,
         timeout: float | None = None,
     ) -> re.Match[str]:
-        """Wait until the child's `stream` ("stderr" or "stdout") matches `pattern`
-        (re.search over what `output` returns); the match.
+        """Wait until the child's `stream` matches `pattern` (re.search over what
+        `output` returns, with the same streams and default); the match.
 
-        The stream must be kept (stdout/stderr="capture", or a `ready=LogLine` on it):
-        else a ValueError at once. Fails as the other waits do when the tree (or the
-        child's supervisor) has ended, and with TimeoutError after `timeout` s.
+        A stream that is not kept is a ValueError at once, saying how to keep it.
+        Fails as the other waits do when the tree (or the child's supervisor) has
+        ended, and with TimeoutError after `timeout` s.
         """
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         self.check_id(child_id)
         self.check_strict()
         timeout = timeout_or_left(timeout)
-        spec = self._owner(child_id).get_childspec(child_id).get()
-        if not _keeps(spec, stream):
-            raise ValueError(
-                f'child {child_id!r} does not keep its {stream}: set {stream}="capture" '
-                "in its spec to read it"
-            )
+        read = self._stream(child_id, stream)
+        shown = (
+            "stdout and stderr" if stream in (None, "both") and child_id in self.merged() else read
+        )
 
         def search() -> re.Match[str] | None:
             try:
                 if self._stale(child_id, self._info(child_id)):
                     return None  # what it says is the ended process's
-                return regex.search(self._output(child_id, stream))
+                return regex.search(self._output(child_id, read))
             except (LookupError, pykka.ActorDeadError):
                 return None
 
         return wait_on(
             self,
-            f"waiting for {regex.pattern!r} on the {stream} of {child_id!r}",
+            f"waiting for {regex.pattern!r} on the {shown} of {child_id!r}",
             lambda e: None,
             timeout=timeout,
             start=self.mark(),
@@ -414,7 +430,8 @@ class TreeHarness:
         self._judge_log()
         new = self._judge.news()
         if new:
-            raise UnexpectedExit(unexpected_message(self.spec.id, new, self.log.snapshot()), new)
+            events = self.log.snapshot()
+            raise UnexpectedExit(unexpected_message(self.spec.id, new, events, self.merged()), new)
 
     def _judge_log(self) -> None:
         end = len(self.log) if self._stopped_at is None else self._stopped_at
@@ -427,7 +444,9 @@ class TreeHarness:
     def report_sections(self, last: int = REPORT_EVENTS) -> list[tuple[str, str]]:
         """What a failed test's report shows for this tree: its last events and the
         stderr tails of the children that crashed (the pytest plugin adds them)."""
-        return _report_sections(self.spec.id, self.log.snapshot(), len(self.log), last)
+        return _report_sections(
+            self.spec.id, self.log.snapshot(), len(self.log), last, self.merged()
+        )
 
     # -- faults --
 
@@ -545,16 +564,6 @@ class TreeHarness:
         if self.ref is None:
             raise RuntimeError("the tree is not started; call start() or use `with`")
         return self.ref
-
-
-def _keeps(spec: Any, stream: str) -> bool:
-    """Whether the nanny keeps what the child writes to `stream`, for read_output."""
-    if stream not in ("stdout", "stderr"):
-        raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
-    if stream == "stderr" or getattr(spec, stream, None) == CAPTURE:
-        return True  # stderr: the launcher tees every child's (docs/health.md)
-    ready = getattr(spec, "ready", None)
-    return isinstance(ready, LogLine) and (1 if stream == "stdout" else 2) in ready.streams
 
 
 def _gone(pid: int) -> bool:

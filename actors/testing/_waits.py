@@ -41,6 +41,7 @@ class Waited(Protocol):
 
     def check_strict(self) -> None: ...
     def check_id(self, child_id: str | None) -> None: ...
+    def merged(self) -> frozenset[str]: ...
 
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
@@ -188,7 +189,7 @@ def wait_on(
         if ended is not None:
             where, reason = ended
             raise WaitFailed(
-                ended_message(what, where, reason, harness.log.snapshot(), child),
+                ended_message(what, where, reason, harness.log.snapshot(), child, harness.merged()),
                 _last_reason(harness.log.snapshot(), child),
             )
         if time.monotonic() >= deadline:
