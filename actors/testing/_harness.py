@@ -40,6 +40,7 @@ from .._operate._find import find_node, find_target, matching, nanny_at
 from .._operate._ready import is_ready
 from .._operate._restart import restart
 from .._shell._event_log import EventLog
+from .._shell._messages import ShutdownTree
 from .._shell._nanny import NannyActor, TreeNode
 from .._tree import Tree
 from ._deadlines import timeout_or_left
@@ -59,6 +60,9 @@ from ._ids import could_be_added, known_ids, no_such_child
 from ._streams import merged_ids, resolve
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
 
+# Seconds a test's tree gets to stop at teardown before what is left is killed.
+TEARDOWN_SHUTDOWN = 1.0
+
 
 class TreeHarness:
     """Starts a tree, injects faults into it, waits on its events, and on exit
@@ -71,9 +75,20 @@ class TreeHarness:
     harness call, and the harness's exit, with `UnexpectedExit`.
     """
 
-    def __init__(self, spec: SupervisorSpec, *, strict: bool = False, **start_kwargs: Any) -> None:
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        *,
+        strict: bool = False,
+        teardown_shutdown: float | None = TEARDOWN_SHUTDOWN,
+        **start_kwargs: Any,
+    ) -> None:
         self.spec = spec
         self.strict = strict
+        # How long `stop` gives the whole tree before what is left is killed (None:
+        # each child's own `shutdown`): a child that ignores SIGTERM costs a test 1 s,
+        # not its 5 s.
+        self.teardown_shutdown = teardown_shutdown
         self._start_kwargs = start_kwargs
         self.ref: pykka.ActorRef[NannyActor] | None = None
         self.tree: Tree | None = None
@@ -129,11 +144,17 @@ class TreeHarness:
         return self
 
     def stop(self) -> list[int]:
-        """Stop the tree; return the pids of any of its processes still alive after 5 s."""
+        """Stop the tree, in order, within `teardown_shutdown` s (what is still running
+        then is killed); return the pids of any of its processes alive 5 s later."""
         if self._stopped_at is None:
             self._stopped_at = len(self.log)
         if self.ref is not None and self.ref.is_alive():
-            self.ref.stop()
+            if self.teardown_shutdown is not None:
+                deadline = time.monotonic() + self.teardown_shutdown
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.ref.ask(ShutdownTree(0, deadline))  # answered once all is gone
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.ref.stop()
         pids = [e.pid for e in self.log.snapshot() if e.pid is not None]
         return wait_gone(pids, 5.0)
 
@@ -202,10 +223,17 @@ class TreeHarness:
         raise LookupError(no_such_child(self.spec.id, child_id, known))
 
     def pid(self, child_id: str) -> int:
-        pid = self.child(child_id).pid
-        if pid is None:
+        """The pid of the child's running process; LookupError if it has none, or only
+        the one a fault of the harness ended (right after `kill`: wait_restarted first)."""
+        info = self.child(child_id)
+        if info.pid is None:
             raise LookupError(f"child {child_id!r} has no running process")
-        return pid
+        if self._stale(child_id, info):
+            raise LookupError(
+                f"child {child_id!r} has no running process yet: pid {info.pid} was ended "
+                f"by this harness; wait_restarted({child_id!r}) or wait_ready first"
+            )
+        return info.pid
 
     def output(self, child_id: str, stream: str | None = None) -> str:
         """What the child wrote lately to `stream`: the last 64 KiB of its current
