@@ -244,12 +244,14 @@ def report_sections(
     total: int,
     n: int = REPORT_EVENTS,
     merged: Container[str] = (),
+    shown: str = "",
 ) -> list[tuple[str, str]]:
     """The sections a failed test's report shows for one tree: its last `n` events
-    (of `total`), and the stderr tail of each child that exited abnormally."""
-    shown = events[-n:]
-    title = f"nannytree events: tree {tree!r} (last {len(shown)} of {total})"
-    sections = [(title, last_events(shown, n) + "\n")]
+    (of `total`), and the stderr tail of each child that exited abnormally, unless
+    the failure (`shown`) quotes it already."""
+    last = events[-n:]
+    title = f"nannytree events: tree {tree!r} (last {len(last)} of {total})"
+    sections = [(title, last_events(last, n) + "\n")]
     tails: dict[str, tuple[Event, str]] = {}
     for event in events:
         reason = event.reason
@@ -258,6 +260,7 @@ def report_sections(
             and reason is not None
             and reason.stderr_tail
             and not reason.is_normal
+            and reason.stderr_tail.strip().splitlines()[-1].strip() not in shown
         ):
             tails[f"{event.supervisor}/{event.offender}"] = (event, reason.stderr_tail)
     if tails:

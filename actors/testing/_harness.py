@@ -128,17 +128,20 @@ class TreeHarness:
     # -- life cycle --
 
     def start(self) -> TreeHarness:
+        __tracebackhide__ = True  # pytest: the test's line, not the harness's
         try:
             self.tree = Tree.start(self.spec, log=self.log, **self._start_kwargs)
         except StartError as e:
             events = self.log.snapshot()
             named = culprit(events) or e.child
             tail = stderr_tail(events, named)
-            if tail:  # pytest shows notes under the error
+            if tail and tail.strip().splitlines()[-1] not in str(e):  # not said already
                 e.add_note(f"{tail_title(named, self.merged())}:\n{textwrap.indent(tail, '    ')}")
             self._judge_log()
             self._judge.news()  # strict mode: this error says it already
-            raise
+            # Raised from here: the frames it came through (the tree, the nanny, pykka's
+            # future) say nothing about the test, whose line pytest then names.
+            raise e.with_traceback(None)  # noqa: B904 (the same error, shorter)
         self.ref = self.tree.ref
         self._cursor = 0
         return self
@@ -191,6 +194,7 @@ class TreeHarness:
 
     def child(self, child_id: str) -> ChildInfo:
         """A child anywhere in the tree, by id (the first found, depth first)."""
+        __tracebackhide__ = True
         self.check_strict()
         return self._info(child_id)
 
@@ -209,6 +213,7 @@ class TreeHarness:
         """A misspelt id fails at once (LookupError), not after a wait's whole timeout:
         it must name a child in the tree, one it had, or a dynamic child that a
         simple_one_for_one supervisor could still add."""
+        __tracebackhide__ = True
         if child_id is None or self.ref is None or not self.ref.is_alive():
             return  # not started, or ended: the wait itself says so
         try:
@@ -225,6 +230,7 @@ class TreeHarness:
     def pid(self, child_id: str) -> int:
         """The pid of the child's running process; LookupError if it has none, or only
         the one a fault of the harness ended (right after `kill`: wait_restarted first)."""
+        __tracebackhide__ = True
         info = self.child(child_id)
         if info.pid is None:
             raise LookupError(f"child {child_id!r} has no running process")
@@ -244,6 +250,7 @@ class TreeHarness:
         reads it). A child whose stdout and stderr go to one file has one pipe for both:
         read it as "both" (the default then; else "stderr"). Asking for a stream that
         is not kept is a ValueError that says how to keep it."""
+        __tracebackhide__ = True
         self.check_id(child_id)
         self.check_strict()
         return self._output(child_id, self._stream(child_id, stream))
@@ -287,6 +294,7 @@ class TreeHarness:
         WaitFailed at once when the tree (or the child's supervisor) has ended.
         `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
         """
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
         self.check_id(child)
         self.check_strict()
@@ -313,6 +321,7 @@ class TreeHarness:
     ) -> None:
         """Assert that no matching event happens within `within` s (ExUnit's
         refute_receive, Akka's expectNoMessage); counted as wait_for counts."""
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
         self.check_id(child)
         self.check_strict()
@@ -332,6 +341,7 @@ class TreeHarness:
 
     def wait_restarted(self, child_id: str, timeout: float | None = None) -> ChildInfo:
         """Wait for `child_id` to start again after the last fault; its info then."""
+        __tracebackhide__ = True
         self.check_id(child_id)
         self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout_or_left(timeout))
         return self._info(child_id)
@@ -344,6 +354,7 @@ class TreeHarness:
         harness injected) or the tree (or its supervisor) ended, with the last exit
         reason and stderr tail; TimeoutError after `timeout` s.
         """
+        __tracebackhide__ = True
         self.check_id(child_id)
         self.check_strict()
         timeout = timeout_or_left(timeout)
@@ -406,6 +417,7 @@ class TreeHarness:
         Fails as the other waits do when the tree (or the child's supervisor) has
         ended, and with TimeoutError after `timeout` s.
         """
+        __tracebackhide__ = True
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
         self.check_id(child_id)
         self.check_strict()
@@ -453,6 +465,7 @@ class TreeHarness:
     def check_strict(self) -> None:
         """Strict mode: raise UnexpectedExit for the unexpected events no error has
         shown yet (the harness calls it before each call and at its exit)."""
+        __tracebackhide__ = True
         if not self.strict:
             return
         self._judge_log()
@@ -469,11 +482,12 @@ class TreeHarness:
             judge.judge(events[: end - judge.judged])
             judge.judged = max(judge.judged, end)
 
-    def report_sections(self, last: int = REPORT_EVENTS) -> list[tuple[str, str]]:
+    def report_sections(self, last: int = REPORT_EVENTS, shown: str = "") -> list[tuple[str, str]]:
         """What a failed test's report shows for this tree: its last events and the
-        stderr tails of the children that crashed (the pytest plugin adds them)."""
+        stderr tails of the children that crashed (the pytest plugin adds them), but
+        a tail the failure (`shown`) already quotes."""
         return _report_sections(
-            self.spec.id, self.log.snapshot(), len(self.log), last, self.merged()
+            self.spec.id, self.log.snapshot(), len(self.log), last, self.merged(), shown
         )
 
     # -- faults --
@@ -491,6 +505,7 @@ class TreeHarness:
 
         After a SIGKILL, wait_ready and wait_output wait for the process that
         replaces it (after another signal, once the process is gone)."""
+        __tracebackhide__ = True
         pid = self.pid(child_id)
         self._fault(child_id, pid, ends=sig == signal.SIGKILL)
         os.kill(pid, sig)
@@ -567,6 +582,7 @@ class TreeHarness:
 
         A child still starting raises it as soon as its target begins; TimeoutError if it
         has not within `timeout` s (the exception is then withdrawn)."""
+        __tracebackhide__ = True
         spec = self._owner(child_id).get_childspec(child_id).get()
         if getattr(spec, "command", None) is not None:
             raise TypeError(

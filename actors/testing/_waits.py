@@ -131,6 +131,7 @@ class EventProbe:
     ) -> Event:
         """The first event since the probe began that matches; waits up to `timeout` s
         (and fails at once, as the harness's waits do, when the tree has ended)."""
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
         timeout = timeout_or_left(timeout)
         if self._harness is not None:
@@ -163,6 +164,7 @@ def wait_on(
     that `again_on` accepts (without `again_on`: at least every `every` s).
     WaitFailed at once when the tree, or a supervisor above `child`, has ended;
     TimeoutError after `timeout` s."""
+    __tracebackhide__ = True
     deadline = time.monotonic() + timeout
     # Whether the wait can still succeed (the one judge's reading of the events).
     owner = _owner_path(harness.log.snapshot(), child) if child is not None else None

@@ -19,6 +19,7 @@ the children that crashed.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
@@ -51,6 +52,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # The tree's events as log lines would repeat, as "Captured log", what a failed
+    # test's report shows in its events section.
+    # (pytest captures a logger that does not propagate too: off, then.)
+    logging.getLogger("nannytree.events").disabled = True
+
+
 def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
     started: list[TreeHarness] = []
 
@@ -75,6 +83,7 @@ def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
         left is killed (None: each child's own `shutdown`); by default the ini option
         `nannytree_teardown_shutdown`, else 1 s.
         """
+        __tracebackhide__ = True  # a failed start names the test's line
         if strict is None:
             strict = bool(config.getini(STRICT_INI))
         if teardown_shutdown == "ini":
@@ -150,9 +159,21 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed and not item.stash.get(_REPORTED, False):
         item.stash[_REPORTED] = True
+        shown = report.longreprtext
+        report.sections[:] = [s for s in report.sections if not _repeats(s, shown)]
         for harness in _harnesses(item):
-            report.sections.extend(harness.report_sections())
+            report.sections.extend(harness.report_sections(shown=shown))
     return report
+
+
+def _repeats(section: tuple[str, str], shown: str) -> bool:
+    """Whether a captured stderr section says only what the failure already shows (a
+    child's traceback, tee'd to the test's stderr and quoted in the error): one copy."""
+    title, text = section
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (
+        title.startswith("Captured stderr") and bool(lines) and all(line in shown for line in lines)
+    )
 
 
 def _harnesses(item: pytest.Item) -> list[TreeHarness]:
