@@ -22,7 +22,9 @@ from ._children import ChildActors
 from ._event_log import EventLog
 from ._messages import ChildExited, ChildHealth, ChildNote, ChildStatus
 
-log = logging.getLogger("nannytree")
+# The events as log lines: a logger of their own, which a test report (whose own
+# section shows the events) can leave out.
+events_log = logging.getLogger("nannytree.events")
 REMOTE_TREE_TIMEOUT = 2.0  # seconds a remote subtree's which_tree may take
 
 
@@ -189,8 +191,8 @@ class Observations:
                 EventKind.CHILD_NOTE,
                 EventKind.CHILD_FAILED,
             ):
-                log.warning("%s", event)
-            elif event.context is EventKind.CHILD_EXITED and log.isEnabledFor(logging.INFO):
-                log.info("%s", event)
-            elif log.isEnabledFor(logging.DEBUG):
-                log.debug("%s", event)
+                events_log.warning("%s", event)
+            elif event.context is EventKind.CHILD_EXITED and events_log.isEnabledFor(logging.INFO):
+                events_log.info("%s", event)
+            elif events_log.isEnabledFor(logging.DEBUG):
+                events_log.debug("%s", event)

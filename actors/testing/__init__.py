@@ -27,6 +27,9 @@ import time
 from .._launcher._faults import inject_crash as inject_crash
 from .._process._fake import FakeChild as FakeChild  # the fake behind the process port
 from .._process._fake import FakeSpawner as FakeSpawner
+from ._deadlines import Deadline as Deadline
+from ._deadlines import eventually as eventually
+from ._deadlines import within as within
 from ._events import UnexpectedExit as UnexpectedExit
 from ._events import WaitFailed as WaitFailed
 from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine port

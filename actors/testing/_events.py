@@ -8,7 +8,7 @@ harness (`actors.testing`) and the pytest plugin call them.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from supervision import Event, EventKind, ExitKind, ExitReason
@@ -82,7 +82,14 @@ def culprit(events: Sequence[Event]) -> str | None:
     return None
 
 
-def describe_exit(events: Sequence[Event], child: str) -> str:
+def tail_title(child: str, merged: Container[str]) -> str:
+    """What a child's kept output is, truthfully: its stderr, or both its streams when
+    they share one pipe (harness._streams)."""
+    what = "stdout and stderr" if child in merged else "stderr"
+    return f"{what} of {child!r} (last lines)"
+
+
+def describe_exit(events: Sequence[Event], child: str, merged: Container[str] = ()) -> str:
     """The lines naming the child's last exit and its stderr tail (or that it has none)."""
     exited = last_exit(events, child)
     if exited is None:
@@ -90,7 +97,7 @@ def describe_exit(events: Sequence[Event], child: str) -> str:
     lines = [f"last exit of {child!r} ({_who(exited)}): {exited.reason}"]
     tail = stderr_tail(events, child)
     if tail:
-        lines.append(f"stderr of {child!r} (last lines):\n{_indent(tail)}")
+        lines.append(f"{tail_title(child, merged)}:\n{_indent(tail)}")
     return "\n".join(lines)
 
 
@@ -109,7 +116,12 @@ def last_events(events: Sequence[Event], n: int = LAST_EVENTS) -> str:
 
 
 def ended_message(
-    what: str, where: str, reason: ExitReason | None, events: Sequence[Event], child: str | None
+    what: str,
+    where: str,
+    reason: ExitReason | None,
+    events: Sequence[Event],
+    child: str | None,
+    merged: Container[str] = (),
 ) -> str:
     """Why `what` cannot happen: `where` ended (with `reason`), with the awaited
     child's (or the culprit's) last exit and stderr tail, and the last events."""
@@ -117,19 +129,21 @@ def ended_message(
     lines = [f"{what}: {where} has ended{because}"]
     named = child or culprit(events)
     if named is not None:
-        lines.append(describe_exit(events, named))
+        lines.append(describe_exit(events, named, merged))
     lines.append(f"last events:\n{_indent(last_events(events))}")
     return "\n".join(lines)
 
 
-def start_failed_message(what: str, failed: Event, events: Sequence[Event]) -> str:
+def start_failed_message(
+    what: str, failed: Event, events: Sequence[Event], merged: Container[str] = ()
+) -> str:
     """Why `what` cannot happen: the child's start failed (`failed`), with its stderr."""
     child = failed.offender or "?"
     lines = [f"{what}: its start failed ({_who(failed)}): {failed.reason}"]
     tail = failed.reason.stderr_tail if failed.reason is not None else ""
     tail = tail or stderr_tail(events, child)
     if tail:
-        lines.append(f"stderr of {child!r} (last lines):\n{_indent(tail)}")
+        lines.append(f"{tail_title(child, merged)}:\n{_indent(tail)}")
     lines.append(f"last events:\n{_indent(last_events(events))}")
     return "\n".join(lines)
 
@@ -202,7 +216,9 @@ class StrictJudge:
         return new
 
 
-def unexpected_message(tree: str, new: Sequence[Event], events: Sequence[Event]) -> str:
+def unexpected_message(
+    tree: str, new: Sequence[Event], events: Sequence[Event], merged: Container[str] = ()
+) -> str:
     lines = [
         f"strict mode: tree {tree!r} had {len(new)} exit(s), failed start(s) or restart(s) "
         "the test did not cause:",
@@ -211,7 +227,7 @@ def unexpected_message(tree: str, new: Sequence[Event], events: Sequence[Event])
     for child in dict.fromkeys(e.offender for e in new if e.offender):
         tail = stderr_tail(events, child)
         if tail:
-            lines.append(f"stderr of {child!r} (last lines):\n{_indent(tail)}")
+            lines.append(f"{tail_title(child, merged)}:\n{_indent(tail)}")
     lines.append(
         "cause faults through the harness (kill, crash, signal, pause, terminate, "
         "restart), or declare them: tree.expect_exit(child_id) before they happen"
@@ -223,13 +239,19 @@ def unexpected_message(tree: str, new: Sequence[Event], events: Sequence[Event])
 
 
 def report_sections(
-    tree: str, events: Sequence[Event], total: int, n: int = REPORT_EVENTS
+    tree: str,
+    events: Sequence[Event],
+    total: int,
+    n: int = REPORT_EVENTS,
+    merged: Container[str] = (),
+    shown: str = "",
 ) -> list[tuple[str, str]]:
     """The sections a failed test's report shows for one tree: its last `n` events
-    (of `total`), and the stderr tail of each child that exited abnormally."""
-    shown = events[-n:]
-    title = f"nannytree events: tree {tree!r} (last {len(shown)} of {total})"
-    sections = [(title, last_events(shown, n) + "\n")]
+    (of `total`), and the stderr tail of each child that exited abnormally, unless
+    the failure (`shown`) quotes it already."""
+    last = events[-n:]
+    title = f"nannytree events: tree {tree!r} (last {len(last)} of {total})"
+    sections = [(title, last_events(last, n) + "\n")]
     tails: dict[str, tuple[Event, str]] = {}
     for event in events:
         reason = event.reason
@@ -238,11 +260,14 @@ def report_sections(
             and reason is not None
             and reason.stderr_tail
             and not reason.is_normal
+            and reason.stderr_tail.strip().splitlines()[-1].strip() not in shown
         ):
             tails[f"{event.supervisor}/{event.offender}"] = (event, reason.stderr_tail)
     if tails:
         text = "\n".join(
             f"{_who(event)}: {event.reason}\n{_indent(tail)}" for event, tail in tails.values()
         )
-        sections.append((f"nannytree stderr of crashed children: tree {tree!r}", text + "\n"))
+        both = any(e.offender in merged for e, _ in tails.values())
+        what = "stderr (stdout too, where both share one pipe)" if both else "stderr"
+        sections.append((f"nannytree {what} of crashed children: tree {tree!r}", text + "\n"))
     return sections

@@ -24,25 +24,26 @@ import psutil
 import pykka
 
 from supervision import (
-    CAPTURE,
     UPDATE_SETTLE,
     ChildInfo,
     Event,
     EventKind,
     ExitReason,
-    LogLine,
     StartError,
     SupervisorSpec,
     UpdateOutcome,
 )
 
 from .._launcher._faults import inject_crash
+from .._launcher._outputs import OwnStreams
 from .._operate._find import find_node, find_target, matching, nanny_at
 from .._operate._ready import is_ready
 from .._operate._restart import restart
 from .._shell._event_log import EventLog
+from .._shell._messages import ShutdownTree
 from .._shell._nanny import NannyActor, TreeNode
 from .._tree import Tree
+from ._deadlines import timeout_or_left
 from ._events import (
     REPORT_EVENTS,
     StrictJudge,
@@ -51,10 +52,16 @@ from ._events import (
     culprit,
     start_failed_message,
     stderr_tail,
+    tail_title,
     unexpected_message,
 )
 from ._events import report_sections as _report_sections
+from ._ids import could_be_added, known_ids, no_such_child
+from ._streams import merged_ids, resolve
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
+
+# Seconds a test's tree gets to stop at teardown before what is left is killed.
+TEARDOWN_SHUTDOWN = 1.0
 
 
 class TreeHarness:
@@ -68,9 +75,20 @@ class TreeHarness:
     harness call, and the harness's exit, with `UnexpectedExit`.
     """
 
-    def __init__(self, spec: SupervisorSpec, *, strict: bool = False, **start_kwargs: Any) -> None:
+    def __init__(
+        self,
+        spec: SupervisorSpec,
+        *,
+        strict: bool = False,
+        teardown_shutdown: float | None = TEARDOWN_SHUTDOWN,
+        **start_kwargs: Any,
+    ) -> None:
         self.spec = spec
         self.strict = strict
+        # How long `stop` gives the whole tree before what is left is killed (None:
+        # each child's own `shutdown`): a child that ignores SIGTERM costs a test 1 s,
+        # not its 5 s.
+        self.teardown_shutdown = teardown_shutdown
         self._start_kwargs = start_kwargs
         self.ref: pykka.ActorRef[NannyActor] | None = None
         self.tree: Tree | None = None
@@ -87,6 +105,7 @@ class TreeHarness:
         # (SIGKILL, crash), however soon after the fault the wait looks.
         self._hit: dict[str, tuple[int, bool]] = {}
         self._stopped_at: int | None = None  # the log's length when stop() began
+        self._own = OwnStreams()  # the launcher's stdout and stderr are ours
 
     @classmethod
     def from_toml(
@@ -109,27 +128,36 @@ class TreeHarness:
     # -- life cycle --
 
     def start(self) -> TreeHarness:
+        __tracebackhide__ = True  # pytest: the test's line, not the harness's
         try:
             self.tree = Tree.start(self.spec, log=self.log, **self._start_kwargs)
         except StartError as e:
             events = self.log.snapshot()
             named = culprit(events) or e.child
             tail = stderr_tail(events, named)
-            if tail:  # pytest shows notes under the error
-                e.add_note(f"stderr of {named!r} (last lines):\n{textwrap.indent(tail, '    ')}")
+            if tail and tail.strip().splitlines()[-1] not in str(e):  # not said already
+                e.add_note(f"{tail_title(named, self.merged())}:\n{textwrap.indent(tail, '    ')}")
             self._judge_log()
             self._judge.news()  # strict mode: this error says it already
-            raise
+            # Raised from here: the frames it came through (the tree, the nanny, pykka's
+            # future) say nothing about the test, whose line pytest then names.
+            raise e.with_traceback(None)  # noqa: B904 (the same error, shorter)
         self.ref = self.tree.ref
         self._cursor = 0
         return self
 
     def stop(self) -> list[int]:
-        """Stop the tree; return the pids of any of its processes still alive after 5 s."""
+        """Stop the tree, in order, within `teardown_shutdown` s (what is still running
+        then is killed); return the pids of any of its processes alive 5 s later."""
         if self._stopped_at is None:
             self._stopped_at = len(self.log)
         if self.ref is not None and self.ref.is_alive():
-            self.ref.stop()
+            if self.teardown_shutdown is not None:
+                deadline = time.monotonic() + self.teardown_shutdown
+                with contextlib.suppress(pykka.ActorDeadError):
+                    self.ref.ask(ShutdownTree(0, deadline))  # answered once all is gone
+            with contextlib.suppress(pykka.ActorDeadError):
+                self.ref.stop()
         pids = [e.pid for e in self.log.snapshot() if e.pid is not None]
         return wait_gone(pids, 5.0)
 
@@ -166,6 +194,7 @@ class TreeHarness:
 
     def child(self, child_id: str) -> ChildInfo:
         """A child anywhere in the tree, by id (the first found, depth first)."""
+        __tracebackhide__ = True
         self.check_strict()
         return self._info(child_id)
 
@@ -176,24 +205,66 @@ class TreeHarness:
         """The child `child_id` names (an id: the first found, depth first; or a path)."""
         nodes = self.nanny.which_tree().get()
         if not matching(nodes, self.spec.id, child_id):
-            raise LookupError(f"no child {child_id!r} in tree {self.spec.id!r}")
+            known = known_ids(self.spec, nodes, self.log.snapshot())
+            raise LookupError(no_such_child(self.spec.id, child_id, known, running=True))
         return find_node(nodes, self.spec.id, child_id, first=True)
 
-    def pid(self, child_id: str) -> int:
-        pid = self.child(child_id).pid
-        if pid is None:
-            raise LookupError(f"child {child_id!r} has no running process")
-        return pid
+    def check_id(self, child_id: str | None) -> None:
+        """A misspelt id fails at once (LookupError), not after a wait's whole timeout:
+        it must name a child in the tree, one it had, or a dynamic child that a
+        simple_one_for_one supervisor could still add."""
+        __tracebackhide__ = True
+        if child_id is None or self.ref is None or not self.ref.is_alive():
+            return  # not started, or ended: the wait itself says so
+        try:
+            nodes = self.nanny.which_tree().get()
+        except pykka.ActorDeadError:
+            return
+        if matching(nodes, self.spec.id, child_id):
+            return
+        known = known_ids(self.spec, nodes, self.log.snapshot())
+        if child_id in known or could_be_added(self.spec, child_id):
+            return
+        raise LookupError(no_such_child(self.spec.id, child_id, known))
 
-    def output(self, child_id: str, stream: str = "stderr") -> str:
-        """What the child wrote lately to `stream` ("stderr" or "stdout"): the last
-        64 KiB of its current process (of its last one once it exited). Kept when the
-        spec says stdout/stderr="capture" (or a `ready=LogLine` reads that stream)."""
+    def pid(self, child_id: str) -> int:
+        """The pid of the child's running process; LookupError if it has none, or only
+        the one a fault of the harness ended (right after `kill`: wait_restarted first)."""
+        __tracebackhide__ = True
+        info = self.child(child_id)
+        if info.pid is None:
+            raise LookupError(f"child {child_id!r} has no running process")
+        if self._stale(child_id, info):
+            raise LookupError(
+                f"child {child_id!r} has no running process yet: pid {info.pid} was ended "
+                f"by this harness; wait_restarted({child_id!r}) or wait_ready first"
+            )
+        return info.pid
+
+    def output(self, child_id: str, stream: str | None = None) -> str:
+        """What the child wrote lately to `stream`: the last 64 KiB of its current
+        process (of its last one once it exited).
+
+        "stderr" is kept for every child (tee'd on to where it goes, unless that is a
+        terminal); "stdout" when its spec says stdout="capture" (or a `ready=LogLine`
+        reads it). A child whose stdout and stderr go to one file has one pipe for both:
+        read it as "both" (the default then; else "stderr"). Asking for a stream that
+        is not kept is a ValueError that says how to keep it."""
+        __tracebackhide__ = True
+        self.check_id(child_id)
         self.check_strict()
-        return self._output(child_id, stream)
+        return self._output(child_id, self._stream(child_id, stream))
+
+    def _stream(self, child_id: str, stream: str | None) -> str:
+        spec = self._owner(child_id).get_childspec(child_id).get()
+        return resolve(child_id, spec, stream, self._own)
 
     def _output(self, child_id: str, stream: str) -> str:
         return cast(str, self._owner(child_id).read_output(child_id, stream).get())
+
+    def merged(self) -> frozenset[str]:
+        """The ids of the children whose stdout and stderr are kept as one stream."""
+        return merged_ids(self.spec, self._own)
 
     def probe(self) -> EventProbe:
         """Record events from now on."""
@@ -207,10 +278,10 @@ class TreeHarness:
 
     def wait_for(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout: float | None = None,
         where: Callable[[Event], bool] | None = None,
         since: int | None = None,
         **fields: Any,
@@ -218,12 +289,16 @@ class TreeHarness:
         """The first matching event since the last fault this harness injected (the
         tree's start if none), or since `since` (a `mark()`, or 0 for the start).
 
-        Waits up to `timeout` s; raises TimeoutError naming the last events, or
+        Waits up to `timeout` s (by default what is left of an enclosing `within`,
+        else 10 s); raises TimeoutError naming the last events, or
         WaitFailed at once when the tree (or the child's supervisor) has ended.
         `fields` compare Event attributes (`pid=...`); a misspelt one is a TypeError.
         """
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
+        self.check_id(child)
         self.check_strict()
+        timeout = timeout_or_left(timeout)
         start = self._cursor if since is None else since
         return wait_on(
             self,
@@ -236,7 +311,7 @@ class TreeHarness:
 
     def expect_no_event(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
         within: float = 0.5,
@@ -246,7 +321,9 @@ class TreeHarness:
     ) -> None:
         """Assert that no matching event happens within `within` s (ExUnit's
         refute_receive, Akka's expectNoMessage); counted as wait_for counts."""
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
+        self.check_id(child)
         self.check_strict()
         start = self._cursor if since is None else since
         try:
@@ -262,12 +339,14 @@ class TreeHarness:
             return
         raise AssertionError(f"expected no such event within {within}s, got: {event}")
 
-    def wait_restarted(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+    def wait_restarted(self, child_id: str, timeout: float | None = None) -> ChildInfo:
         """Wait for `child_id` to start again after the last fault; its info then."""
-        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout)
+        __tracebackhide__ = True
+        self.check_id(child_id)
+        self.wait_for(EventKind.CHILD_STARTED, child_id, timeout=timeout_or_left(timeout))
         return self._info(child_id)
 
-    def wait_ready(self, child_id: str, timeout: float = 10.0) -> ChildInfo:
+    def wait_ready(self, child_id: str, timeout: float | None = None) -> ChildInfo:
         """Wait until the child is started and ready (state "running", and with a
         liveness probe, not failing it); its info then.
 
@@ -275,7 +354,10 @@ class TreeHarness:
         harness injected) or the tree (or its supervisor) ended, with the last exit
         reason and stderr tail; TimeoutError after `timeout` s.
         """
+        __tracebackhide__ = True
+        self.check_id(child_id)
         self.check_strict()
+        timeout = timeout_or_left(timeout)
         now = self._ready(child_id)
         if now is not None:
             return now
@@ -283,7 +365,9 @@ class TreeHarness:
 
         def failed(e: Event) -> None:
             if e.offender == child_id and e.context is EventKind.START_FAILED:
-                raise WaitFailed(start_failed_message(what, e, self.log.snapshot()), e.reason)
+                raise WaitFailed(
+                    start_failed_message(what, e, self.log.snapshot(), self.merged()), e.reason
+                )
 
         return wait_on(
             self,
@@ -323,36 +407,37 @@ class TreeHarness:
         child_id: str,
         pattern: str | re.Pattern[str],
         *,
-        stream: str = "stderr",
-        timeout: float = 10.0,
+        stream: str | None = None,
+        timeout: float | None = None,
     ) -> re.Match[str]:
-        """Wait until the child's `stream` ("stderr" or "stdout") matches `pattern`
-        (re.search over what `output` returns); the match.
+        """Wait until the child's `stream` matches `pattern` (re.search over what
+        `output` returns, with the same streams and default); the match.
 
-        The stream must be kept (stdout/stderr="capture", or a `ready=LogLine` on it):
-        else a ValueError at once. Fails as the other waits do when the tree (or the
-        child's supervisor) has ended, and with TimeoutError after `timeout` s.
+        A stream that is not kept is a ValueError at once, saying how to keep it.
+        Fails as the other waits do when the tree (or the child's supervisor) has
+        ended, and with TimeoutError after `timeout` s.
         """
+        __tracebackhide__ = True
         regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.check_id(child_id)
         self.check_strict()
-        spec = self._owner(child_id).get_childspec(child_id).get()
-        if not _keeps(spec, stream):
-            raise ValueError(
-                f'child {child_id!r} does not keep its {stream}: set {stream}="capture" '
-                "in its spec to read it"
-            )
+        timeout = timeout_or_left(timeout)
+        read = self._stream(child_id, stream)
+        shown = (
+            "stdout and stderr" if stream in (None, "both") and child_id in self.merged() else read
+        )
 
         def search() -> re.Match[str] | None:
             try:
                 if self._stale(child_id, self._info(child_id)):
                     return None  # what it says is the ended process's
-                return regex.search(self._output(child_id, stream))
+                return regex.search(self._output(child_id, read))
             except (LookupError, pykka.ActorDeadError):
                 return None
 
         return wait_on(
             self,
-            f"waiting for {regex.pattern!r} on the {stream} of {child_id!r}",
+            f"waiting for {regex.pattern!r} on the {shown} of {child_id!r}",
             lambda e: None,
             timeout=timeout,
             start=self.mark(),
@@ -380,12 +465,14 @@ class TreeHarness:
     def check_strict(self) -> None:
         """Strict mode: raise UnexpectedExit for the unexpected events no error has
         shown yet (the harness calls it before each call and at its exit)."""
+        __tracebackhide__ = True
         if not self.strict:
             return
         self._judge_log()
         new = self._judge.news()
         if new:
-            raise UnexpectedExit(unexpected_message(self.spec.id, new, self.log.snapshot()), new)
+            events = self.log.snapshot()
+            raise UnexpectedExit(unexpected_message(self.spec.id, new, events, self.merged()), new)
 
     def _judge_log(self) -> None:
         end = len(self.log) if self._stopped_at is None else self._stopped_at
@@ -395,10 +482,13 @@ class TreeHarness:
             judge.judge(events[: end - judge.judged])
             judge.judged = max(judge.judged, end)
 
-    def report_sections(self, last: int = REPORT_EVENTS) -> list[tuple[str, str]]:
+    def report_sections(self, last: int = REPORT_EVENTS, shown: str = "") -> list[tuple[str, str]]:
         """What a failed test's report shows for this tree: its last events and the
-        stderr tails of the children that crashed (the pytest plugin adds them)."""
-        return _report_sections(self.spec.id, self.log.snapshot(), len(self.log), last)
+        stderr tails of the children that crashed (the pytest plugin adds them), but
+        a tail the failure (`shown`) already quotes."""
+        return _report_sections(
+            self.spec.id, self.log.snapshot(), len(self.log), last, self.merged(), shown
+        )
 
     # -- faults --
 
@@ -415,6 +505,7 @@ class TreeHarness:
 
         After a SIGKILL, wait_ready and wait_output wait for the process that
         replaces it (after another signal, once the process is gone)."""
+        __tracebackhide__ = True
         pid = self.pid(child_id)
         self._fault(child_id, pid, ends=sig == signal.SIGKILL)
         os.kill(pid, sig)
@@ -491,6 +582,7 @@ class TreeHarness:
 
         A child still starting raises it as soon as its target begins; TimeoutError if it
         has not within `timeout` s (the exception is then withdrawn)."""
+        __tracebackhide__ = True
         spec = self._owner(child_id).get_childspec(child_id).get()
         if getattr(spec, "command", None) is not None:
             raise TypeError(
@@ -516,16 +608,6 @@ class TreeHarness:
         if self.ref is None:
             raise RuntimeError("the tree is not started; call start() or use `with`")
         return self.ref
-
-
-def _keeps(spec: Any, stream: str) -> bool:
-    """Whether the nanny keeps what the child writes to `stream`, for read_output."""
-    if stream not in ("stdout", "stderr"):
-        raise ValueError(f'stream must be "stdout" or "stderr", not {stream!r}')
-    if stream == "stderr" or getattr(spec, stream, None) == CAPTURE:
-        return True  # stderr: the launcher tees every child's (docs/health.md)
-    ready = getattr(spec, "ready", None)
-    return isinstance(ready, LogLine) and (1 if stream == "stdout" else 2) in ready.streams
 
 
 def _gone(pid: int) -> bool:

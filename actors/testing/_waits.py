@@ -9,7 +9,9 @@ TimeoutError at its deadline.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import difflib
 import textwrap
 import time
 from collections.abc import Callable, Sequence
@@ -20,6 +22,7 @@ from supervision.simulate import event_sequence
 
 from .._operate._ready import Ending
 from .._shell._event_log import EventLog
+from ._deadlines import timeout_or_left
 from ._events import WaitFailed, culprit, ended_message, last_events, last_exit
 
 if TYPE_CHECKING:
@@ -37,6 +40,8 @@ class Waited(Protocol):
     strict: bool
 
     def check_strict(self) -> None: ...
+    def check_id(self, child_id: str | None) -> None: ...
+    def merged(self) -> frozenset[str]: ...
 
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
@@ -46,12 +51,29 @@ BACKSTOP = 0.25
 OUTPUT_EVERY = 0.05  # s between reads of a child's output (no event says it grew)
 
 
+def event_kind(context: EventKind | str | None) -> EventKind | None:
+    """An EventKind, or its name as the events show it ("child_started")."""
+    if context is None or isinstance(context, EventKind):
+        return context
+    if isinstance(context, str):
+        with contextlib.suppress(ValueError):
+            return EventKind(context)
+        with contextlib.suppress(KeyError):
+            return EventKind[context.upper()]
+        names = [k.value for k in EventKind]
+        close = difflib.get_close_matches(context, names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"no event kind {context!r}{hint} The kinds: {', '.join(names)}")
+    raise TypeError(f"an event kind is an EventKind or its name, not {context!r}")
+
+
 def wanted(
-    context: EventKind | None,
+    context: EventKind | str | None,
     child: str | None,
     where: Callable[[Event], bool] | None,
     **fields: Any,
 ) -> Callable[[Event], bool]:
+    context = event_kind(context)
     unknown = sorted(set(fields) - set(_EVENT_FIELDS))
     if unknown:
         # Caught here, not as an AttributeError inside the wait's predicate.
@@ -70,8 +92,8 @@ def wanted(
     return match
 
 
-def what_of(context: EventKind | None, child: str | None) -> str:
-    kind = context.value if context is not None else "an event"
+def what_of(context: EventKind | str | None, child: str | None) -> str:
+    kind = context.value if isinstance(context, EventKind) else context or "an event"
     return kind + (f" of {child!r}" if child else "")
 
 
@@ -100,17 +122,20 @@ class EventProbe:
 
     def wait_for(
         self,
-        context: EventKind | None = None,
+        context: EventKind | str | None = None,
         child: str | None = None,
         *,
-        timeout: float = 10.0,
+        timeout: float | None = None,
         where: Callable[[Event], bool] | None = None,
         **fields: Any,
     ) -> Event:
         """The first event since the probe began that matches; waits up to `timeout` s
         (and fails at once, as the harness's waits do, when the tree has ended)."""
+        __tracebackhide__ = True
         match = wanted(context, child, where, **fields)
+        timeout = timeout_or_left(timeout)
         if self._harness is not None:
+            self._harness.check_id(child)
             return wait_on(
                 self._harness,
                 f"waiting for {what_of(context, child)}",
@@ -139,6 +164,7 @@ def wait_on(
     that `again_on` accepts (without `again_on`: at least every `every` s).
     WaitFailed at once when the tree, or a supervisor above `child`, has ended;
     TimeoutError after `timeout` s."""
+    __tracebackhide__ = True
     deadline = time.monotonic() + timeout
     # Whether the wait can still succeed (the one judge's reading of the events).
     owner = _owner_path(harness.log.snapshot(), child) if child is not None else None
@@ -165,7 +191,7 @@ def wait_on(
         if ended is not None:
             where, reason = ended
             raise WaitFailed(
-                ended_message(what, where, reason, harness.log.snapshot(), child),
+                ended_message(what, where, reason, harness.log.snapshot(), child, harness.merged()),
                 _last_reason(harness.log.snapshot(), child),
             )
         if time.monotonic() >= deadline:

@@ -19,6 +19,7 @@ the children that crashed.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Generator, Iterator, Mapping
 from typing import Any
@@ -27,9 +28,10 @@ import pytest
 
 from supervision import SupervisorSpec
 
-from ._harness import TreeHarness
+from ._harness import TEARDOWN_SHUTDOWN, TreeHarness
 
 STRICT_INI = "nannytree_strict"
+TEARDOWN_INI = "nannytree_teardown_shutdown"
 _TREES = "_nannytree_trees"  # the attribute of a fixture's value that lists its trees
 _REPORTED = pytest.StashKey[bool]()
 
@@ -41,6 +43,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         type="bool",
         default=False,
     )
+    parser.addini(
+        TEARDOWN_INI,
+        "nanny_tree fixtures: seconds a tree gets to stop at teardown before what is left "
+        f"is killed; 'none' for each child's own shutdown (default {TEARDOWN_SHUTDOWN:g})",
+        type="string",
+        default=str(TEARDOWN_SHUTDOWN),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The tree's events as log lines would repeat, as "Captured log", what a failed
+    # test's report shows in its events section.
+    # (pytest captures a logger that does not propagate too: off, then.)
+    logging.getLogger("nannytree.events").disabled = True
 
 
 def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
@@ -51,6 +67,7 @@ def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
         *,
         strict: bool | None = None,
         vars: Mapping[str, object] | None = None,
+        teardown_shutdown: float | str | None = "ini",
         **start_kwargs: Any,
     ) -> TreeHarness:
         """Start a tree: a SupervisorSpec, or the path of a TOML tree file (whose
@@ -61,9 +78,17 @@ def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
         given, or the ini option `nannytree_strict = true`: tests that cause faults
         by other means (os.kill, the nanny's own API) would fail under it, so it is
         asked for.
+
+        `teardown_shutdown`: seconds the tree gets to stop at teardown before what is
+        left is killed (None: each child's own `shutdown`); by default the ini option
+        `nannytree_teardown_shutdown`, else 1 s.
         """
+        __tracebackhide__ = True  # a failed start names the test's line
         if strict is None:
             strict = bool(config.getini(STRICT_INI))
+        if teardown_shutdown == "ini":
+            teardown_shutdown = _teardown(config)
+        start_kwargs["teardown_shutdown"] = teardown_shutdown
         if isinstance(spec, SupervisorSpec):
             if vars is not None:
                 raise TypeError("vars= substitutes in a tree file: pass its path, not a spec")
@@ -86,6 +111,21 @@ def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
             problems.append(str(e))
     if problems:
         pytest.fail("\n".join(problems), pytrace=False)
+
+
+def _teardown(config: pytest.Config) -> float | None:
+    value = str(config.getini(TEARDOWN_INI)).strip()
+    if value.lower() == "none":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise pytest.UsageError(
+            f"{TEARDOWN_INI} = {value!r}: give seconds (e.g. 1) or none"
+        ) from None
+    if seconds < 0:
+        raise pytest.UsageError(f"{TEARDOWN_INI} = {value!r}: seconds must be >= 0")
+    return seconds
 
 
 @pytest.fixture
@@ -119,9 +159,21 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed and not item.stash.get(_REPORTED, False):
         item.stash[_REPORTED] = True
+        shown = report.longreprtext
+        report.sections[:] = [s for s in report.sections if not _repeats(s, shown)]
         for harness in _harnesses(item):
-            report.sections.extend(harness.report_sections())
+            report.sections.extend(harness.report_sections(shown=shown))
     return report
+
+
+def _repeats(section: tuple[str, str], shown: str) -> bool:
+    """Whether a captured stderr section says only what the failure already shows (a
+    child's traceback, tee'd to the test's stderr and quoted in the error): one copy."""
+    title, text = section
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return (
+        title.startswith("Captured stderr") and bool(lines) and all(line in shown for line in lines)
+    )
 
 
 def _harnesses(item: pytest.Item) -> list[TreeHarness]:

@@ -60,6 +60,7 @@ from ._fields import (
     _enum,
     _put,
 )
+from ._keywords import keywords_checked
 from ._placement import Placement
 from ._probes import (
     Liveness,
@@ -68,6 +69,7 @@ from ._restart_limit import RestartLimit
 from ._sockets import ListenSocket
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class ChildSpec:
     """One supervised OS process: a Python `target` or a `command` argv, not both.
@@ -231,6 +233,7 @@ class ChildSpec:
         return self.command is not None and (self.ready == "sd_notify" or self.watchdog is not None)
 
 
+@keywords_checked
 @dataclass(frozen=True)
 class SupervisorSpec:
     """A supervisor: its flags and its children (ChildSpecs and nested SupervisorSpecs).
