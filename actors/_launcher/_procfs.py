@@ -12,6 +12,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from . import _sock_diag
+
 _TICKS = os.sysconf("SC_CLK_TCK")
 ENVIRON_MAX = 1 << 20  # bytes of a process's environment read at most
 
@@ -127,7 +129,18 @@ def group_members(pgid: int) -> list[int]:
 
 
 def listening_inodes(port: int) -> set[int]:
-    """The inodes of the sockets listening on TCP `port` (any address, v4 or v6)."""
+    """The inodes of the sockets listening on TCP `port` (any address, v4 or v6): asked
+    of the kernel (sock_diag, cheap at any number of connections), else read from
+    /proc/net/tcp."""
+    asked = _sock_diag.listening_inodes(port)
+    if asked is not None:
+        return asked
+    return listening_inodes_from_proc(port)
+
+
+def listening_inodes_from_proc(port: int) -> set[int]:
+    """The same, from /proc/net/tcp and tcp6 (every socket of the namespace: slow with
+    many connections)."""
     inodes: set[int] = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
