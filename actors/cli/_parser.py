@@ -152,28 +152,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_events)
-    p = sub.add_parser(
-        "top",
-        aliases=["attach"],
-        parents=[client],
-        help="the live view of a running tree, from another shell (read-only; "
-        "Ctrl-C detaches, the tree runs on)",
-    )
-    shown = p.add_mutually_exclusive_group()
-    shown.add_argument(
-        "--live", action="store_true", default=None, help="the live view, even off a terminal"
-    )
-    shown.add_argument(
-        "--plain",
-        dest="live",
-        action="store_false",
-        help="the status once, then one line per event (the default off a terminal)",
-    )
-    p.add_argument("-n", "--last", type=int, default=20, help="past events to show first")
-    p.add_argument(
-        "--refresh", type=positive, default=1.0, metavar="S", help="seconds between redraws"
-    )
-    p.set_defaults(func=cmd_top)
+    for name, text in (
+        (
+            "top",
+            "the live view of a running tree, from another shell (read-only; "
+            "Ctrl-C detaches, the tree runs on)",
+        ),
+        ("attach", "the same as `nannytree top`"),
+    ):
+        p = sub.add_parser(name, parents=[client], help=text)
+        shown = p.add_mutually_exclusive_group()
+        shown.add_argument(
+            "--live", action="store_true", default=None, help="the live view, even off a terminal"
+        )
+        shown.add_argument(
+            "--plain",
+            dest="live",
+            action="store_false",
+            help="the status once, then one line per event (the default off a terminal)",
+        )
+        p.add_argument("-n", "--last", type=int, default=20, help="past events to show first")
+        p.add_argument(
+            "--refresh", type=positive, default=1.0, metavar="S", help="seconds between redraws"
+        )
+        p.set_defaults(func=cmd_top)
     p = sub.add_parser(
         "reload",
         parents=[client],
