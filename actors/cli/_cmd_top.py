@@ -40,23 +40,32 @@ class _Follower(threading.Thread):
         self.failed = False
 
     def run(self) -> None:
-        request = {"op": "events", "follow": True, "last": self.last}
         try:
-            for message in stream(self.path, request):
-                if "event" in message:
-                    self.records.put(EventRecord.from_dict(message["event"]))
-                elif "end" in message:
-                    self.why = str(message["end"])
-                    self.failed = message.get("ok") is False
-                    break
-                elif not message.get("ok", True):
-                    self.why, self.failed = str(message.get("error")), True
-                    break
-                self.changed.set()
+            while self._follow():  # dropped for falling behind: follow again from now
+                self.last = 0
         except (ControlError, OSError, ValueError) as e:
             self.why = f"the connection ended ({e})"
         self.ended.set()
         self.changed.set()
+
+    def _follow(self) -> bool:
+        """One events stream to its end; True if it should be followed again."""
+        request = {"op": "events", "follow": True, "last": self.last}
+        for message in stream(self.path, request):
+            if "event" in message:
+                self.records.put(EventRecord.from_dict(message["event"]))
+            elif "end" in message:
+                self.why = str(message["end"])
+                if message.get("ok") is False:
+                    if self.why.startswith("too slow"):  # a burst outran this terminal
+                        return True
+                    self.failed = True
+                return False
+            elif not message.get("ok", True):
+                self.why, self.failed = str(message.get("error")), True
+                return False
+            self.changed.set()
+        return False
 
     def take(self) -> list[EventRecord]:
         taken = []

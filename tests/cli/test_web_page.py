@@ -186,7 +186,8 @@ def get(url: str, host: str | None = None) -> tuple[int, dict[str, str], str]:
         with urllib.request.urlopen(request, timeout=DEADLINE) as answer:
             return answer.status, dict(answer.headers), answer.read().decode()
     except urllib.error.HTTPError as e:
-        return e.code, dict(e.headers), e.read().decode()
+        with e:  # it holds the connection
+            return e.code, dict(e.headers), e.read().decode()
 
 
 @needs_browser
@@ -281,6 +282,7 @@ def test_the_page_and_metrics_paths_headers_and_host_check(tmp_path: Path) -> No
         post = urllib.request.Request(url, data=b"x", method="POST")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(post, timeout=DEADLINE)
-        assert refused.value.code == 405
+        with refused.value:
+            assert refused.value.code == 405
         assert cli("shutdown", "--socket", env["SOCK"], env=env).returncode == 0
         assert run.finish()[0] == 0
