@@ -265,11 +265,7 @@ class MetricsServer:
         except ValueError:  # a name: "localhost" is the only one that means loopback
             loopback = host == "localhost"
         self.page = WebPage(collector.inspector, make_wsgi_app(self.registry), loopback=loopback)
-        try:
-            self._server = BoundedHTTPServer(self.page, host, port)
-        except BaseException:
-            self.page.close()
-            raise
+        self._server = BoundedHTTPServer(self.page, host, port)
         self.host, self.port = host, int(self._server.server_address[1])
 
     @property
@@ -283,5 +279,4 @@ class MetricsServer:
 
     def close(self) -> None:
         self._server.close()
-        self.page.close()
         self.collector.close()

@@ -19,8 +19,6 @@ answers only to a loopback Host header (a DNS-rebinding page cannot read it).
 from __future__ import annotations
 
 import json
-import threading
-from collections import deque
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -41,7 +39,6 @@ if TYPE_CHECKING:
 
 App = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
-KEEP_EVENTS = 500  # events the page can ask for again (a poll after a burst)
 PAGE_EVENTS = 50  # events on a freshly loaded page
 POLL_EVENTS = 100  # at most per /events answer: a poll's cost is bounded
 LOG_LINES = 40  # lines of a child's output on its page
@@ -63,54 +60,32 @@ HEADERS = [
 
 
 class RecentEvents:
-    """The tree's last KEEP_EVENTS events, numbered from 1 in the order they came, as
-    the page shows them (escaped lines)."""
+    """The tree's events as the page shows them (escaped lines), numbered by their
+    place in the tree's event log from 1: read from the log at each request, so
+    the page holds nothing of its own and no thread (EventLog.since)."""
 
     def __init__(self, log: EventLog, record: Callable[[Event], EventRecord]) -> None:
+        self._log = log
         self._record = record
-        self._lock = threading.Lock()
-        self._events: deque[tuple[int, dict[str, Any]]] = deque(maxlen=KEEP_EVENTS)
-        self._seq = 0
-        with self._lock:  # what comes meanwhile waits, then skips what the backlog had
-            self._unsubscribe = log.subscribe(self._see)
-            backlog = log.snapshot()
-            self._seeded = {id(e) for e in backlog}
-            for event in backlog[-KEEP_EVENTS:]:
-                self._add(event)
-
-    def _see(self, event: Event) -> None:
-        with self._lock:
-            if self._seeded:
-                if id(event) in self._seeded:
-                    return
-                self._seeded = set()  # one new event: every later one is new too
-            self._add(event)
-
-    def _add(self, event: Event) -> None:
-        record = self._record(event)
-        self._seq += 1
-        line = str(record)  # escaped by EventRecord
-        self._events.append(
-            (
-                self._seq,
-                {"seq": self._seq, "line": line, "abnormal": record.abnormal, "who": record.who},
-            )
-        )
 
     def after(self, seq: int, limit: int) -> tuple[list[dict[str, Any]], int]:
-        """Up to `limit` events numbered above `seq`, the first ones first, and the
-        number the next poll should give."""
-        with self._lock:
-            found = [e for n, e in self._events if n > seq][:limit]
-            last = found[-1]["seq"] if found else self._seq  # a later run's page: resync
-            return found, last
+        """Up to `limit` events numbered above `seq` (those the log still keeps), the
+        first ones first, and the number the next poll should give. A `seq` beyond
+        the log's end (a page of an earlier run) gets none, and the end."""
+        events, end = self._log.since(max(seq, 0), 0)
+        first = end - len(events)  # the log's index of events[0] (it may have dropped some)
+        kept = events[:limit]
+        return [self._row(first + i + 1, e) for i, e in enumerate(kept)], first + len(kept)
 
     def last(self, count: int) -> tuple[list[dict[str, Any]], int]:
-        with self._lock:
-            return [e for _, e in list(self._events)[-count:]], self._seq
+        """The last `count` events, and the number of the last one."""
+        _, end = self._log.since(2**62, 0)  # no event: the end, at once
+        return self.after(max(0, end - count), count)
 
-    def close(self) -> None:
-        self._unsubscribe()
+    def _row(self, seq: int, event: Event) -> dict[str, Any]:
+        record = self._record(event)
+        line = str(record)  # escaped by EventRecord
+        return {"seq": seq, "line": line, "abnormal": record.abnormal, "who": record.who}
 
 
 def _row(depth: int, node: Node) -> dict[str, Any]:
@@ -154,9 +129,6 @@ class WebPage:
             autoescape=True,  # every value, in every template
             undefined=jinja2.StrictUndefined,
         )
-
-    def close(self) -> None:
-        self.events.close()
 
     def __call__(
         self, environ: dict[str, Any], start_response: Callable[..., Any]

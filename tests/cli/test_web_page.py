@@ -27,6 +27,10 @@ from typing import Any
 
 import pytest
 
+from actors import EventLog
+from actors._operate._records import EventRecord
+from actors.host._web import RecentEvents, _loopback_host
+from supervision import Event, EventKind
 from tests.cli.test_commands import DEADLINE, Proc, _env, cli, pids, status
 from tests.docs.test_site import CHROMIUM, FLAGS, REQUIRED
 from tests.support import living_descendants
@@ -286,3 +290,48 @@ def test_the_page_and_metrics_paths_headers_and_host_check(tmp_path: Path) -> No
             assert refused.value.code == 405
         assert cli("shutdown", "--socket", env["SOCK"], env=env).returncode == 0
         assert run.finish()[0] == 0
+
+
+# -- the page's parts, without a browser -------------------------------------------------------
+
+
+def _event(n: int) -> Event:
+    return Event(time=float(n), supervisor="t", context=EventKind.CHILD_STARTED, offender=f"c{n}")
+
+
+def test_events_are_numbered_by_their_place_in_the_log_and_polls_are_bounded() -> None:
+    log = EventLog(max_events=10)
+    events = RecentEvents(log, EventRecord.from_event)
+    assert events.after(0, 100) == ([], 0)
+    for n in range(1, 6):
+        log.append(_event(n))
+    found, after = events.after(0, 3)
+    assert ([e["seq"] for e in found], after) == ([1, 2, 3], 3)
+    assert found[0]["line"].endswith(" t/c1 child_started")
+    found, after = events.after(after, 100)
+    assert ([e["seq"] for e in found], after) == ([4, 5], 5)
+    assert events.after(5, 100) == ([], 5)
+    last, after = events.last(2)
+    assert ([e["seq"] for e in last], after) == ([4, 5], 5)
+    for n in range(6, 21):  # the log keeps 10: 1-10 are gone
+        log.append(_event(n))
+    found, after = events.after(3, 100)
+    assert ([e["seq"] for e in found], after) == (list(range(11, 21)), 20)
+    assert events.after(99, 100) == ([], 20)  # a page of an earlier run: from the end
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1:9100", True),
+        ("localhost:9100", True),
+        ("LOCALHOST", True),
+        ("[::1]:9100", True),
+        ("[::1]", True),
+        ("attacker.example:9100", False),
+        ("127.0.0.1.attacker.example", False),
+        ("", False),
+    ],
+)
+def test_the_page_answers_loopback_host_headers_only(host: str, loopback: bool) -> None:
+    assert _loopback_host(host) is loopback
