@@ -9,6 +9,7 @@
     nannytree logs ID [--stdout]
     nannytree signal ID SIG
     nannytree events --follow
+    nannytree top                      the live view of a tree run elsewhere (read-only)
     nannytree wait [ID...] --ready     until the tree (or those children) is ready
     nannytree shutdown                 stop the running tree, as Ctrl-C does
 
@@ -27,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ._args import non_negative, signal_arg
+from ._args import non_negative, positive, signal_arg
 from ._client import error
 from ._cmd_check import cmd_check
 from ._cmd_control import cmd_add, cmd_on_child, cmd_shutdown
@@ -43,6 +44,12 @@ from ._run_flags import hosting_flags
 # Client commands (status, logs, events, ...) import only what they print with:
 # rich, pykka, psutil and the nanny come in with the commands that need them,
 # so a client answers fast (measured in tests/benchmarks/bench_cli.py).
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from ._cmd_top import cmd_top as top
+
+    return top(args)
 
 
 def cmd_wait(args: argparse.Namespace) -> int:
@@ -151,6 +158,30 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-n", "--last", type=int, default=20, help="past events to print first")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.set_defaults(func=cmd_events)
+    for name, text in (
+        (
+            "top",
+            "the live view of a running tree, from another shell (read-only; "
+            "Ctrl-C detaches, the tree runs on)",
+        ),
+        ("attach", "the same as `nannytree top`"),
+    ):
+        p = sub.add_parser(name, parents=[client], help=text)
+        shown = p.add_mutually_exclusive_group()
+        shown.add_argument(
+            "--live", action="store_true", default=None, help="the live view, even off a terminal"
+        )
+        shown.add_argument(
+            "--plain",
+            dest="live",
+            action="store_false",
+            help="the status once, then one line per event (the default off a terminal)",
+        )
+        p.add_argument("-n", "--last", type=int, default=20, help="past events to show first")
+        p.add_argument(
+            "--refresh", type=positive, default=1.0, metavar="S", help="seconds between redraws"
+        )
+        p.set_defaults(func=cmd_top)
     p = sub.add_parser(
         "reload",
         parents=[client],

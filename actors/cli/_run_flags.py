@@ -259,8 +259,8 @@ def add_monitor_flags(parser: Any) -> None:
         "--metrics",
         type=_address,
         metavar="[HOST:]PORT",
-        help="serve Prometheus metrics at http://HOST:PORT/metrics (HOST: 127.0.0.1 "
-        "unless given; PORT 0: any free port)",
+        help="serve Prometheus metrics at http://HOST:PORT/metrics and a read-only web "
+        "page of the tree at / (HOST: 127.0.0.1 unless given; PORT 0: any free port)",
     )
     parser.add_argument(
         "--event-log",

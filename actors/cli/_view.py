@@ -107,6 +107,7 @@ class Header:
     output: str | None = None
     note: str = ""
     default_socket: bool = False
+    attached: bool = False  # `nannytree top`: the view of a tree another process runs
 
     @property
     def control(self) -> str:
@@ -129,14 +130,15 @@ def screen(
     title.append(printable(header.tree), style="bold cyan")
     if root is not None:
         title.append(f"  {_flags(root)}  pid {header.pid}  up {fmt_duration(root.uptime)}")
-    keys = "Ctrl-C stops the tree"
+    keys = "Ctrl-C detaches (the tree runs on)" if header.attached else "Ctrl-C stops the tree"
     if header.output:
         keys += f"  ·  children's output: {header.output}"
     parts: list[RenderableType] = [
         title,
         Text(printable(keys), style="dim"),
-        Text(printable(f"from another shell: {header.control}"), style="dim"),
     ]
+    if not header.attached:
+        parts.append(Text(printable(f"from another shell: {header.control}"), style="dim"))
     if header.note:
         parts.append(Text(printable(header.note), style="yellow"))
     if busy:

@@ -1,4 +1,5 @@
-"""`nannytree run --metrics [HOST:]PORT`: the tree's state as Prometheus metrics.
+"""`nannytree run --metrics [HOST:]PORT`: the tree's state as Prometheus metrics at
+/metrics (and its web page at /, `_web.py`).
 
 A prometheus_client Collector that reads the tree at scrape time the way `nannytree
 status` does (TreeInspector.snapshot: a busy supervisor is given QUICK seconds, then
@@ -243,25 +244,38 @@ class _Families:
 
 class MetricsServer:
     """The HTTP endpoint: prometheus_client's WSGI app over a registry of the tree's
-    collector only, served by a BoundedHTTPServer (two threads, bounded connections
-    and timeouts, whatever a client does: `_http_server.py`). Binding happens here,
-    so a taken port is an OSError at start."""
+    collector only at /metrics, the tree's read-only web page at / (`_web.py`), both
+    served by a BoundedHTTPServer (two threads, bounded connections and timeouts,
+    whatever a client does: `_http_server.py`). Binding happens here, so a taken
+    port is an OSError at start."""
 
     def __init__(self, collector: TreeCollector, host: str, port: int) -> None:
+        import ipaddress
+
         from prometheus_client import make_wsgi_app
 
         from ._http_server import BoundedHTTPServer
+        from ._web import WebPage
 
         self.collector = collector
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(collector)
-        self._server = BoundedHTTPServer(make_wsgi_app(self.registry), host, port)
+        try:
+            loopback = ipaddress.ip_address(host).is_loopback
+        except ValueError:  # a name: "localhost" is the only one that means loopback
+            loopback = host == "localhost"
+        self.page = WebPage(collector.inspector, make_wsgi_app(self.registry), loopback=loopback)
+        self._server = BoundedHTTPServer(self.page, host, port)
         self.host, self.port = host, int(self._server.server_address[1])
 
     @property
-    def url(self) -> str:
+    def page_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/metrics"
+        return f"http://{host}:{self.port}/"
+
+    @property
+    def url(self) -> str:
+        return self.page_url + "metrics"
 
     def close(self) -> None:
         self._server.close()

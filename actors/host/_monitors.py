@@ -53,6 +53,7 @@ class Monitors:
         found: dict[str, Any] = {}
         if self.metrics is not None:
             found["metrics"] = self.metrics.url
+            found["web"] = self.metrics.page_url
         if self.journal is not None:
             found["event_log"] = str(self.journal.path)
         return found
@@ -61,6 +62,7 @@ class Monitors:
         lines = []
         if self.metrics is not None:
             lines.append(f"metrics: {self.metrics.url}")
+            lines.append(f"web page: {self.metrics.page_url} (read-only)")
         if self.journal is not None:
             lines.append(f"event log: {self.journal.path}")
         return lines
