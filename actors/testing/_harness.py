@@ -16,7 +16,7 @@ import re
 import signal
 import textwrap
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import TracebackType
 from typing import Any, cast
 
@@ -57,6 +57,10 @@ from ._events import (
 )
 from ._events import report_sections as _report_sections
 from ._ids import could_be_added, known_ids, no_such_child
+from ._lines import LinesLost, after, expectation
+from ._lines import Start as LinesStart
+from ._lines import check as check_lines
+from ._lines import count as count_lines
 from ._streams import merged_ids, resolve
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
 
@@ -445,6 +449,90 @@ class TreeHarness:
             again=search,
             every=OUTPUT_EVERY,
         )
+
+    @contextlib.contextmanager
+    def expect_lines(
+        self,
+        child_id: str,
+        pattern: str | re.Pattern[str],
+        *,
+        stream: str | None = None,
+        count: int | None = None,
+        at_least: int | None = None,
+        at_most: int | None = None,
+        timeout: float | None = None,
+    ) -> Iterator[None]:
+        """Around a block: the child writes lines matching `pattern` (re.search, line
+        by line) on `stream` (as `output` reads it) `count` times exactly, or at least
+        / at most so many (at least once if nothing is given; `count=0`: never). Akka
+        TestKit's EventFilter with occurrences.
+
+        After the block it waits (up to `timeout`, by default what is left of an
+        enclosing `within`, else 10 s) for the lines still missing, then fails with
+        AssertionError if the count is wrong. Counted across at most one restart of
+        the child during the block (the output kept: this run and the one before)."""
+        __tracebackhide__ = True
+        exactly, at_least, at_most = expectation(count, at_least, at_most)
+        regex = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self.check_id(child_id)
+        read = self._stream(child_id, stream)
+        shown = "stdout and stderr" if child_id in self.merged() else read
+        begun = LinesStart(self._info(child_id).pid, self._output(child_id, read))
+        mark = self.mark()
+        yield
+        limit = timeout_or_left(timeout)
+
+        def found() -> int:
+            return count_lines(regex, self._written_since(child_id, read, begun, mark))
+
+        need = exactly if exactly is not None else at_least
+        if need:
+            with contextlib.suppress(TimeoutError):
+                wait_on(
+                    self,
+                    f"waiting for {need} line(s) matching {regex.pattern!r} of {child_id!r}",
+                    lambda e: None,
+                    timeout=limit,
+                    start=self.mark(),
+                    child=child_id,
+                    again=lambda: True if found() >= need else None,
+                    every=OUTPUT_EVERY,
+                )
+        got = found()
+        why = check_lines(got, exactly, at_least, at_most)
+        if why is not None:
+            raise AssertionError(
+                f"expected {why} line(s) matching {regex.pattern!r} on the {shown} of "
+                f"{child_id!r} during the block; found {got}"
+            )
+
+    def _written_since(self, child_id: str, stream: str, begun: LinesStart, mark: int) -> str:
+        """What the child wrote on `stream` since a block began (`begun`, at `mark`)."""
+        events, _ = self.log.since(mark, 0.0)
+        runs = sum(
+            1 for e in events if e.context is EventKind.CHILD_STARTED and e.offender == child_id
+        )
+        current = self._output(child_id, stream)
+        if runs == 0:
+            text = after(begun.text, current)
+        elif runs == 1 and begun.pid is None:
+            text = current
+        elif runs == 1:
+            owner = self._owner(child_id)
+            before = cast(str, owner.read_output(child_id, stream, True).get())
+            earlier = after(begun.text, before)
+            text = None if earlier is None else earlier + current
+        else:
+            raise LinesLost(
+                f"{child_id!r} was started {runs} times during the block: the output of "
+                "the runs between is no longer kept; count over a shorter block"
+            )
+        if text is None:
+            raise LinesLost(
+                f"{child_id!r} wrote more during the block than is kept (64 KiB a run): "
+                "count over a shorter block"
+            )
+        return text
 
     # -- strict mode --
 
