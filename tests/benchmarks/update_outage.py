@@ -36,7 +36,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parents[2]
 
 SERVER = """
-import os, socket, sys, time
+import os, signal, socket, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 class Answer(BaseHTTPRequestHandler):
@@ -50,12 +50,16 @@ class Answer(BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+stopping = []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))  # ends after the request in hand
 sock = socket.socket(fileno=3)
 server = HTTPServer(sock.getsockname()[:2], Answer, bind_and_activate=False)
 server.socket, server.timeout = sock, 0.05
 crash = float(os.environ.get("CRASH_AFTER", "0")) or None
 began = time.monotonic()
 while crash is None or time.monotonic() - began < crash:
+    if stopping:
+        sys.exit(0)
     server.handle_request()
 sys.exit(3)
 """
