@@ -410,8 +410,8 @@ def preflight(plan: UpdatePlan, problems_of: Callable[[ChildSpec], Iterable[str]
 
 def stops_the_update(start_failed: bool) -> bool:
     """Whether a failed step stops the update there. A start that failed does not
-    (the replaced child stays stopped with its new spec, an added one is not added:
-    the rest goes on); any other failure does (a supervisor that did not answer, a
+    (the replaced child is rolled back to its previous spec, an added one is not
+    added: the rest goes on); any other failure does (a supervisor that did not answer, a
     child no longer there): the steps after it are not taken."""
     return not start_failed
 

@@ -202,8 +202,9 @@ class Updater:
         """Apply `new` to the running tree; what it did (its `message` is the answer
         of `nannytree update`), and the live tree after. `settle`: seconds each
         replaced or added worker without readiness must stay up to count as started
-        (one that exits sooner fails its start and stays stopped, charging no
-        intensity; 0: started once its process runs).
+        (one that exits sooner fails its start, charging no intensity, and is rolled
+        back to its previous spec; 0: started once its process runs). A replacement
+        starts beside the old process where supervision.may_overlap allows it.
 
         Raises UpdateRefused (nothing stopped) or UpdateFailed (what was applied,
         what failed: the tree is left as the message says, and the next update
@@ -255,8 +256,8 @@ class Updater:
 
     def carry_out(self, root: Ref, plan: UpdatePlan, settle: float = 0.0) -> UpdateOutcome:
         """Each step through its supervisor's API, in order, each awaited and recorded,
-        under supervision's apply policy: a start that fails is recorded and the rest
-        goes on (the child stays stopped with its new spec); any other failure stops
+        under supervision's apply policy: a start that fails is recorded, a replaced
+        child rolled back to its previous spec, and the rest goes on; any other failure stops
         the update there, but the nested supervisors' specs are still brought in step
         with what runs."""
         outcome = UpdateOutcome()

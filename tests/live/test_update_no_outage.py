@@ -225,17 +225,20 @@ def test_a_restart_whose_reload_check_fails_leaves_the_old_process_running(
         assert harness.restart("web").pid not in (None, old)
 
 
-def test_restart_all_checks_every_running_child_before_it_stops_any(tmp_path: Path) -> None:
+def test_restarts_of_a_subtree_or_of_all_check_every_running_worker_first() -> None:
     check = ["sh", "-c", "echo bad config; exit 1"]
-    children = [
-        ChildSpec(id="db", command=["sleep", "600"], shutdown=2),
-        ChildSpec(id="web", command=["sleep", "601"], shutdown=2, reload=Reload(check=check)),
-    ]
-    with Tree(SupervisorSpec(id="shop", children=children)) as tree:
-        before = {c.id: c.pid for c in tree.nanny.which_children().get(timeout=10)}
+    web = ChildSpec(id="web", command=["sleep", "601"], shutdown=2, reload=Reload(check=check))
+    apps = SupervisorSpec(id="apps", children=[web])
+    db = ChildSpec(id="db", command=["sleep", "600"], shutdown=2)
+    with TreeHarness(SupervisorSpec(id="shop", children=[db, apps])) as harness:
+        before = (harness.pid("db"), harness.pid("web"))
+        with pytest.raises(RestartRefused, match="bad config") as refused:
+            harness.restart("apps")  # `nannytree restart apps`: its workers are checked
+        assert "supervisor 'shop/apps', child 'web'" in str(refused.value)
         with pytest.raises(RestartRefused, match="bad config"):
-            tree.restart_all()
-        assert {c.id: c.pid for c in tree.nanny.which_children().get(timeout=10)} == before
-        fixed = replace(children[1], reload=Reload(check=["true"]))
-        tree.update(SupervisorSpec(id="shop", children=[children[0], fixed]), settle=0)
-        assert tree.restart_all() == ["db", "web"]
+            harness.restart_all()  # `nannytree restart all`: nothing stopped
+        assert (harness.pid("db"), harness.pid("web")) == before
+        fixed = replace(apps, children=[replace(web, reload=Reload(check=["true"]))])
+        harness.update(SupervisorSpec(id="shop", children=[db, fixed]), settle=0)
+        assert harness.restart_all() == ["db", "apps"]
+        assert harness.pid("db") != before[0]
