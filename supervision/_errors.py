@@ -102,6 +102,20 @@ class ReloadRefused(ChildError):
         super().__init__(supervisor, child, f"not reloaded: {why}")
 
 
+class RestartRefused(ChildError):
+    """An operator's restart of a running child whose reload check failed: the child
+    was not stopped, it runs on (docs/reference/cli.md, `restart`)."""
+
+    def __init__(self, supervisor: str, child: str, why: str) -> None:
+        self.why = why
+        super().__init__(
+            supervisor,
+            child,
+            f"not restarted, it runs on: {why}; fix its configuration, or stop and start "
+            "it to restart it anyway",
+        )
+
+
 class ChildNotPaused(ChildError):
     """resume_child on a child whose process runs and was not paused."""
 

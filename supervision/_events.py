@@ -41,6 +41,7 @@ class EventKind(StrEnum):
     UPDATE_SPEC_STORED = "update_spec_stored"
     UPDATE_SETTINGS_CHANGED = "update_settings_changed"
     UPDATE_STEP_FAILED = "update_step_failed"
+    UPDATE_ROLLED_BACK = "update_rolled_back"
     UPDATE_DONE = "update_done"
     # An operator's request through the control socket.
     OPERATOR_ACTION = "operator_action"
@@ -90,6 +91,8 @@ EVENT_KIND_MEANINGS: dict[EventKind, str] = {
     "auto_shutdown or max_children changed in place, its children running on "
     "(detail: old -> new).",
     EventKind.UPDATE_STEP_FAILED: "`update`: a step failed (detail: which, and why).",
+    EventKind.UPDATE_ROLLED_BACK: "`update`: a replacement failed to start; the child runs "
+    "its previous spec (detail: how, and its pid).",
     EventKind.UPDATE_DONE: "`update` ended (detail: what was applied, what failed).",
     EventKind.OPERATOR_ACTION: "An operator's request through the control socket (stop, "
     "start, restart, signal, pause, resume, reload, add, shutdown) was carried out; "

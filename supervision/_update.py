@@ -27,11 +27,11 @@ that the parent's next restart of it starts what runs now, not the old children.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from enum import StrEnum
 from typing import TypeAlias
 
-from .spec._fields import Strategy
+from .spec._fields import Restart, Strategy
 from .spec._spec import AnySpec, ChildSpec, SupervisorSpec
 
 
@@ -89,11 +89,15 @@ class StartAgain:
 @dataclass(frozen=True)
 class Replace:
     """Stop the child, give it the new spec at the same place, start it:
-    `replace_child(child, spec)`. A failed start leaves it stopped with the new spec."""
+    `replace_child(child, spec)`. A failed start leaves it stopped with the new spec,
+    until the update rolls it back to `was` (`rollback_of`), the spec it ran."""
 
     supervisor: str
     spec: AnySpec
     change: Change = Change.CHANGED
+    # The spec it runs now, for the rollback (None: not known); not part of the step's
+    # identity: two plans that replace a child by the same spec are the same plan.
+    was: AnySpec | None = field(default=None, compare=False)
 
     @property
     def child(self) -> str:
@@ -322,7 +326,7 @@ def _plan_into(
                     _plan_into(was, spec, inner, whole, steps)
                     steps.append(StoreSpec(path, cid, spec))
                 else:
-                    steps.append(Replace(path, spec))
+                    steps.append(Replace(path, spec, was=was))
         else:
             steps.append(Insert(path, spec, prev))
             order.insert(0 if prev is None else order.index(prev) + 1, cid)
@@ -406,8 +410,8 @@ def preflight(plan: UpdatePlan, problems_of: Callable[[ChildSpec], Iterable[str]
 
 def stops_the_update(start_failed: bool) -> bool:
     """Whether a failed step stops the update there. A start that failed does not
-    (the replaced child stays stopped with its new spec, an added one is not added:
-    the rest goes on); any other failure does (a supervisor that did not answer, a
+    (the replaced child is rolled back to its previous spec, an added one is not
+    added: the rest goes on); any other failure does (a supervisor that did not answer, a
     child no longer there): the steps after it are not taken."""
     return not start_failed
 
@@ -423,12 +427,78 @@ def taken_after_a_stop(step: UpdateStep) -> bool:
 class UpdateOutcome:
     """What an update did: the steps applied, those that failed (each with why),
     those not taken after a failure that stopped it, and its summary (`message`:
-    what `nannytree update` answers)."""
+    what `nannytree update` answers). `rolled_back`: the failed replacements whose
+    child runs its previous spec again (or never stopped running it), each with
+    what runs now; `overlapped`: the replacements started before the old process
+    stopped (`may_overlap`)."""
 
     applied: list[UpdateStep] = field(default_factory=list)
     failed: list[tuple[UpdateStep, str]] = field(default_factory=list)
     skipped: list[UpdateStep] = field(default_factory=list)
     message: str = ""
+    rolled_back: list[tuple[UpdateStep, str]] = field(default_factory=list)
+    overlapped: list[UpdateStep] = field(default_factory=list)
+
+
+# -- no outage: start before stop, and roll back -------------------------------------------
+
+
+def rollback_of(step: UpdateStep) -> Replace | None:
+    """What puts a replaced child back on the spec it ran when its replacement failed
+    to start (so that the service runs on): the same Replace with the old spec, or
+    None (not a Replace, or its old spec is not known)."""
+    if not isinstance(step, Replace) or step.was is None:
+        return None
+    return Replace(step.supervisor, step.was, step.change, was=step.spec)
+
+
+_OWN_READINESS = ("started", "notify", "sd_notify")
+
+
+def may_overlap(was: AnySpec | None, new: AnySpec) -> bool:
+    """Whether the replacement of a worker running `was` by `new` may start before the
+    old process stops (start-before-stop). Only where two processes can serve at once
+    and be told apart: the old one's listening sockets are all held for it by nannytree
+    and passed to the new one too (docs/sockets.md: both accept from one queue, so no
+    port is bound twice); neither writes a pid_file (one file, two daemons) nor runs on
+    another node; and the new one's readiness is its own: "started" (with the update's
+    settle), "notify", "sd_notify" or seconds of uptime. A probe (HTTP, TCP, exec) or a
+    ready file could be answered by the old process."""
+    if not isinstance(was, ChildSpec) or not isinstance(new, ChildSpec):
+        return False
+    held = _listens(was)
+    if not held or not held <= _listens(new):
+        return False
+    if was.pid_file is not None or new.pid_file is not None:
+        return False
+    ready = new.ready
+    if isinstance(ready, int | float) and not isinstance(ready, bool):
+        return True  # seconds of uptime
+    return ready in _OWN_READINESS
+
+
+def _listens(spec: ChildSpec) -> set[str]:
+    # A built spec holds ListenSockets (the checks turned tables into them).
+    return {str(getattr(s, "listen", "")) for s in spec.sockets}
+
+
+STANDBY_SUFFIX = "~update"
+"""Appended to a child's id to name the process an update starts beside it."""
+
+
+def standby_of(step: Replace, taken: Collection[str]) -> ChildSpec:
+    """The child an update starts beside the one it replaces (start-before-stop):
+    the new spec under an id no sibling has ("web~update"), temporary (its exit
+    restarts nothing) and not significant; it is stopped once the child itself runs
+    the new spec. Raises ValueError when the step may not overlap."""
+    spec = step.spec
+    if not isinstance(spec, ChildSpec) or not may_overlap(step.was, spec):
+        raise ValueError(f"the replacement of {step.child!r} may not start before the old stops")
+    cid, n = f"{spec.id}{STANDBY_SUFFIX}", 1
+    while cid in taken:
+        n += 1
+        cid = f"{spec.id}{STANDBY_SUFFIX}{n}"
+    return replace(spec, id=cid, restart=Restart.TEMPORARY, significant=False)
 
 
 # -- settle ------------------------------------------------------------------------------

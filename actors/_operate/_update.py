@@ -10,6 +10,7 @@ come here.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import threading
 import time
@@ -23,6 +24,7 @@ from supervision import (
     IN_PLACE,
     UPDATE_SETTLE,
     AnySpec,
+    Change,
     ChangeSettings,
     ChildSpec,
     DeleteOld,
@@ -44,8 +46,11 @@ from supervision import (
     UpdatePlan,
     UpdateRefused,
     UpdateStep,
+    may_overlap,
     plan_update,
     preflight,
+    rollback_of,
+    standby_of,
     stops_the_update,
     taken_after_a_stop,
 )
@@ -54,6 +59,15 @@ from .._shell._event_log import EventLog
 from ._find import OP_TIMEOUT, Ref, is_nanny, nanny_at
 from ._preflight import problems_of
 
+
+class _Kept(Exception):
+    """A standby (start-before-stop) failed to start: the child was not touched."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 # What a step that got no answer, or whose supervisor ended, raises.
 _NO_ANSWER: tuple[type[BaseException], ...] = (
     NannyError,
@@ -61,6 +75,9 @@ _NO_ANSWER: tuple[type[BaseException], ...] = (
     TimeoutError,
     pykka.Timeout,
 )
+
+_NO_STANDBY: tuple[type[BaseException], ...] = (*_NO_ANSWER, ValueError)
+_NO_ROLLBACK: tuple[type[BaseException], ...] = (StartError, *_NO_ANSWER)
 
 # -- the live tree -------------------------------------------------------------------
 
@@ -185,8 +202,9 @@ class Updater:
         """Apply `new` to the running tree; what it did (its `message` is the answer
         of `nannytree update`), and the live tree after. `settle`: seconds each
         replaced or added worker without readiness must stay up to count as started
-        (one that exits sooner fails its start and stays stopped, charging no
-        intensity; 0: started once its process runs).
+        (one that exits sooner fails its start, charging no intensity, and is rolled
+        back to its previous spec; 0: started once its process runs). A replacement
+        starts beside the old process where supervision.may_overlap allows it.
 
         Raises UpdateRefused (nothing stopped) or UpdateFailed (what was applied,
         what failed: the tree is left as the message says, and the next update
@@ -238,8 +256,8 @@ class Updater:
 
     def carry_out(self, root: Ref, plan: UpdatePlan, settle: float = 0.0) -> UpdateOutcome:
         """Each step through its supervisor's API, in order, each awaited and recorded,
-        under supervision's apply policy: a start that fails is recorded and the rest
-        goes on (the child stays stopped with its new spec); any other failure stops
+        under supervision's apply policy: a start that fails is recorded, a replaced
+        child rolled back to its previous spec, and the rest goes on; any other failure stops
         the update there, but the nested supervisors' specs are still brought in step
         with what runs."""
         outcome = UpdateOutcome()
@@ -248,10 +266,18 @@ class Updater:
             if stopped and not taken_after_a_stop(step):
                 outcome.skipped.append(step)
                 continue
+            standby = self._standby(root, step) if isinstance(step, Replace) else None
             try:
-                pid = take_step(root, step, settle)
+                if standby is not None:
+                    assert isinstance(step, Replace)
+                    pid, overlapped = self._overlap(root, step, standby, settle)
+                    standby = standby if overlapped else None
+                else:
+                    pid = take_step(root, step, settle)
+            except _Kept as e:  # the standby failed: the old process never stopped
+                failure: tuple[str, bool] | None = (e.why, True)
             except StartError as e:
-                failure: tuple[str, bool] | None = (e.why, True)  # with its last lines
+                failure = (e.why, True)  # with its last lines
             except _NO_ANSWER as e:
                 failure = (str(e) or type(e).__name__, False)
             else:
@@ -260,15 +286,98 @@ class Updater:
                 why, start_failed = failure
                 outcome.failed.append((step, why))
                 self._failed(step, why, plan)
+                if start_failed:
+                    self._roll_back(root, step, standby, outcome)
                 stopped = stopped or stops_the_update(start_failed)
                 continue
             outcome.applied.append(step)
+            if standby is not None:
+                outcome.overlapped.append(step)
             kind = _KINDS.get(type(step))
             if isinstance(step, ChangeSettings):  # about the supervisor itself
                 self._event(step.path, EventKind.UPDATE_SETTINGS_CHANGED, None, detail=step.detail)
             elif kind is not None:
-                self._event(step.supervisor, kind, step.child, pid=pid, detail=_detail(step))
+                detail = _detail(step)
+                if standby is not None:
+                    detail = f"started beside the old process (as {standby.id}) before it stopped"
+                self._event(step.supervisor, kind, step.child, pid=pid, detail=detail)
         return outcome
+
+    # -- no outage: start before stop, roll back (docs/update.md, section 4) ---------------
+
+    def _standby(self, root: Ref, step: Replace) -> ChildSpec | None:
+        """The child to start beside the replaced one, where it may overlap; else None."""
+        if not may_overlap(step.was, step.spec):
+            return None
+        try:
+            proxy = nanny_at(root, step.supervisor).proxy()
+            children = {c.id: c for c in proxy.which_children().get(timeout=OP_TIMEOUT)}
+            now = children.get(step.child)
+            if now is None or now.state != "running":  # nothing to keep serving
+                return None
+            return standby_of(step, children)
+        except _NO_STANDBY:  # e.g. a spec the standby's fields refuse
+            return None
+
+    def _overlap(
+        self, root: Ref, step: Replace, standby: ChildSpec, settle: float
+    ) -> tuple[int | None, bool]:
+        """Start-before-stop: the new spec starts beside the old process as `standby`
+        (sharing its held sockets) and must settle; then the child itself is replaced
+        (the standby serves meanwhile); then the standby stops. Raises _Kept when the
+        standby failed to start (the old process runs on, untouched), and StartError
+        when the child's own start of the new spec failed (the standby still runs).
+        Its pid, and whether the two overlapped (an Insert refused otherwise, as by
+        max_children: replaced the plain way)."""
+        try:
+            take_step(root, Insert(step.supervisor, standby, step.child), settle)
+        except StartError as e:
+            raise _Kept(e.why) from None
+        except _NO_ANSWER:  # e.g. its supervisor's max_children: stop, then start
+            return take_step(root, step, settle), False
+        self._event(
+            step.supervisor,
+            EventKind.UPDATE_CHILD_ADDED,
+            standby.id,
+            detail=f"beside {step.child}, which it replaces; stopped once {step.child} runs it",
+        )
+        pid = take_step(root, step, settle)
+        self._stop_standby(root, step, standby)
+        return pid, True
+
+    def _stop_standby(self, root: Ref, step: Replace, standby: ChildSpec) -> None:
+        # A temporary child is forgotten by its supervisor once stopped.
+        take_step(root, StopOld(standby.id, Change.CHANGED, step.supervisor))
+        self._event(step.supervisor, EventKind.UPDATE_CHILD_REMOVED, standby.id, detail="standby")
+
+    def _roll_back(
+        self, root: Ref, step: UpdateStep, standby: ChildSpec | None, outcome: UpdateOutcome
+    ) -> None:
+        """After a replacement failed to start: put the child back on the spec it ran,
+        so that the service runs on (the standby, if one runs, serves until then)."""
+        back = rollback_of(step)
+        if back is None:
+            return
+        nanny = nanny_at(root, step.supervisor).proxy()
+        state = nanny.which_child(step.child).get(timeout=OP_TIMEOUT)
+        if standby is not None and state.state == "running" and state.pid is not None:
+            # The standby failed: the child never left its old spec, nor its process.
+            what = f"kept its previous spec, pid {state.pid}: the replacement failed beside it"
+            pid: int | None = state.pid
+        else:
+            try:
+                pid = take_step(root, back)
+            except _NO_ROLLBACK as e:
+                why = e.why if isinstance(e, StartError) else str(e) or type(e).__name__
+                what = f"rollback failed, it stays stopped with its new spec: {why}"
+                pid = None
+            else:
+                what = f"runs its previous spec again, pid {pid}"
+            if standby is not None:
+                with contextlib.suppress(*_NO_ANSWER):
+                    self._stop_standby(root, back, standby)
+        outcome.rolled_back.append((step, what))
+        self._event(step.supervisor, EventKind.UPDATE_ROLLED_BACK, step.child, pid=pid, detail=what)
 
     def _failed(self, step: UpdateStep, why: str, plan: UpdatePlan) -> None:
         what = f"{_verb(step)} {plan.path_of(step)}"
@@ -334,7 +443,16 @@ def summary(plan: UpdatePlan, outcome: UpdateOutcome) -> str:
     lines = ["; ".join(parts)] if parts else []
     for step, why in outcome.failed:
         lines.append(f"failed: {_verb(step)} {plan.path_of(step)}: {why}")
-    if any(why.startswith("failed to start") for _, why in outcome.failed):
+    for step, what in outcome.rolled_back:
+        lines.append(f"rolled back: {plan.path_of(step)} {what}")
+    rolled = {id(step) for step, _ in outcome.rolled_back}
+    started = [s for s, why in outcome.failed if why.startswith("failed to start")]
+    if any(id(s) in rolled for s in started):
+        lines.append(
+            "a replacement that failed to start was rolled back: the child runs its previous "
+            "spec; fix the file and run `nannytree update` again"
+        )
+    if any(id(s) not in rolled for s in started):
         lines.append(
             "a replaced child that failed to start stays stopped with its new spec (an "
             "added one is not added): fix the file and run `nannytree update` again"

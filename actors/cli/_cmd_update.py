@@ -21,7 +21,8 @@ def add_settle_flag(p: argparse.ArgumentParser) -> None:
         # does not import supervision (tests/cli/test_commands.py holds the two equal).
         help="a replaced or added child without readiness counts as started once it has "
         "stayed up this long (default 1; 0: once it runs); one that exits "
-        "sooner is left stopped with its new spec, charging no restart intensity",
+        "sooner fails its start, charging no restart intensity, and is rolled back to "
+        "its previous spec",
     )
 
 

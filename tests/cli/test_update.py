@@ -108,20 +108,23 @@ def test_a_typo_is_refused_and_a_start_failure_converges_once_the_file_is_fixed(
         assert "child 'ticker': program 'slepe'" in out.stderr
         assert pids(status(Path(sock), env)) == before
         # 2. A command that runs but cannot start (it exits while awaited): the
-        # old one is stopped, the new one fails; the answer says what failed.
+        # old one is stopped, the new one fails, the old spec runs again (rolled
+        # back); the answer says what failed and what runs.
         broken = '["sh", "-c", "echo no config >&2; exit 3"]\nready = 5.0\n'
         tree.write_text(good.replace('["sleep", "600"]\n', broken))
         out = update(sock, env)
         assert out.returncode == 1, out
         assert "failed: replace ticker: failed to start: exit code 3" in out.stderr, out
+        assert "rolled back: ticker runs its previous spec again, pid" in out.stderr, out
         assert "fix the file and run `nannytree update` again" in out.stderr
         now = status(Path(sock), env)
-        assert node(now, "shop/ticker")["state"] == "stopped"
-        assert node(now, "shop/ticker")["last_exit"]
+        assert node(now, "shop/ticker")["state"] == "running"
+        assert psutil.Process(node(now, "shop/ticker")["pid"]).cmdline() == ["sleep", "600"]
         assert node(now, "shop/other")["pid"] == before["shop/other"]
         assert order(now) == ["shop/ticker", "shop/other"]
-        # 3. The same file again: the live spec is the broken one, so no change.
-        assert update(sock, env).stdout.strip() == "no change"
+        # 3. The same file again: the live spec is the old one, so it is tried again.
+        out = update(sock, env)
+        assert out.returncode == 1 and "rolled back: ticker" in out.stderr, out
         # 4. The fix: the next update sees the difference and starts it.
         tree.write_text(good.replace('"600"', '"604"'))
         out = update(sock, env)
@@ -139,8 +142,11 @@ def test_a_typo_is_refused_and_a_start_failure_converges_once_the_file_is_fixed(
         assert kinds == [
             "update_refused",
             "update_step_failed",
+            "update_rolled_back",
             "update_done",
-            "update_done",  # no change
+            "update_step_failed",  # the same file again
+            "update_rolled_back",
+            "update_done",
             "update_child_replaced",
             "update_done",
             "update_child_replaced",
@@ -155,7 +161,7 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
     """A changed command that runs and exits at once (a bad flag) and has no readiness:
     counted as started once it runs, it would crash-loop into the root's intensity and
     end the whole tree. The update's settle (1 s by default) makes it a failed start:
-    it stays stopped with its new spec, no restart is charged, every other child keeps
+    it is rolled back to the spec it ran, no restart is charged, every other child keeps
     its pid, and the fixed file converges. `--settle 0` keeps the old meaning."""
     tree, sock = tmp_path / "t.toml", str(tmp_path / "t.sock")
     good = HEAD + worker("ticker", 600) + apps()
@@ -168,11 +174,14 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
         assert "failed: replace ticker: failed to start: exit code 3" in out.stderr, out
         assert "unknown flag --frobnicate" in out.stderr, out
         now = status(Path(sock), env)
-        ticker = node(now, "shop/ticker")
-        assert (ticker["state"], ticker["pid"], ticker["restarts"]) == ("stopped", None, 0)
+        ticker = node(now, "shop/ticker")  # rolled back: its old spec, a new process
+        assert (ticker["state"], ticker["restarts"]) == ("running", 0)
+        assert ticker["pid"] not in (None, before["shop/ticker"])
         assert node(now, "shop")["restarts"] == 0  # nothing charged
         alive = pids(now)
-        assert alive == {k: v for k, v in before.items() if k != "shop/ticker"}
+        assert {k: v for k, v in alive.items() if k != "shop/ticker"} == {
+            k: v for k, v in before.items() if k != "shop/ticker"
+        }
         kinds = [e["what"] for e in events(sock, env) if e.get("who", "").endswith("ticker")]
         assert "child_exited" not in kinds, kinds  # a failed start, not a crash
         # The fix converges.
@@ -191,7 +200,7 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
         run.expect(r"shop/ticker child_failed")
         now = status(Path(sock), env)
         assert node(now, "shop/ticker")["state"] == "failed"
-        assert pids(now) == {k: v for k, v in alive.items()}
+        assert pids(now) == {k: v for k, v in alive.items() if k != "shop/ticker"}
         # A settle that is not a number of seconds is bad usage; a client that sends one
         # anyway is refused by the tree, naming the setting's meaning.
         for flag, said in (("-1", "seconds >= 0"), ("601", "seconds from 0 to 600")):
@@ -207,8 +216,8 @@ def test_a_replacement_that_exits_at_once_fails_the_update_and_the_tree_runs_on(
 
 def test_a_replaced_subtree_whose_child_exits_at_once_fails_and_the_tree_runs_on(tmp_path, env):
     """The settle goes into a supervisor the update replaces whole (its strategy
-    changed): a grandchild that exits at once fails the subtree's start, which stays
-    stopped with its new spec; the root and its other child are untouched."""
+    changed): a grandchild that exits at once fails the subtree's start, which is
+    rolled back to its old spec; the root and its other child are untouched."""
     tree, sock = tmp_path / "t.toml", str(tmp_path / "t.sock")
     good = HEAD + worker("ticker", 600) + apps()
     with started(tree, good, sock, env, "shop/apps/app") as run:
@@ -219,10 +228,12 @@ def test_a_replaced_subtree_whose_child_exits_at_once_fails_and_the_tree_runs_on
         out = update(sock, env)
         assert out.returncode == 1, out
         assert "failed: replace apps: failed to start: exit code 5" in out.stderr, out
+        assert "rolled back: apps runs its previous spec again" in out.stderr, out
         now = status(Path(sock), env)
-        assert node(now, "shop/apps")["state"] == "stopped"
+        assert node(now, "shop/apps")["state"] == "running"  # its old strategy and children
         assert node(now, "shop")["restarts"] == 0
-        assert pids(now) == {"shop/ticker": before["shop/ticker"]}
+        assert pids(now)["shop/ticker"] == before["shop/ticker"]
+        assert psutil.Process(pids(now)["shop/apps/app"]).cmdline() == ["sleep", "602"]
         tree.write_text(broken.replace('["sh", "-c", "exit 5"]', '["sleep", "606"]'))
         out = update(sock, env)
         assert (out.returncode, out.stdout.strip()) == (0, "changed: apps"), out

@@ -1,6 +1,8 @@
 """What an update decides besides its plan, with no process: the preflight (the
 workers it would start, their problems, each once), the apply policy (which
-failed steps stop it), and its settle (supervision/_update.py)."""
+failed steps stop it), its settle, and what keeps a service up: the rollback of a
+failed replacement and which replacements may start before the old process stops
+(supervision/_update.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import pytest
 from supervision import (
     UPDATE_SETTLE_MAX,
     ChildSpec,
+    HttpProbe,
+    ListenSocket,
     Replace,
+    Restart,
     StartAgain,
     StopOld,
     StoreSpec,
@@ -18,9 +23,12 @@ from supervision import (
     UpdateOutcome,
     UpdateRefused,
     check_settle,
+    may_overlap,
     plan_restart_all,
     plan_update,
     preflight,
+    rollback_of,
+    standby_of,
     starting_workers,
     stops_the_update,
     taken_after_a_stop,
@@ -102,3 +110,70 @@ def test_the_update_errors_are_nanny_errors_carrying_what_was_found_or_done() ->
     outcome = UpdateOutcome(failed=[(Replace("shop", cmd("a")), "failed to start")])
     failed = UpdateFailed("shop", "failed: replace a", outcome)
     assert isinstance(failed, ValueError) and failed.outcome is outcome
+
+
+def served(cid: str = "web", version: str = "1", **fields: object) -> ChildSpec:
+    """A worker whose listening socket nannytree holds (docs/sockets.md)."""
+    return ChildSpec(
+        id=cid,
+        command=["python3", "server.py"],
+        env={"VERSION": version},
+        sockets=[ListenSocket("127.0.0.1:8080", name="http")],
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def test_a_replacement_is_planned_with_the_spec_it_rolls_back_to() -> None:
+    old, new = tree(cmd("web"), cmd("db")), tree(cmd("web", "true"), cmd("db"))
+    (step,) = plan_update(old, new).steps
+    assert isinstance(step, Replace) and step.was == cmd("web")
+    back = rollback_of(step)
+    assert back is not None
+    assert (back.supervisor, back.spec, back.was) == ("shop", cmd("web"), cmd("web", "true"))
+    assert step == Replace("shop", cmd("web", "true"))  # `was` is not the step's identity
+
+
+def test_only_a_replacement_with_a_known_old_spec_is_rolled_back() -> None:
+    assert rollback_of(Replace("shop", cmd("web"))) is None  # built without `was`
+    assert rollback_of(StopOld("web", plan_restart_all(["web"]).steps[0].change)) is None
+    sup = SupervisorSpec(id="apps", children=[cmd("app")])
+    back = rollback_of(Replace("shop", cmd("apps"), was=sup))
+    assert back is not None and back.spec == sup  # a subtree replaced whole, too
+
+
+def test_a_worker_whose_held_sockets_the_new_spec_keeps_may_start_before_the_old_stops() -> None:
+    assert may_overlap(served(), served(version="2"))
+    assert may_overlap(served(), served(version="2", ready="sd_notify"))
+    assert may_overlap(served(), served(version="2", ready=2.0))
+
+
+@pytest.mark.parametrize(
+    ("was", "new", "why"),
+    [
+        (cmd("web"), cmd("web", "true"), "no held socket: the new one would bind it too"),
+        (served(), cmd("web"), "the new spec drops the socket"),
+        (
+            served(),
+            served(version="2", ready=HttpProbe("http://127.0.0.1:8080/health")),
+            "a probe on the shared socket could be answered by the old process",
+        ),
+        (served(), served(version="2", pid_file="/run/web.pid"), "two daemons, one pid file"),
+        (served(), SupervisorSpec(id="web", children=[cmd("x")]), "a supervisor"),
+        (None, served(), "the old spec is not known"),
+    ],
+)
+def test_where_two_processes_cannot_serve_at_once_the_old_one_stops_first(
+    was: ChildSpec | None, new: ChildSpec | SupervisorSpec, why: str
+) -> None:
+    assert not may_overlap(was, new), why
+
+
+def test_the_standby_is_the_new_spec_under_a_free_id_temporary_and_not_significant() -> None:
+    step = Replace("shop", served(version="2"), was=served())
+    standby = standby_of(step, {"web", "db"})
+    assert standby.id == "web~update"
+    assert (standby.restart, standby.significant) == (Restart.TEMPORARY, False)
+    assert standby.env == {"VERSION": "2"} and standby.sockets == served().sockets
+    assert standby_of(step, {"web", "web~update"}).id == "web~update2"
+    with pytest.raises(ValueError, match="may not start before the old stops"):
+        standby_of(Replace("shop", cmd("web", "true"), was=cmd("web")), {"web"})

@@ -98,15 +98,19 @@ def test_a_replacement_that_exits_within_its_settle_fails_the_update_and_the_res
             ("web", "failed to start")
         ]
         assert "failed: replace apps/web: failed to start: exit code 3" in str(raised.value)
+        # Rolled back: the child runs the spec it ran before, in a new process.
+        assert [s.child for s, _ in outcome.rolled_back] == ["web"]
         web = tree.nanny.child_nanny("apps").get(timeout=10).proxy().which_child("web")
-        assert web.get(timeout=10).state == "stopped"  # with its new spec: the next update
+        assert web.get(timeout=10).state == "running"
         after = pids(tree)
+        assert after["shop/apps/web"] not in (None, before["shop/apps/web"])
         assert {p: after[p] for p in after if p != "shop/apps/web"} == {
             p: before[p] for p in before if p != "shop/apps/web"
         }
-        assert tree.alive
+        assert tree.alive and tree.spec == shop()
         # The next update converges from the tree as it now runs.
-        assert tree.update(shop(), settle=0).message == "changed: apps/web"
+        fixed = with_web(shop(), sleeper("web", 612))
+        assert tree.update(fixed, settle=0).message == "changed: apps/web"
         assert pids(tree)["shop/apps/web"] is not None
 
 
