@@ -107,6 +107,8 @@ def _status(path: Path) -> dict[str, Any] | None:
         answer = call(path, {"op": "status"}, timeout=STATUS_TIMEOUT)
     except NoAnswer:
         return None
+    except OSError as e:  # the run closed the connection as it ended
+        raise ControlError(f"its control socket closed ({e.strerror or e})") from e
     return answer if answer.get("ok") else None
 
 

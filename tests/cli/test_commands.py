@@ -387,7 +387,10 @@ def test_nested_children_by_path_pause_resume_signal(tmp_path, env):
         solo = before["nest/pool/solo"]
         out = cli("pause", "solo", "--socket", sock, env=env)
         assert out.stdout == f"paused nest/pool/solo (pid {solo}, SIGSTOP to its process group)\n"
-        assert psutil.Process(solo).status() == psutil.STATUS_STOPPED
+        # A stop signal takes effect once the kernel runs the process: not at once on a
+        # loaded machine.
+        stopped = lambda: psutil.Process(solo).status() == psutil.STATUS_STOPPED  # noqa: E731
+        wait_until(stopped, 10, "solo stopped")
         only = cli("status", "solo", "--socket", sock, env=env).stdout
         assert re.search(rf"solo\s+paused\s+{solo}\s", only) and "nest/w" not in only
         assert cli("resume", "solo", "--socket", sock, env=env).returncode == 0
