@@ -36,6 +36,7 @@ from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine
 from ._fake_engine import FakeHandle as FakeHandle
 from ._harness import TreeHarness as TreeHarness
 from ._harness import wait_gone as wait_gone
+from ._scripted import scripted as scripted
 from ._waits import EventProbe as EventProbe
 
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------
