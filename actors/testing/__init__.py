@@ -39,6 +39,12 @@ from ._harness import wait_gone as wait_gone
 from ._scripted import scripted as scripted
 from ._waits import EventProbe as EventProbe
 
+
+class Crash(BaseException):
+    """An exception for `crash()` that a child's `except Exception` does not swallow
+    (as KeyboardInterrupt and SystemExit are not): the child's target ends with it."""
+
+
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------
 
 
