@@ -36,7 +36,14 @@ from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine
 from ._fake_engine import FakeHandle as FakeHandle
 from ._harness import TreeHarness as TreeHarness
 from ._harness import wait_gone as wait_gone
+from ._scripted import scripted as scripted
 from ._waits import EventProbe as EventProbe
+
+
+class Crash(BaseException):
+    """An exception for `crash()` that a child's `except Exception` does not swallow
+    (as KeyboardInterrupt and SystemExit are not): the child's target ends with it."""
+
 
 # -- scripted children (OTP's supervisor_1, for processes) ---------------------
 

@@ -110,6 +110,7 @@ class TreeHarness:
         self._hit: dict[str, tuple[int, bool]] = {}
         self._stopped_at: int | None = None  # the log's length when stop() began
         self._own = OwnStreams()  # the launcher's stdout and stderr are ours
+        self._crashed: dict[str, tuple[int, str]] = {}  # child -> (pid, what crash() raised)
 
     @classmethod
     def from_toml(
@@ -680,7 +681,20 @@ class TreeHarness:
         pid = self.pid(child_id)
         self._fault(child_id, pid, ends=True)
         inject_crash(pid, exception, timeout)
+        self._crashed[child_id] = (pid, repr(exception))
         return pid
+
+    def hints(self) -> list[str]:
+        """What a wait that timed out should also say: a crash the child swallowed."""
+        said = []
+        for child_id, (pid, what) in self._crashed.items():
+            if not _gone(pid):
+                said.append(
+                    f"crash() raised {what} in {child_id!r} (pid {pid}), which still runs: "
+                    "its own code caught it (an `except Exception` around its work?). Raise "
+                    "testing.Crash(...), which `except Exception` does not catch, or kill() it"
+                )
+        return said
 
     def _owner(self, child_id: str) -> Any:
         """The proxy of the supervisor that owns `child_id`."""

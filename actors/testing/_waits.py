@@ -42,6 +42,7 @@ class Waited(Protocol):
     def check_strict(self) -> None: ...
     def check_id(self, child_id: str | None) -> None: ...
     def merged(self) -> frozenset[str]: ...
+    def hints(self) -> list[str]: ...
 
 
 _EVENT_FIELDS = tuple(f.name for f in dataclasses.fields(Event))
@@ -195,9 +196,10 @@ def wait_on(
                 _last_reason(harness.log.snapshot(), child),
             )
         if time.monotonic() >= deadline:
+            hints = "".join(f"\n{hint}" for hint in harness.hints())
             raise TimeoutError(
                 f"{what}: no matching event within {timeout}s; last events:\n"
-                f"{textwrap.indent(last_events(harness.log.snapshot()), '  ')}"
+                f"{textwrap.indent(last_events(harness.log.snapshot()), '  ')}{hints}"
             )
 
 
