@@ -139,6 +139,15 @@ def load_tree(
     return _Loader(filename, resolve_target, vars, read_env_file).load(text)
 
 
+def _follows(error: ConfigError, unset: list[ConfigError]) -> bool:
+    """Whether `error` is about a value still holding an unset variable."""
+    if "${" in repr(error.value):
+        return True
+    return any(
+        error.path == u.path or error.path.startswith((f"{u.path}.", f"{u.path}[")) for u in unset
+    )
+
+
 class _Loader(_Reader):
     """A tree file's tables walked into specs: the root, each supervisor and worker,
     every child's first problem recorded so that one pass reports them all."""
@@ -154,6 +163,7 @@ class _Loader(_Reader):
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
         self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
         self.env_files = EnvFiles(self, read_env_file, self.errors.append)
+        self.unset = []  # a variable with no value: reported with the file's other problems
 
     def load(self, text: str | bytes) -> SupervisorSpec:
         try:
@@ -162,9 +172,12 @@ class _Loader(_Reader):
             self.errors.extend(e.errors)
         except _Skipped:
             pass
-        if self.errors:  # a problem of the tree's env file once, not once per child
+        unset = self.unset or []
+        # What the unset variables' places then say is their consequence, not a problem.
+        errors = unset + [e for e in self.errors if not _follows(e, unset)]
+        if errors:  # a problem of the tree's env file once, not once per child
             seen: set[tuple[str, str]] = set()
-            unique = [e for e in self.errors if not _seen((e.path, str(e)), seen)]
+            unique = [e for e in errors if not _seen((e.path, str(e)), seen)]
             raise ConfigError.several(unique)
         return spec
 

@@ -102,6 +102,9 @@ class _Reader:
         self.resolve = resolve
         self.values = values
         self.base = None if filename == NO_FILE else PurePath(filename).parent
+        # Variables with no value: raised at once (None), or kept here while the rest of
+        # the file is still checked, so one pass lists every problem (the tree loader).
+        self.unset: list[ConfigError] | None = None
 
     def error(self, path: str, value: Any, expected: str) -> ConfigError:
         return ConfigError(self.filename, path, value, expected)
@@ -132,9 +135,10 @@ class _Reader:
             try:
                 doc = substitute(doc, self.values)
             except VarError as e:
-                raise ConfigError.several(
-                    [self.error(p.path, p.value, p.expected) for p in e.problems]
-                ) from None
+                found = [self.error(p.path, p.value, p.expected) for p in e.problems]
+                if self.unset is None:
+                    raise ConfigError.several(found) from None
+                self.unset.extend(found)  # the rest of `doc` is substituted: read on
         self.check_keys(doc, "", ("supervisor", "engine", *TREE_KEYS))
         return doc
 

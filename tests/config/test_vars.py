@@ -99,6 +99,26 @@ def test_every_unset_variable_is_reported_in_file_order():
     assert all("not set" in str(e) for e in caught.value.errors)
 
 
+def test_an_unset_variable_does_not_hide_the_files_other_problems():
+    """`check` without a ${PORT} value still lists every other mistake of the file;
+    what the variable's own places say then is not a second problem."""
+    text = (
+        '[supervisor]\nid = "root"\n'
+        '[[supervisor.children]]\nid = "web"\ncommand = ["srv", "${PORT}"]\n'
+        'ready = { tcp = "${PORT}" }\nrestrat = "permanent"\n'
+        '[[supervisor.children]]\nid = "worker"\ncommand = ["w"]\nshutdown = -3\n'
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_tree(text, "t.toml", vars={})
+    found = [(e.path, "not set" in str(e)) for e in caught.value.errors]
+    assert found == [
+        ("supervisor.children[0].command[1]", True),
+        ("supervisor.children[0].ready.tcp", True),
+        ("supervisor.children[0].restrat", False),
+        ("supervisor.children[1].shutdown", False),
+    ]
+
+
 @pytest.mark.parametrize("bad", ["${", "${1X}", "${A B}", "${A:default}", "x ${A"])
 def test_a_brace_that_is_not_a_variable_is_an_error_with_the_fix(bad):
     with pytest.raises(ConfigError, match=r"write \$\$\{ for a literal \$\{") as caught:
