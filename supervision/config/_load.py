@@ -80,6 +80,7 @@ from ..spec._spec import (
     ChildSpec,
     SupervisorSpec,
 )
+from ._defaults import apply_defaults, read_defaults
 from ._engine import (
     read_engine,
 )
@@ -135,6 +136,8 @@ class _Loader(_Reader):
         super().__init__(filename, resolve, values)
         self.errors: list[ConfigError] = []  # every child's first problem, in file order
         self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
+        self.defaults: dict[str, Any] = {}  # [defaults], read (_defaults.py)
+        self.strategy = Strategy.ONE_FOR_ONE  # of the supervisor whose children are read
 
     def load(self, text: str | bytes) -> SupervisorSpec:
         try:
@@ -152,6 +155,11 @@ class _Loader(_Reader):
         if "engine" in doc:
             try:
                 read_engine(self, doc["engine"], "engine")
+            except ConfigError as e:  # reported with the tree's problems
+                self.errors.extend(e.errors)
+        if "defaults" in doc:
+            try:
+                self.defaults = read_defaults(self, doc["defaults"])
             except ConfigError as e:  # reported with the tree's problems
                 self.errors.extend(e.errors)
         if "supervisor" not in doc:
@@ -213,16 +221,17 @@ class _Loader(_Reader):
                 )
             )
             raw = []
-        outer = self.log_defaults
+        outer, outer_strategy = self.log_defaults, self.strategy
         try:
             self.log_defaults = {**outer, **self.log_fields(table, path)}
         except ConfigError as e:
             problems.extend(e.errors)
         self.errors.extend(problems)  # in file order: the supervisor's keys, then its children
+        self.strategy = kw.get("strategy", Strategy.ONE_FOR_ONE)
         try:
             children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
         finally:
-            self.log_defaults = outer
+            self.log_defaults, self.strategy = outer, outer_strategy
         if problems:
             raise _Skipped  # recorded above
         try:
@@ -376,6 +385,9 @@ class _Loader(_Reader):
             kw["restart_limit"] = self.restart_limit(
                 table["restart_limit"], f"{path}.restart_limit"
             )
+        if "required" in table:
+            kw["required"] = self.boolean(table, path, "required")
+        apply_defaults(kw, table, self.defaults, self.strategy)
         kw.update(self.log_defaults)
         kw.update(self.log_fields(table, path))
         try:

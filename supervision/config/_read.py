@@ -133,7 +133,7 @@ class _Reader:
                 raise ConfigError.several(
                     [self.error(p.path, p.value, p.expected) for p in e.problems]
                 ) from None
-        self.check_keys(doc, "", ("supervisor", "engine"))
+        self.check_keys(doc, "", ("supervisor", "defaults", "engine"))
         return doc
 
     def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:

@@ -363,6 +363,7 @@ def test_a_tree_whose_child_flaps_from_the_start_takes_commands_at_once(tmp_path
         '[supervisor]\nid = "shop"\nintensity = 1000\nperiod = 10\n'
         + worker("steady", 600)
         + '[[supervisor.children]]\nid = "flappy"\ncommand = ["sh", "-c", "sleep 0.02; exit 1"]\n'
+        + "restart_limit = false\n"  # charged to the root, whose intensity the update changes
     )
     with started(tree, text, sock, env, "shop/flappy") as run:
         run.expect(r"shop/flappy child_exited")
