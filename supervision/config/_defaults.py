@@ -14,18 +14,31 @@ The Python API has no such default: a ChildSpec's restart_limit is None unless s
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from .._errors import SpecError
 from ..spec._fields import Restart, Strategy
 from ..spec._restart_limit import RestartLimit
 from ..spec._spec import ChildSpec
+from ._errors import ConfigError
 from ._keys import DEFAULT_RESTART_LIMIT_STRATEGIES, DEFAULTS_KEYS
 
-if TYPE_CHECKING:
-    from ._load import _Loader
-
 PATH = "defaults"
+
+
+class _Loader(Protocol):
+    """The tree file's loader (_load.py), as this module reads a worker's keys with it."""
+
+    def error(self, path: str, value: Any, expected: str) -> ConfigError: ...
+    def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None: ...
+    def child_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None: ...
+    def daemon_fields(self, table: dict[str, Any], path: str, kw: dict[str, Any]) -> None: ...
+    def seconds(
+        self, table: Mapping[str, Any], path: str, key: str, *, zero: bool = False
+    ) -> float: ...
+    def boolean(self, table: Mapping[str, Any], path: str, key: str) -> bool: ...
+    def restart_limit(self, value: Any, path: str) -> RestartLimit | None: ...
 
 
 def read_defaults(loader: _Loader, table: Any) -> dict[str, Any]:
