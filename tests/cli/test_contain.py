@@ -169,12 +169,24 @@ def test_an_optional_child_that_cannot_start_is_failed_and_the_rest_run(tmp_path
                 "opt/web": "running",
             }
             until(url, lambda s: states(s, "cache") == ["failed"], "cache failed in metrics")
+            # `wait --ready` and `stop` name the cause: not a restart_limit here.
+            waited = cli("wait", "cache", "--ready", "--socket", str(sock), env=env)
+            assert waited.returncode == 1, waited
+            assert (
+                "child 'opt/cache' failed: its first start failed (required = false) "
+                "(last: exit code 1)" in waited.stderr
+            ), waited.stderr
+            stopped = cli("stop", "cache", "--socket", str(sock), env=env)
+            assert "opt/cache was not running (failed: its first start failed)" in stopped.stdout
             # Once its configuration is there, `nannytree start` starts it.
             flag.touch()
             out = cli("start", "cache", "--socket", str(sock), env=env)
             assert out.returncode == 0, out.stderr
             assert workers(status(sock, env))["opt/cache"]["state"] == "running"
-            assert manager.next("STATUS")["STATUS"] == "3 children running"
+            said = [manager.next("STATUS")["STATUS"]]
+            while said[-1] != "3 children running" and len(said) < 5:
+                said.append(manager.next("STATUS")["STATUS"])  # "starting cache" may come first
+            assert said[-1] == "3 children running", said
             rc, output = run.finish(signal.SIGTERM)
         assert rc == 0, output
     finally:
