@@ -401,6 +401,8 @@ class Supervisor:
         if step.ctx == "init" and not getattr(child.spec, "required", True):
             # Section 16, beyond OTP: an optional child is left failed; the plan goes on.
             self._fail(child, "required = false: its first start failed; its siblings run")
+            if self.mode == "shutting_down":  # significant: auto_shutdown (section 8)
+                self._plan = deque(s for s in self._plan if not isinstance(s, _Start))
         elif step.ctx == "init":
             # 2.4: no restart logic; stop the started ones and fail.
             self._plan.clear()

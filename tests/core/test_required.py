@@ -99,11 +99,14 @@ def test_an_optional_significant_child_that_fails_triggers_auto_shutdown():
         children=[
             worker("a"),
             worker("web", required=False, significant=True, restart=Restart.TRANSIENT),
+            worker("b"),
         ],
     )
     ex = started(spec, "web")
     assert EventKind.AUTO_SHUTDOWN in ex.event_kinds()
     assert ex.sup.mode == "stopped"
+    assert ex.started_ids() == ["a"]  # b is not started by a supervisor shutting down
+    assert ex.terminated_ids() == ["a"]
 
 
 def test_required_must_be_a_bool():
