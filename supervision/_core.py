@@ -245,8 +245,9 @@ class Supervisor:
         child alone and at once: a running (or starting: the plan its process will
         have), not paused, worker of a one_for_one or simple_one_for_one supervisor
         that runs, with restart permanent ("any" exit) or transient ("abnormal"
-        exits only; an exit before `min_uptime` is abnormal), no backoff and no
-        start_check (which runs before each start). An executor may restart the
+        exits only; an exit before `min_uptime` is abnormal), no backoff, no
+        start_check (which runs before each start) and, with a restart_limit, room
+        in its window for one more restart. An executor may restart the
         child before the exit reaches the core; the core still accounts for the
         exit as usual. `ahead`: for a child of `next_starts()`,
         the plan its process will have once the core asks for its start.
@@ -259,7 +260,10 @@ class Supervisor:
             or child.state == "paused"
             or not isinstance(child.spec, ChildSpec)
             or child.spec.backoff is not None
-            or child.window is not None  # its own window decides: not ahead (section 4.1)
+            # Its own window decides (section 4.1): ahead only while it has room for
+            # one more restart, which it keeps until that exit (only time or a group
+            # restart changes it meanwhile, and both leave more room, never less).
+            or (child.window is not None and child.window.budget(self._now) < 1)
             or child.spec.start_check is not None  # a restart ahead would skip its check
             or self.spec.strategy not in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
         ):
@@ -394,7 +398,12 @@ class Supervisor:
             self._plan.clear()  # the rest of the group waits with it, as for a retry
             return self._advance()
         self._report(EventKind.START_FAILED, child, reason=reason)
-        if step.ctx == "init":
+        if step.ctx == "init" and not getattr(child.spec, "required", True):
+            # Section 16, beyond OTP: an optional child is left failed; the plan goes on.
+            self._fail(child, "required = false: its first start failed; its siblings run")
+            if self.mode == "shutting_down":  # significant: auto_shutdown (section 8)
+                self._plan = deque(s for s in self._plan if not isinstance(s, _Start))
+        elif step.ctx == "init":
             # 2.4: no restart logic; stop the started ones and fail.
             self._plan.clear()
             error = SupervisorStartError(self.name, child_id, reason)

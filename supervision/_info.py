@@ -20,7 +20,8 @@ ChildState: TypeAlias = Literal[
     "backoff",
     "unreachable",  # a remote subtree its engine cannot reach now: not an exit
     "pending",  # a remote subtree no live node can take now: waits, charged nothing
-    "failed",  # its restart_limit was exceeded: stopped until started or reset
+    "failed",  # its restart_limit was exceeded, or an optional child failed its first
+    # start: stopped until started or reset
 ]
 
 

@@ -394,8 +394,13 @@ def never_ready(awaited: list[Node], root: Node, ending: Ending) -> str | None:
     for node in _all(awaited):
         if node.type == "worker" and node.state == "failed":
             why = node.last_exit or "failed"
+            cause = (  # never started: an optional child (docs/otp-semantics.md section 16)
+                "its first start failed (required = false)"
+                if node.incarnation == 0
+                else "its restart_limit was exceeded"
+            )
             return (
-                f"child {node.path!r} failed: its restart_limit was exceeded (last: {why}); "
+                f"child {node.path!r} failed: {cause} (last: {why}); "
                 "`nannytree start` starts it again"
             )
     for node in awaited:

@@ -19,6 +19,7 @@ from ._exit import FAILED, OK
 def cmd_check(args: argparse.Namespace) -> int:
     from actors import load_tree_file, read_tree_file
     from actors.host._check import (
+        containment_warnings,
         daemon_warnings,
         far_side_warnings,
         loose_problems,
@@ -69,7 +70,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             )
     for problem in found:
         error(f"{path}: {problem}")
-    for warning in [*daemon_warnings(path), *root_run_notes(spec)]:
+    for warning in [*daemon_warnings(path), *root_run_notes(spec), *containment_warnings(spec)]:
         error(f"{path}: {warning}")
     if found:
         error(f"{path}: {_plural(len(found), 'problem')}; the tree would not run as written")

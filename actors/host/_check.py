@@ -197,6 +197,44 @@ def _workers(spec: Any) -> Iterator[Any]:
             yield child
 
 
+# A root that gives up after this many restarts (or fewer) is "small" against one
+# flapping child: the trial's 10 in 60 s was spent by 11 kills of one nginx in a minute.
+SMALL_INTENSITY = 10
+_ALONE = ("one_for_one", "simple_one_for_one")  # where a tree file's default applies
+
+
+def containment_warnings(spec: Any) -> list[str]:
+    """One line when workers of the file opted out of their default restart_limit
+    (docs/otp-semantics.md section 15), so that their crashes are charged to their
+    supervisor and, past its intensity, up to a root whose intensity is small: one
+    flapping child then stops the whole tree. Says the fix."""
+    if spec.intensity > SMALL_INTENSITY:
+        return []
+    charged = [c.id for c in _charging(spec)]
+    if not charged:
+        return []
+    names = ", ".join(repr(c) for c in charged[:3]) + (
+        f" and {len(charged) - 3} more" if len(charged) > 3 else ""
+    )
+    which = "child" if len(charged) == 1 else "children"
+    return [
+        f"warning: {which} {names} opted out of restart_limit (false): a crash loop of "
+        f"one is charged up to the root (intensity={spec.intensity} period={spec.period:g}) "
+        "and stops the whole tree; drop `restart_limit = false` (then 5 restarts in 30 s "
+        "leave it failed, its siblings running) or raise the root's intensity"
+    ]
+
+
+def _charging(spec: Any) -> Iterator[Any]:
+    """The workers restarted alone that have no restart_limit, other than temporary ones."""
+    alone = getattr(spec.strategy, "value", spec.strategy) in _ALONE
+    for child in getattr(spec, "children", ()):
+        if hasattr(child, "children"):
+            yield from _charging(child)
+        elif alone and child.restart_limit is None and child.restart.value != "temporary":
+            yield child
+
+
 def root_run_notes(spec: Any) -> list[str]:
     """A note for each program the file runs as root for a child with a user: the
     opt-in is deliberate, and `check` says it aloud."""

@@ -193,7 +193,10 @@ class Controller:
         if t.info.state == "stopped":
             return f"{t.path} was not running"
         if t.info.state == "failed":  # kept: `reset` or `start` is the operator's answer
-            return f"{t.path} was not running (failed: its restart_limit was exceeded)"
+            cause = "its restart_limit was exceeded"
+            if t.info.incarnation == 0:  # never started: optional (required = false)
+                cause = "its first start failed"
+            return f"{t.path} was not running (failed: {cause})"
         self._call(t, "terminate_child", t.child_id)
         return f"stopped {t.path}" + (f" (was pid {t.info.pid})" if t.info.pid else "")
 

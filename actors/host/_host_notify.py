@@ -67,7 +67,8 @@ def summary(root: Node) -> str:
     text = f"{running} {'child' if running == 1 else 'children'} running"
     failed = [n.path.split("/", 1)[-1] for n in workers if n.state == "failed"]
     stopped = len(workers) - running - len(failed)
-    if failed:  # its restart_limit gave up: systemd's `failed`, worth a word of its own
+    if failed:  # its restart_limit gave up, or an optional child could not start: systemd's
+        # `failed`, worth a word of its own
         more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
         text += f", {len(failed)} failed ({', '.join(failed[:3])}{more})"
     return text + (f", {stopped} stopped" if stopped else "")

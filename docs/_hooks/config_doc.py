@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from supervision.config._keys import (
     BACKOFF_KEYS,
+    DEFAULTS_KEYS,
     ENGINE_KEYS,
     FILE_READY_KEYS,
     LIVENESS_KEYS,
@@ -251,7 +252,16 @@ _WORKER = {
         "table | false",
         "ChildSpec.restart_limit",
         "The child's own restart intensity, a [restart_limit table](#restart_limit): "
-        "one restart too many leaves it failed, its siblings running.",
+        "one restart too many leaves it failed, its siblings running. In a tree file, "
+        "left out: `{ intensity = 5, period = 30 }` for a worker restarted alone "
+        "(one_for_one, simple_one_for_one; not temporary), or [defaults](#defaults)'; "
+        "false: none, its restarts charge its supervisor, as OTP's.",
+    ),
+    "required": KeyDoc(
+        "boolean",
+        "ChildSpec.required",
+        "false: a failed first start leaves the child failed (supervisord's FATAL) and "
+        "its siblings start; true: it fails the tree's start, as OTP's init.",
     ),
     **_LOG,
     "sockets": KeyDoc(
@@ -607,6 +617,18 @@ _ENGINE = {
     ),
 }
 
+# [defaults]: the worker keys' own meanings; restart_limit's default is the file's.
+_DEFAULTS = {
+    **{k: _WORKER[k] for k in DEFAULTS_KEYS if k != "restart_limit"},
+    "restart_limit": KeyDoc(
+        "table | false",
+        None,
+        "The [restart_limit](#restart_limit) of every worker restarted alone (one_for_one, "
+        "simple_one_for_one; not temporary) that sets none; false: none (OTP's charging).",
+        default="{ intensity = 5, period = 30 }",
+    ),
+}
+
 TABLES: tuple[TableDoc, ...] = (
     TableDoc("root", "The root supervisor", "`[supervisor]`", ROOT_KEYS, _ROOT),
     TableDoc(
@@ -615,6 +637,13 @@ TABLES: tuple[TableDoc, ...] = (
         "`[[supervisor.children]]` with `command` or `target`",
         WORKER_KEYS,
         _WORKER,
+    ),
+    TableDoc(
+        "defaults",
+        "Defaults for every worker",
+        "`[defaults]`, beside `[supervisor]`: a worker's table overrides each key",
+        DEFAULTS_KEYS,
+        _DEFAULTS,
     ),
     TableDoc(
         "supervisor",

@@ -22,6 +22,7 @@ WORKER_KEYS = (
     *("normal_exit_codes", "fresh_interpreter", "warm_start"),
     *("stop_signal", "kill_mode", "watchdog", "pid_file", "reload", "liveness"),
     "restart_limit",
+    "required",
     *LOG_KEYS,
     *("sockets", "user", "group"),
     *("start_check", "start_check_timeout", "start_check_as_root"),
@@ -63,3 +64,15 @@ ENGINE_KEYS = (
     *("kind", "address", *ENGINE_SECONDS_OR_OFF, *ENGINE_SECONDS, *ENGINE_COUNTS),
     *ENGINE_TABLES,
 )
+
+# -- [defaults]: what every worker of the file gets unless its table says otherwise --
+# (supervisord's [program:x] defaults, systemd's drop-ins). docs/otp-semantics.md section 15.
+DEFAULTS_KEYS = (
+    *("restart", "shutdown", "backoff", "restart_limit", "required"),
+    *("stop_signal", "kill_mode", "start_timeout", "min_uptime"),
+)
+# What a tree file's worker gets for restart_limit when neither its table nor
+# [defaults] names one: 5 restarts in 30 s, then `failed` (RestartLimit's defaults).
+# Only where a crash restarts the child alone (one_for_one, simple_one_for_one) and
+# only for a child that is restarted at all (not temporary).
+DEFAULT_RESTART_LIMIT_STRATEGIES = ("one_for_one", "simple_one_for_one")

@@ -80,6 +80,7 @@ from ..spec._spec import (
     ChildSpec,
     SupervisorSpec,
 )
+from ._defaults import apply_defaults, read_defaults
 from ._engine import (
     read_engine,
 )
@@ -164,6 +165,8 @@ class _Loader(_Reader):
         self.log_defaults: dict[str, Any] = {}  # LOG_KEYS of the supervisors around
         self.env_files = EnvFiles(self, read_env_file, self.errors.append)
         self.unset = []  # a variable with no value: reported with the file's other problems
+        self.defaults: dict[str, Any] = {}  # [defaults], read (_defaults.py)
+        self.strategy = Strategy.ONE_FOR_ONE  # of the supervisor whose children are read
 
     def load(self, text: str | bytes) -> SupervisorSpec:
         try:
@@ -187,6 +190,11 @@ class _Loader(_Reader):
         if "engine" in doc:
             try:
                 read_engine(self, doc["engine"], "engine")
+            except ConfigError as e:  # reported with the tree's problems
+                self.errors.extend(e.errors)
+        if "defaults" in doc:
+            try:
+                self.defaults = read_defaults(self, doc["defaults"])
             except ConfigError as e:  # reported with the tree's problems
                 self.errors.extend(e.errors)
         if "supervisor" not in doc:
@@ -248,16 +256,17 @@ class _Loader(_Reader):
                 )
             )
             raw = []
-        outer = self.log_defaults
+        outer, outer_strategy = self.log_defaults, self.strategy
         try:
             self.log_defaults = {**outer, **self.log_fields(table, path)}
         except ConfigError as e:
             problems.extend(e.errors)
         self.errors.extend(problems)  # in file order: the supervisor's keys, then its children
+        self.strategy = kw.get("strategy", Strategy.ONE_FOR_ONE)
         try:
             children = self.children(raw, f"{path}.children", kw.get("auto_shutdown"))
         finally:
-            self.log_defaults = outer
+            self.log_defaults, self.strategy = outer, outer_strategy
         if problems:
             raise _Skipped  # recorded above
         try:
@@ -416,6 +425,9 @@ class _Loader(_Reader):
             kw["restart_limit"] = self.restart_limit(
                 table["restart_limit"], f"{path}.restart_limit"
             )
+        if "required" in table:
+            kw["required"] = self.boolean(table, path, "required")
+        apply_defaults(kw, table, self.defaults, self.strategy)
         kw.update(self.log_defaults)
         kw.update(self.log_fields(table, path))
         try:

@@ -139,7 +139,7 @@ class _Reader:
                 if self.unset is None:
                     raise ConfigError.several(found) from None
                 self.unset.extend(found)  # the rest of `doc` is substituted: read on
-        self.check_keys(doc, "", ("supervisor", "engine", *TREE_KEYS))
+        self.check_keys(doc, "", ("supervisor", "defaults", "engine", *TREE_KEYS))
         return doc
 
     def check_keys(self, table: Mapping[str, Any], path: str, allowed: tuple[str, ...]) -> None:

@@ -32,6 +32,8 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
   the spec's `ready` is a number; a child with a readiness check that is not
   ready within `start_timeout` fails to start (reason start_timeout), as live.
   `min_uptime` is the core's: an exit sooner after the start is a failed start.
+  So is `required=False`: a child whose first start fails (`failed_starts={1}`) is
+  left failed while its siblings start, as live (docs/otp-semantics.md section 16).
 - A probe as `ready` (TcpProbe, HttpProbe, ExecProbe) is tried at once and
   every probe period: the start ends at the first attempt at or after the
   model's `answers_after` (its service's warm-up), or fails at `start_timeout`

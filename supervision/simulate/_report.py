@@ -39,7 +39,7 @@ class ChildReport:
     times its supervisor stopped it; `unhealthy` counts its exits with reason
     unhealthy (stopped by its liveness probe; also in `exits` and `failures`);
     `failed` the times its restart_limit left it failed (docs/otp-semantics.md
-    section 4.1).
+    section 4.1), or its first start did with required=False (section 16).
     """
 
     path: str

@@ -129,6 +129,10 @@ def _child_significant(spec: Any, cid: str) -> None:
         raise SpecError(cid, "significant", True, _NOT_PERMANENT)
 
 
+def _child_required(spec: Any, cid: str) -> None:
+    _check_bool(spec.required, cid, "required")
+
+
 def _child_env(spec: Any, cid: str) -> None:
     if spec.env is None:
         return
@@ -496,6 +500,7 @@ _CHILD_CHECKS: tuple[Callable[[Any, str], None], ...] = (
     _child_restart,
     _child_shutdown,
     _child_significant,
+    _child_required,
     _child_env,
     _child_inherit_env,
     _child_cwd,

@@ -27,6 +27,8 @@ Every default, in one sentence each:
 - `placement` defaults to None: a subtree runs in its parent's process.
 - `restart_limit` defaults to None: a child's restarts count only against its
   supervisor's intensity.
+- `required` defaults to True: a worker that fails its first start stops its
+  supervisor's start, as in OTP.
 """
 
 from __future__ import annotations
@@ -145,6 +147,11 @@ class ChildSpec:
       stopped in state "failed" (event child_failed); its siblings keep running and
       its supervisor's intensity is never charged for its restarts. See
       docs/otp-semantics.md section 4.1.
+    - `required`: True (default, OTP's init): a failed first start of the child
+      fails its supervisor's start, which stops the children already started.
+      False: the child is left "failed" (event child_failed, as supervisord's
+      FATAL) and its siblings start and run; restart_child starts it later. See
+      docs/otp-semantics.md section 16.
     - `log_max_bytes`, `log_backups`, `log_timestamps`: how the launcher keeps the
       child's `stdout`/`stderr` file (docs/logs.md): rotated before it passes
       log_max_bytes (0: never) into log_backups older files (file.1 ... file.N),
@@ -206,6 +213,7 @@ class ChildSpec:
     pid_file: str | os.PathLike[str] | None = None
     reload: Reload | SignalLike | tuple[Sequence[str], SignalLike] | None = None
     restart_limit: RestartLimit | tuple[int, float] | None = None
+    required: bool = True
     log_max_bytes: int | None = None
     log_backups: int | None = None
     log_timestamps: bool | None = None

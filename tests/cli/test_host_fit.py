@@ -95,8 +95,9 @@ def test_run_says_ready_once_the_tree_is_up_then_status_stopping_and_pings(
     )
     try:
         ready = manager.next("READY")
-        # "app" starts only once "web" has been up 1 s: READY=1 came after both.
-        assert up.exists()
+        # "app" starts only once "web" has been up 1 s: READY=1 came after both. Its
+        # start counts once its process runs, a moment before its shell writes `up`.
+        wait_until(up.exists, DEADLINE, "app's shell wrote its marker")
         assert ready["READY"] == "1" and ready["STATUS"] == "2 children running"
         assert ready["MAINPID"] == str(run.pid)
         assert "NOTIFY_SOCKET" not in env_file.read_text()  # the children's is not ours

@@ -152,6 +152,7 @@ command = [
 ]
 ready = 0.2
 stderr = "capture"
+restart_limit = false  # charged to the root: its intensity ends the tree
 
 [[supervisor.children]]
 id = "gate"

@@ -16,6 +16,7 @@ from supervision import (
     ReadyFile,
     Reload,
     Restart,
+    RestartLimit,
     Strategy,
     SupervisorSpec,
     UnresolvedTarget,
@@ -140,7 +141,9 @@ def test_the_smallest_file_takes_every_default_and_the_file_stem_as_id():
     spec = load_tree(
         b'[supervisor]\n[[supervisor.children]]\nid = "a"\ncommand = ["true"]\n', "x/web.toml"
     )
-    assert spec == SupervisorSpec(id="web", children=[ChildSpec(id="a", command=["true"])])
+    # A tree file's worker is contained by default (docs/otp-semantics.md section 4.2).
+    child = ChildSpec(id="a", command=["true"], restart_limit=RestartLimit())
+    assert spec == SupervisorSpec(id="web", children=[child])
 
 
 def test_without_a_resolver_targets_stay_unresolved_and_say_so_when_called():
@@ -428,12 +431,14 @@ def test_daemon_keys_load_into_the_same_spec_as_python():
         ready="sd_notify",
         watchdog=10.0,
         reload=Reload("HUP", check=["nginx", "-t"], check_timeout=5),
+        restart_limit=RestartLimit(),
     )
     assert legacy == ChildSpec(
         "legacy",
         command=["legacyd"],
         pid_file="/etc/nanny/run/legacyd.pid",
         reload=Reload(signal.SIGUSR1),
+        restart_limit=RestartLimit(),
     )
 
 

@@ -192,10 +192,18 @@ def test_a_dynamic_child_that_fails_is_removed():
     assert ex.sup.mode == "running"
 
 
-def test_a_contained_child_is_never_restarted_ahead():
-    ex = running(tree())
-    assert ex.sup.exit_plan("web") is None
+def test_a_contained_child_is_restarted_ahead_only_while_its_window_has_room():
+    """Its next exit is then sure to be restarted (the window only gains room until
+    that exit); the exit that would be one too many is never acted on ahead."""
+    ex = running(tree())  # web: at most 2 restarts in 10 s
     assert ex.sup.exit_plan("a") is not None
+    assert ex.sup.exit_plan("web") is not None
+    crash_loop(ex, "web", 1)
+    assert ex.sup.exit_plan("web") is not None  # one restart of 2 used
+    crash_loop(ex, "web", 1)
+    assert ex.sup.exit_plan("web") is None  # the next exit fails it
+    crash_loop(ex, "a", 1, every=10.0)  # the core's time goes on: web's restarts age out
+    assert ex.sup.exit_plan("web") is not None
 
 
 # -- reset_restarts ------------------------------------------------------------------

@@ -273,7 +273,7 @@ def test_supervise_your_services(tmp_path: Path) -> None:
         assert after["shop/worker"]["pid"] == new_worker
 
         # 8. add the page's fifth child to the file, and update the running tree
-        (addition,) = fenced(page, "toml")
+        (addition,) = [b for b in fenced(page, "toml") if 'id = "refunds"' in b]
         with (shop / "shop.toml").open("a") as f:
             f.write("\n" + addition)
         assert nannytree("update") == "added: refunds\n"

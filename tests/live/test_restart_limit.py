@@ -43,6 +43,7 @@ period = 30
 id = "db"
 command = ["sleep", "600"]
 shutdown = 2
+restart_limit = false  # charged to the root, as OTP's (no default limit)
 
 [[supervisor.children]]
 id = "flappy"

@@ -147,6 +147,8 @@ def test_an_update_from_a_file_and_a_file_that_is_not_valid(tmp_path: Path) -> N
     with Tree(spec) as tree:
         before = pids(tree)
         path.write_text(
+            # As the Python spec it updates: no restart_limit (a file's default has one).
+            "[defaults]\nrestart_limit = false\n"
             '[supervisor]\nid = "t"\n'
             '[[supervisor.children]]\nid = "a"\ncommand = ["sleep", "611"]\nshutdown = 2\n'
             '[[supervisor.children]]\nid = "b"\ncommand = ["sleep", "${SECONDS}"]\nshutdown = 2\n'
