@@ -11,6 +11,7 @@ finds children, judges readiness and restarts through the operations layer
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import re
 import signal
@@ -183,10 +184,23 @@ class TreeHarness:
         self.check_strict()
 
     def wait(self, timeout: float | None = None) -> ExitReason | None:
-        """Wait until the tree ends by itself (gives up, auto_shutdown); its exit reason."""
+        """Wait until the tree ends by itself (gives up, auto_shutdown); its exit reason,
+        whose message names the child behind a give-up and its last exit."""
         if self.tree is None:
             raise RuntimeError("the tree is not started; call start() or use `with`")
-        return self.tree.wait(timeout)
+        reason = self.tree.wait(timeout)
+        if reason is None:
+            return None
+        gave_up = [
+            e for e in self.log.snapshot() if e.context is EventKind.MAX_INTENSITY_REACHED
+        ]
+        if not gave_up or not gave_up[0].offender:
+            return reason
+        first = gave_up[0]  # the give-up that began the end (those above follow it)
+        because = f"{first.supervisor}/{first.offender}"
+        if first.reason is not None:
+            because += f" (its last exit: {first.reason})"
+        return dataclasses.replace(reason, message=f"{reason.message}, because of {because}")
 
     # -- looking --
 

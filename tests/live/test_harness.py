@@ -244,4 +244,6 @@ def test_the_harness_waits_for_a_give_up_and_reads_the_log_after(nanny_tree):
     tree = nanny_tree(spec)
     reason = tree.wait(timeout=20)
     assert reason is not None and "max_restart_intensity" in reason.message
+    # It names the child behind the give-up, and its last exit.
+    assert "because of gives/c (its last exit: exit code 1)" in reason.message, reason
     assert tree.wait_for(EventKind.SUPERVISOR_STOPPED, since=0).supervisor == "gives"
