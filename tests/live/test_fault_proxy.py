@@ -103,10 +103,11 @@ def test_latency_grows_the_round_trip_by_at_least_the_latency(nanny_tree):
         proxy.latency(150, jitter=20, direction="upstream")
         one = min(_round_trip(s) for _ in range(3))
         proxy.heal()
-        after = _round_trip(s)
-    assert both >= before + 0.300
-    assert one >= before + 0.130  # 150 ms, less the jitter, one way only
-    assert after < both
+        after = min(_round_trip(s) for _ in range(3))
+    # Lower bounds only: the added delay is certain, the rest is the host's load.
+    assert both >= 0.300  # 150 ms each way
+    assert one >= 0.130  # 150 ms less the jitter, one way only
+    assert before < one < both and after < one  # one way adds half; heal takes it away
 
 
 def test_bandwidth_caps_the_bytes_a_second(nanny_tree):
