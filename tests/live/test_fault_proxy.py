@@ -135,6 +135,22 @@ def test_partition_makes_reads_time_out_and_heal_delivers_what_was_held(nanny_tr
         assert s.recv(100) == b"held\n"  # TCP would have retried it: it arrives
 
 
+def test_a_partition_holds_a_bounded_amount_then_the_sender_waits(nanny_tree):
+    _, proxy = _tree(nanny_tree)
+    block = b"x" * (1 << 20)
+    sent = 0
+    with _connect(proxy) as s:
+        _round_trip(s)  # an open connection: the proxy reads it
+        proxy.partition()
+        s.settimeout(1.0)  # a proxy that kept reading would take all 64 MiB at once
+        with pytest.raises(TimeoutError):
+            for _ in range(64):
+                s.sendall(block)
+                sent += len(block)
+    # the proxy's 256 KiB and the kernel's socket buffers: far below what was offered
+    assert sent < 32 << 20
+
+
 def test_partition_with_refuse_refuses_new_connections_until_heal(nanny_tree):
     _, proxy = _tree(nanny_tree)
     assert proxy.partition(refuse=True)["refusing"] is True
