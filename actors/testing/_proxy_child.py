@@ -203,7 +203,7 @@ class _Proxy:
                     if not isinstance(request, dict):
                         raise ValueError("a request is a JSON object")
                     answer = {"ok": True, **(await self.apply(request))}
-                except (ValueError, TypeError) as e:
+                except (ValueError, TypeError, OSError) as e:  # OSError: the port was taken
                     answer = {"ok": False, "error": str(e)[:1000]}
                 writer.write(json.dumps(answer).encode() + b"\n")
                 await writer.drain()
