@@ -36,6 +36,10 @@ from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine
 from ._fake_engine import FakeHandle as FakeHandle
 from ._harness import TreeHarness as TreeHarness
 from ._harness import wait_gone as wait_gone
+from ._proxy import FaultProxy as FaultProxy
+from ._proxy import fault_proxy as fault_proxy
+from ._resources import SmallDisk as SmallDisk
+from ._resources import small_disk as small_disk
 from ._scripted import scripted as scripted
 from ._waits import EventProbe as EventProbe
 

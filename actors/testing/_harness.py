@@ -191,9 +191,7 @@ class TreeHarness:
         reason = self.tree.wait(timeout)
         if reason is None:
             return None
-        gave_up = [
-            e for e in self.log.snapshot() if e.context is EventKind.MAX_INTENSITY_REACHED
-        ]
+        gave_up = [e for e in self.log.snapshot() if e.context is EventKind.MAX_INTENSITY_REACHED]
         if not gave_up or not gave_up[0].offender:
             return reason
         first = gave_up[0]  # the give-up that began the end (those above follow it)
