@@ -19,29 +19,69 @@ nothing imports it but tests and the plugin's first name, `actors.pytest_plugin`
 
 from __future__ import annotations
 
+import importlib
 import signal
 import socket
 import sys
 import time
 
-from .._launcher._faults import inject_crash as inject_crash
-from .._process._fake import FakeChild as FakeChild  # the fake behind the process port
-from .._process._fake import FakeSpawner as FakeSpawner
-from ._deadlines import Deadline as Deadline
-from ._deadlines import eventually as eventually
-from ._deadlines import within as within
-from ._events import UnexpectedExit as UnexpectedExit
-from ._events import WaitFailed as WaitFailed
-from ._fake_engine import FakeEngine as FakeEngine  # the fake behind the engine port
-from ._fake_engine import FakeHandle as FakeHandle
-from ._harness import TreeHarness as TreeHarness
-from ._harness import wait_gone as wait_gone
-from ._proxy import FaultProxy as FaultProxy
-from ._proxy import fault_proxy as fault_proxy
-from ._resources import SmallDisk as SmallDisk
-from ._resources import small_disk as small_disk
-from ._scripted import scripted as scripted
-from ._waits import EventProbe as EventProbe
+TYPE_CHECKING = False  # the plugin imports this package in every pytest session
+
+if TYPE_CHECKING:
+    from .._launcher._faults import inject_crash as inject_crash
+    from .._process._fake import FakeChild as FakeChild
+    from .._process._fake import FakeSpawner as FakeSpawner
+    from ._deadlines import Deadline as Deadline
+    from ._deadlines import eventually as eventually
+    from ._deadlines import within as within
+    from ._events import UnexpectedExit as UnexpectedExit
+    from ._events import WaitFailed as WaitFailed
+    from ._fake_engine import FakeEngine as FakeEngine
+    from ._fake_engine import FakeHandle as FakeHandle
+    from ._harness import TreeHarness as TreeHarness
+    from ._harness import wait_gone as wait_gone
+    from ._proxy import FaultProxy as FaultProxy
+    from ._proxy import fault_proxy as fault_proxy
+    from ._resources import SmallDisk as SmallDisk
+    from ._resources import small_disk as small_disk
+    from ._scripted import scripted as scripted
+    from ._waits import EventProbe as EventProbe
+
+# Imported on first use: the pytest plugin (and a child unpickling testing.Crash)
+# imports this package, and must not pay for the harness, pykka and the tree.
+_HOMES = {
+    "inject_crash": ".._launcher._faults",
+    "FakeChild": ".._process._fake",
+    "FakeSpawner": ".._process._fake",
+    "Deadline": "._deadlines",
+    "eventually": "._deadlines",
+    "within": "._deadlines",
+    "UnexpectedExit": "._events",
+    "WaitFailed": "._events",
+    "FakeEngine": "._fake_engine",
+    "FakeHandle": "._fake_engine",
+    "TreeHarness": "._harness",
+    "wait_gone": "._harness",
+    "FaultProxy": "._proxy",
+    "fault_proxy": "._proxy",
+    "SmallDisk": "._resources",
+    "small_disk": "._resources",
+    "scripted": "._scripted",
+    "EventProbe": "._waits",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'actors.testing' has no attribute {name!r}")
+    value = getattr(importlib.import_module(home, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOMES])
 
 
 class Crash(BaseException):

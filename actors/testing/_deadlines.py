@@ -20,6 +20,8 @@ from typing import TypeVar
 T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 10.0
+# Seconds a test's tree gets to stop at teardown before what is left is killed.
+TEARDOWN_SHUTDOWN = 1.0
 EVERY = 0.02  # s between two tries of `eventually`, at first
 EVERY_MAX = 0.25  # ... growing to this
 

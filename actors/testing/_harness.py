@@ -44,7 +44,7 @@ from .._shell._event_log import EventLog
 from .._shell._messages import ShutdownTree
 from .._shell._nanny import NannyActor, TreeNode
 from .._tree import Tree
-from ._deadlines import timeout_or_left
+from ._deadlines import TEARDOWN_SHUTDOWN, timeout_or_left
 from ._events import (
     REPORT_EVENTS,
     StrictJudge,
@@ -64,9 +64,6 @@ from ._lines import check as check_lines
 from ._lines import count as count_lines
 from ._streams import merged_ids, resolve
 from ._waits import OUTPUT_EVERY, EventProbe, event_if, wait_on, wanted, what_of
-
-# Seconds a test's tree gets to stop at teardown before what is left is killed.
-TEARDOWN_SHUTDOWN = 1.0
 
 
 class TreeHarness:

@@ -26,9 +26,13 @@ from typing import Any
 
 import pytest
 
-from supervision import SupervisorSpec
+from ._deadlines import TEARDOWN_SHUTDOWN
 
-from ._harness import TEARDOWN_SHUTDOWN, TreeHarness
+TYPE_CHECKING = False  # typing's names only: the harness is imported when a tree starts
+if TYPE_CHECKING:
+    from supervision import SupervisorSpec
+
+    from ._harness import TreeHarness
 
 STRICT_INI = "nannytree_strict"
 TEARDOWN_INI = "nannytree_teardown_shutdown"
@@ -86,6 +90,10 @@ def _trees(config: pytest.Config) -> Iterator[Callable[..., TreeHarness]]:
         __tracebackhide__ = True  # a failed start names the test's line
         if strict is None:
             strict = bool(config.getini(STRICT_INI))
+        from supervision import SupervisorSpec
+
+        from ._harness import TreeHarness
+
         if teardown_shutdown == "ini":
             teardown_shutdown = _teardown(config)
         start_kwargs["teardown_shutdown"] = teardown_shutdown
