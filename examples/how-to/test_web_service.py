@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from actors.testing import TreeHarness, free_port
+from actors.testing import TreeHarness, eventually, fault_proxy, free_port, within
 from supervision import ChildSpec, HttpProbe, LogLine, SupervisorSpec, TcpProbe
 
 
@@ -63,3 +63,27 @@ def test_a_banner_and_a_port(nanny_tree: Callable[..., TreeHarness]) -> None:
     )
     tree = nanny_tree(SupervisorSpec(id="two", children=[banner, tcp]), strict=True)
     assert tree.child("banner").state == "running" and tree.child("tcp").state == "running"
+
+
+def test_what_comes_after_kill(nanny_tree: Callable[..., TreeHarness]) -> None:
+    """What neither xprocess nor mirakuru has: a misspelt id fails at once, a fault
+    proxy between the client and the server, and lines counted over a block."""
+    port = free_port()
+    server = ChildSpec(
+        id="web",
+        command=[sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"],
+        ready=HttpProbe(f"http://127.0.0.1:{port}/"),
+        stderr="capture",
+    )
+    proxy = fault_proxy("web_proxy", upstream=("127.0.0.1", port))
+    tree = nanny_tree(SupervisorSpec(id="app", children=[server, proxy.spec]), strict=True)
+    with pytest.raises(LookupError, match="did you mean 'web'"):
+        tree.wait_ready("wbe")  # at once, not after a 10 s timeout
+    url = f"http://127.0.0.1:{proxy.port}/"
+    with within(10), tree.expect_lines("web", r'"GET / HTTP/1.1" 200', count=1):
+        assert urllib.request.urlopen(url, timeout=5).status == 200  # through the proxy
+    proxy.partition()  # nothing passes: the client's read times out
+    with pytest.raises(OSError), tree.expect_lines("web", r"GET", count=0):
+        urllib.request.urlopen(url, timeout=0.5)
+    proxy.heal()
+    eventually(lambda: urllib.request.urlopen(url, timeout=5).status == 200)

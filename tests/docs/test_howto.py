@@ -190,4 +190,4 @@ def test_the_pytest_example_replacing_xprocess_and_mirakuru_passes() -> None:
     example = EXAMPLES / "test_web_service.py"
     done = run_pytest("-q", str(example), cwd=ROOT)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert re.search(r"^3 passed", done.stdout, re.MULTILINE), done.stdout
+    assert re.search(r"^4 passed", done.stdout, re.MULTILINE), done.stdout
