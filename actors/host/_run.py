@@ -38,6 +38,7 @@ from ._options import RunOptions, child_output, event_log_path, make_engine, rel
 from ._server import ControlSocket
 
 log = logging.getLogger("nannytree")
+WAKE = 0.05  # seconds between looks for the end of a wait on the feed (the tree stopped)
 
 
 class _Interrupted(Exception):
@@ -387,14 +388,17 @@ class Runner:
         view: LiveView | None,
         snapshots: _Snapshots | None,
         timeout: float,
+        over: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Show the events of the next `timeout` seconds (and refresh the view)."""
+        """Show the events of the next `timeout` seconds (and refresh the view), or
+        until `over` says what it waits for came (looked at every WAKE seconds)."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            event = feed.get(left)
-            if event is None:
+            event = feed.get(min(left, WAKE))
+            if event is not None:
+                self.emit(self.record(event), view)
+            elif over():
                 break
-            self.emit(self.record(event), view)
         if view is not None and snapshots is not None:
             view.update(snapshots.latest, busy=snapshots.busy)
             view.refresh()
@@ -409,11 +413,16 @@ class Runner:
         deadline = None
         if self.opts.duration is not None:
             deadline = time.monotonic() + self.opts.duration
-        while not self.stop.event.is_set() and ref.is_alive():
+
+        def over() -> bool:
+            return self.stop.event.is_set() or not ref.is_alive()
+
+        while not over():
             if deadline is not None and time.monotonic() >= deadline:
                 self.stop.request(f"--duration {self.opts.duration:g}s")
                 break
-            self._pump(feed, view, snapshots, self.opts.refresh)
+            left = self.opts.refresh if deadline is None else deadline - time.monotonic()
+            self._pump(feed, view, snapshots, max(0.0, min(self.opts.refresh, left)), over)
 
     def _stop_tree(
         self,
@@ -432,8 +441,8 @@ class Runner:
         stopper = threading.Thread(target=ref.stop, name="nannytree-stop", daemon=True)
         stopper.start()
         while stopper.is_alive():
-            self._pump(feed, view, snapshots, self.opts.refresh)
-        self._pump(feed, view, snapshots, 0.05)
+            self._pump(feed, view, snapshots, self.opts.refresh, lambda: not stopper.is_alive())
+        self._pump(feed, view, snapshots, 0.01, lambda: True)  # what the last stops said
         if snapshots is not None:
             snapshots.done.set()
             snapshots.join()
