@@ -15,15 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pykka
-from rich.console import Console
 
 from actors._operate._text import printable
 from actors.cli._control import ControlError, socket_for
 from actors.cli._exit import FAILED, OK, USAGE
-from actors.cli._view import Header, LiveView, plain_line
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
@@ -36,6 +34,11 @@ from ._host_notify import HostNotifier, summary
 from ._monitors import Monitors
 from ._options import RunOptions, child_output, event_log_path, make_engine, reload_source
 from ._server import ControlSocket
+
+if TYPE_CHECKING:  # rich, for the live view only: plain output never loads it (5 MB)
+    from rich.console import Console
+
+    from actors.cli._view import LiveView
 
 log = logging.getLogger("nannytree")
 WAKE = 0.05  # seconds between looks for the end of a wait on the feed (the tree stopped)
@@ -96,6 +99,8 @@ def _in_background(work: Callable[[], object]) -> None:
 
 
 def _make_console(out: TextIO) -> Console:
+    from rich.console import Console
+
     if out.isatty():
         return Console(file=out, highlight=False)
     width = int(os.environ.get("COLUMNS", "160"))
@@ -212,7 +217,7 @@ class Runner:
             view.add(record)
         elif self.printing:
             try:
-                print(plain_line(record), file=self.out, flush=True)
+                print(str(record), file=self.out, flush=True)  # escaped by EventRecord
             except BrokenPipeError:  # `nannytree run ... | head`: keep running quietly
                 self.printing = False
                 # As Python's docs advise, so that the exit's flush does not fail again.
@@ -341,6 +346,8 @@ class Runner:
         snapshots: _Snapshots | None = None
         try:
             if self.live:
+                from actors.cli._view import Header, LiveView
+
                 header = Header(
                     spec.id,
                     os.getpid(),

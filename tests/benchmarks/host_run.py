@@ -8,8 +8,9 @@ starts `python -m actors.cli run shop.toml` (the README's tree, its port a free 
 with that side's code first on the path, waits until every child started and a
 second more, then reads:
 
-- the RSS (MB) and threads of the run host, its guardian and its launcher (the
-  host's three processes; the children are not counted);
+- the RSS and PSS (MB) and threads of the run host, its guardian and its launcher
+  (the host's three processes; the children are not counted). The guardian and the
+  launcher share the pages of their fork: their RSS counts those twice, PSS once;
 - after a SIGTERM: the seconds until the run's process exited, counted from the
   root's `supervisor_stopped` line (the tree stopped) and from the signal.
 
@@ -91,9 +92,12 @@ def one_round(checkout: Path, metrics: bool) -> dict[str, float]:
             if f"nannytree: {role}" in title:
                 roles[role] = proc
     for role, proc in roles.items():
-        out[f"rss_{role}"] = proc.memory_info().rss / 1e6
+        full = proc.memory_full_info()
+        out[f"rss_{role}"] = full.rss / 1e6
+        out[f"pss_{role}"] = full.pss / 1e6  # its shared pages divided among their users
         out[f"threads_{role}"] = proc.num_threads()
     out["rss_host"] = sum(out[f"rss_{r}"] for r in roles)
+    out["pss_host"] = sum(out[f"pss_{r}"] for r in roles)
     signalled = time.monotonic()
     run.send_signal(signal.SIGTERM)
     stopped = None
@@ -127,7 +131,7 @@ def main() -> int:
         for label in ("before", "after"):
             xs = results[label].get(name, [])
             scale = 1000 if name.startswith("exit") else 1
-            unit = "ms" if name.startswith("exit") else ("MB" if name.startswith("rss") else "")
+            unit = "ms" if name.startswith("exit") else ("MB" if name[:3] in ("rss", "pss") else "")
             xs = [x * scale for x in xs]
             cells.append(f"{statistics.median(xs):7.1f} / {p95(xs):7.1f} {unit}" if xs else "-")
         print(f"{name:<22} {cells[0]:>24} {cells[1]:>24}")
