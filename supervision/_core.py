@@ -364,7 +364,19 @@ class Supervisor:
         self._shutdown(reason or ExitReason.shutdown())
         return self._advance()
 
-    def started(self, child_id: str, pid: int | None, incarnation: int, now: float) -> list[Action]:
+    def started(
+        self,
+        child_id: str,
+        pid: int | None,
+        incarnation: int,
+        now: float,
+        *,
+        ended: ExitReason | None = None,
+        uptime: float | None = None,
+    ) -> list[Action]:
+        """A start done. `ended`: its process ended before the start counted (a one-shot
+        step, whose start waits for its exit; `uptime` how long it ran): the exit is
+        applied at once, as `child_exited` would, before the next step of the plan."""
         step = self._answer(_Start, child_id)
         self._now = now
         child = self._get(child_id)
@@ -377,6 +389,8 @@ class Supervisor:
         self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
         if step.ctx in ("api_start", "api_restart"):
             self._out.append(Reply(child.info()))
+        if ended is not None:
+            self._exited(child, ended, incarnation, uptime)
         return self._advance()
 
     def main_pid_changed(self, child_id: str, incarnation: int, pid: int) -> bool:
@@ -478,6 +492,13 @@ class Supervisor:
                 incarnation=incarnation,
             )
             return self._flush()
+        self._exited(child, reason, incarnation, uptime)
+        return self._advance()
+
+    def _exited(
+        self, child: _Child, reason: ExitReason, incarnation: int, uptime: float | None
+    ) -> None:
+        """A running child's process ended by itself: its restart type decides."""
         reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
         self._set_pid(child, None)
@@ -487,7 +508,7 @@ class Supervisor:
         if (
             backoff is not None
             and started_at is not None
-            and now - started_at >= backoff.reset_after
+            and self._now - started_at >= backoff.reset_after
         ):
             child.failures = 0  # it had stayed up long enough: start counting again
         restart = child.spec.restart
@@ -505,7 +526,6 @@ class Supervisor:
         else:
             child.own_restart = child.window is not None
             self._restart(child)
-        return self._advance()
 
     def _early_exit(self, child: _Child, reason: ExitReason, uptime: float | None) -> ExitReason:
         """min_uptime: an exit too soon after the start is a failed start."""

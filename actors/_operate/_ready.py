@@ -5,7 +5,8 @@ the same rules (`is_ready`, and `Ending` for "can this wait still succeed").
 
 Ready: every worker "running" (its `ready` passed) with no liveness probe failing,
 or a one-shot step done (transient or temporary, ended by itself with a normal
-code); every supervisor running, the root's start returned. Never ready: the tree
+code), or a child an operator stopped (not with `strict`); every supervisor running
+(or stopped by an operator), the root's start returned. Never ready: the tree
 ended (gave up, shut itself down, failed to start, was stopped), or a supervisor
 above an awaited child gave up and is not restarted (transient), or an awaited
 child's restart_limit did (it is "failed"). Anything else
@@ -24,13 +25,12 @@ import pykka
 from supervision import ChildSpec, Event, EventKind, ExitKind, ExitReason, ReadyFile, SupervisorSpec
 
 from ._find import named, nanny_at
-from ._records import Node, health_text, stderr_lines
+from ._records import GAVE_UP, Node, at_rest, health_text, stderr_lines
 
 if TYPE_CHECKING:
     from ._snapshot import TreeInspector
 
 TICK = 0.1  # seconds between looks without an event (the root's start returning, a closing run)
-GAVE_UP = "reached_max_restart_intensity"
 START_FAILURE = ExitKind.START_FAILURE
 _ENDS = (EventKind.MAX_INTENSITY_REACHED, EventKind.AUTO_SHUTDOWN, EventKind.SUPERVISOR_STOPPED)
 # The states of a child that is there or coming back (a supervisor in one is not gone).
@@ -60,6 +60,9 @@ def wait_ready(
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0
     ):
         raise ValueError("timeout must be seconds >= 0, or null for no limit")
+    strict = request.get("strict", False)
+    if not isinstance(strict, bool):
+        raise ValueError("strict must be true or false")
     deadline = None if timeout is None else time.monotonic() + timeout
     log = inspector.log
     ending = Ending(inspector.spec.id)
@@ -71,15 +74,21 @@ def wait_ready(
         except pykka.ActorDeadError:  # the root stopped between two looks
             root = Node(inspector.spec.id, inspector.spec.id, "supervisor", "stopped")
         awaited = _awaited(root, keys, log.snapshot)
-        waiting = [_entry(n, inspector, ending) for n in _not_ready(awaited)]
+        waiting = [_entry(n, inspector, ending) for n in _not_ready(awaited, strict)]
         tree = root.id
         ended = ending.why(root, closing.is_set())
         if ended is not None:  # the reason says it all
             return {"tree": tree, "ready": False, "ended": ended, "waiting": []}
-        ended = never_ready(awaited, root, ending)
+        ended = never_ready(awaited, root, ending, strict=strict)
         if ended is not None:
             return {"tree": tree, "ready": False, "ended": ended, "waiting": waiting}
         if not waiting:
+            # Children stopped by the root's give-up look stopped on purpose: an event
+            # since the snapshot (its end) is seen first, and the tree looked at again.
+            events, index = log.since(index, 0)
+            if events:
+                ending.see(events)
+                continue
             count = sum(1 for n in _all(awaited) if n is not root)
             return {"tree": tree, "ready": True, "children": count}
         left = None if deadline is None else deadline - time.monotonic()
@@ -146,33 +155,22 @@ def _all(nodes: Iterable[Node]) -> Iterator[Node]:
             yield n
 
 
-def done(node: Node) -> bool:
-    """A one-shot step that did its work: ended by itself with a normal code, and its
-    restart (transient or temporary) does not start it again."""
-    return (
-        node.type == "worker"
-        and node.state == "stopped"
-        and node.restart in ("transient", "temporary")
-        and node.last_exit_kind == "normal"
-    )
-
-
 def is_ready(state: str, health: str | None) -> bool:
     """A worker in `state`, its liveness probe's status `health` (None: no probe), is
     ready: it runs (its `ready` passed) and is not failing its probe."""
     return state == "running" and health != "failing"
 
 
-def ready(node: Node) -> bool:
-    """This node alone (not its children) is ready."""
-    if node.type == "supervisor":
-        return node.state == "running"
+def ready(node: Node, *, strict: bool = False) -> bool:
+    """This node alone (not its children) is ready: running (a worker passing its
+    probe), or at rest on purpose (a finished one-shot step; unless `strict`, a child
+    an operator stopped)."""
     if node.state == "running":
-        return is_ready(node.state, (node.health or {}).get("status"))
-    return done(node)
+        return node.type == "supervisor" or is_ready(node.state, (node.health or {}).get("status"))
+    return at_rest(node, strict=strict)
 
 
-def _not_ready(awaited: list[Node]) -> list[Node]:
+def _not_ready(awaited: list[Node], strict: bool) -> list[Node]:
     """The nodes that keep the awaited ones from being ready: each worker not ready,
     and each supervisor not ready with nothing below it listed (a supervisor that is
     starting or stopped shows no children)."""
@@ -182,7 +180,7 @@ def _not_ready(awaited: list[Node]) -> list[Node]:
         below = [visit(c) for c in node.children]  # every child: each one listed
         if any(below):
             return True
-        if not ready(node):
+        if not ready(node, strict=strict):
             found.append(node)
             return True
         return False
@@ -376,10 +374,13 @@ class Ending:
         )
 
 
-def never_ready(awaited: list[Node], root: Node, ending: Ending) -> str | None:
+def never_ready(
+    awaited: list[Node], root: Node, ending: Ending, *, strict: bool = False
+) -> str | None:
     """A supervisor at or above an awaited node that gave up and stays stopped, an
     awaited worker whose restart_limit gave up (failed: the same, for one child), or
-    an awaited temporary child that ended abnormally and was removed."""
+    an awaited temporary child that ended and was removed, unless it was done or
+    (not `strict`) stopped on purpose."""
     paths = {n.path for n in _all(awaited)}
     for _, node in root.walk():
         above = any(p == node.path or p.startswith(node.path + "/") for p in paths)
@@ -404,7 +405,11 @@ def never_ready(awaited: list[Node], root: Node, ending: Ending) -> str | None:
                 "`nannytree start` starts it again"
             )
     for node in awaited:
-        if node.restart == "temporary" and node.state == "stopped" and not done(node):
+        if (
+            node.restart == "temporary"
+            and node.state == "stopped"
+            and not at_rest(node, strict=strict)
+        ):
             why = node.last_exit or "stopped"
             return f"child {node.path!r} ended ({why}) and is not restarted"
     return None

@@ -151,6 +151,38 @@ class Node(_Record):
         return cls(**{**cls._known(data), "children": kids})
 
 
+# -- at rest on purpose: what `status` and `wait --ready` count as fine --------------------
+
+GAVE_UP = "reached_max_restart_intensity"
+
+
+def done(node: Node) -> bool:
+    """A one-shot step that did its work: ended by itself with a normal code, and its
+    restart (transient or temporary) does not start it again."""
+    return (
+        node.type == "worker"
+        and node.state == "stopped"
+        and node.restart in ("transient", "temporary")
+        and node.last_exit_kind == "normal"
+    )
+
+
+def stopped_on_purpose(node: Node) -> bool:
+    """Stopped by an operator (`nannytree stop`, terminate_child) and left so: its
+    last exit a stop, not a supervisor's give-up (whose exit is a stop too)."""
+    return (
+        node.state == "stopped"
+        and node.last_exit_kind == "shutdown"
+        and GAVE_UP not in (node.last_exit or "")
+    )
+
+
+def at_rest(node: Node, *, strict: bool = False) -> bool:
+    """Not running, and fine so: a finished one-shot step, or (unless `strict`) a child
+    stopped on purpose. `status` counts every other one that does not run as down."""
+    return done(node) or (not strict and stopped_on_purpose(node))
+
+
 def health_text(health: dict[str, Any] | None) -> str:
     """A liveness probe's verdict in a few words: "ready" (not probed yet),
     "healthy", or "failing 2/3: <the last probe's error>"; "" without a probe."""

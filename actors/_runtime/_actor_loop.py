@@ -30,7 +30,6 @@ next major version.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import queue
 import sys
@@ -60,6 +59,8 @@ _missing = [name for name in _PRIVATE if not hasattr(pykka.Actor, name)]
 if not hasattr(pykka_messages, "_ActorStop"):
     _missing.append("messages._ActorStop")
 if _missing:
+    import importlib.metadata  # only to say so: it costs the host 4 MB
+
     raise ImportError(
         f"nannytree runs its actors on pykka's private API, checked against pykka 4.5; "
         f"pykka {importlib.metadata.version('pykka')} lacks {', '.join(_missing)}"

@@ -94,6 +94,7 @@ class EventLog:
         self._max_bytes = max_bytes
         self._dropped = 0
         self._cond = threading.Condition()
+        self._wakes = 0  # how often `wake` was called: ends the waits of `since`
         self._subscriptions: list[_Subscription] = []
 
     def append(self, event: Event) -> None:
@@ -153,6 +154,7 @@ class EventLog:
         and the index to ask from next. Dropped events are skipped."""
         deadline = time.monotonic() + timeout
         with self._cond:
+            wakes = self._wakes
             while True:
                 base, end = self._dropped, self._dropped + len(self._events)
                 if end > index:
@@ -160,9 +162,15 @@ class EventLog:
                     events = self._events
                     return [events[i] for i in range(start, len(events))], end
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self._wakes != wakes:
                     return [], end
                 self._cond.wait(remaining)
+
+    def wake(self) -> None:
+        """End every wait in `since` now, with what it has (a reader that closes)."""
+        with self._cond:
+            self._wakes += 1
+            self._cond.notify_all()
 
     def wait_for(
         self,

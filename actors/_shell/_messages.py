@@ -174,10 +174,15 @@ class ShutdownTree:
 
 @dataclass(frozen=True)
 class StartDone:
+    """A start done. `ended`: the exit that ended the process before its start counted
+    (a one-shot step, ready="exited": its start waits for it), told with the answer so
+    that its supervisor records it before it starts the next child."""
+
     child_id: str
     token: int
     pid: int | None
     incarnation: int
+    ended: ChildExited | None = None
 
 
 @dataclass(frozen=True)

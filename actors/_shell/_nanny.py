@@ -273,6 +273,10 @@ class NannyActor(SupervisorCalls, pykka.ThreadingActor):
         return None
 
     def _on_answer(self, message: StartDone | StartFailed, now: float) -> None:
+        ended = message.ended if isinstance(message, StartDone) else None
+        if ended is not None:  # a one-shot step's exit, with its start's answer
+            self._ahead.count_ahead(ended.respawned_by)
+            self._observe.exited(ended)
         actions = self._starts.answer(message, now)
         if actions is not None:  # else a start sent ahead, kept until the core asks
             self._run(actions)

@@ -38,7 +38,7 @@ from ._prober import Prober
 from ._request import StartProblem
 from ._run_as import RunAs
 from ._sd_notify import Notification, NotifyEndpoint
-from ._start_output import RunHistory
+from ._start_output import RunHistory, last_line
 from ._stopping import KILL_REPORT_GRACE
 
 READY_FILE_POLL = 0.005  # seconds; a file appearing has no portable event to wait on
@@ -215,10 +215,7 @@ def not_ready(
     """Why a start failed: it ended (`exit`), or it was not ready in time and was
     `killed`."""
     if not killed:
-        reason = history.classify(exit, stop_requested=False)
-        if waiting.error and not reason.message:
-            reason = dataclasses.replace(reason, message=waiting.error)
-        return reason
+        return exited_unready(history.classify(exit, stop_requested=False), waiting.error)
     if spec.pid_file is not None:
         why = (
             f"its first process did not exit within start_timeout="
@@ -234,3 +231,15 @@ def not_ready(
         if waiting.error:
             why += f"; last: {waiting.error}"
     return ExitReason(ExitKind.START_TIMEOUT, message=why, stderr_tail=history.tail(exit.stderr))
+
+
+def exited_unready(reason: ExitReason, probe_error: str) -> ExitReason:
+    """The reason of a child that ended before it was ready: the cause first (its
+    exit, then the last line it wrote: the traceback's exception, the `[emerg]`
+    line), the readiness probe's last refusal after it, as what it was: a symptom."""
+    if reason.message:
+        return reason  # a Python target's exception, a daemonized program: its own words
+    parts = [said] if (said := last_line(reason.stderr_tail)) else []
+    if probe_error:
+        parts.append(f"its readiness probe had found: {probe_error}")
+    return dataclasses.replace(reason, message="; ".join(parts)) if parts else reason

@@ -10,8 +10,6 @@ import os
 import sys
 from typing import Any
 
-import cloudpickle
-
 from supervision import ChildSpec, ExitReason, ListenSocket, LogLine
 
 from .._process._port import SpawnRequest
@@ -36,6 +34,8 @@ class StartProblem(Exception):
 def pickled_target(spec: ChildSpec) -> bytes:
     """A Python child's target, args and kwargs, pickled once; a field that cannot be
     pickled is named."""
+    import cloudpickle  # here: a tree of commands never loads it (3 MB of the host)
+
     try:
         return bytes(cloudpickle.dumps((spec.target, spec.args, spec.kwargs)))
     except Exception:

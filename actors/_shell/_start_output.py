@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 
 from supervision import ChildSpec, ExitKind, ExitReason, classify_exit
@@ -45,6 +46,21 @@ def tail_text(data: bytes) -> str:
     """The last lines of `data`, bounded in lines and bytes."""
     lines = data[-TAIL_BYTES:].decode(errors="replace").splitlines()
     return "\n".join(lines[-TAIL_LINES:])
+
+
+# Control characters a child may write (C0, DEL, C1, bidi): escaped in a reason's text.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+LAST_LINE_CHARS = 300
+
+
+def last_line(tail: str) -> str:
+    """The last line with something on it of what a child wrote (a traceback's
+    exception, nginx's `[emerg]` line): bounded, its control characters escaped."""
+    for line in reversed(tail.splitlines()):
+        if line.strip():
+            line = line.strip()[-LAST_LINE_CHARS:]
+            return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}", line)
+    return ""
 
 
 def output_tail(stderr: bytes, marks: dict[str, int]) -> str:

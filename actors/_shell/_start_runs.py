@@ -350,7 +350,15 @@ class Starts:
 
     def _answered(self, message: StartDone | StartFailed, now: float) -> list[Action]:
         if isinstance(message, StartDone):
-            return self._core.started(message.child_id, message.pid, message.incarnation, now)
+            ended = message.ended  # a one-shot step's exit: recorded before the next start
+            return self._core.started(
+                message.child_id,
+                message.pid,
+                message.incarnation,
+                now,
+                ended=None if ended is None else ended.reason,
+                uptime=None if ended is None else ended.uptime,
+            )
         return self._core.start_failed(message.child_id, message.reason, now)
 
     def hold_note(self, note: ChildNote) -> bool:

@@ -30,7 +30,7 @@ class StopOrder:
     proc: Any  # ChildHandle (a Protocol: kept out of the dataclass's type checks)
     stop_signal: int
     group: bool  # kill_mode "group": the stop signal goes to the whole process group
-    paused: bool  # SIGSTOPped by a pause: it needs SIGCONT to act on the signal
+    paused: bool  # SIGSTOPped by a pause: its whole group needs SIGCONT
     shutdown: Shutdown
 
     def begin(self, deadline: float | None, now: float) -> tuple[float | None, bool]:
@@ -39,8 +39,11 @@ class StopOrder:
         if self.shutdown == "brutal_kill":
             return 0.0, False
         self.proc.send_signal(self.stop_signal, group=self.group)
-        if self.paused:
-            self.proc.send_signal(signal.SIGCONT)  # a stopped process cannot act on it
+        if self.stop_signal not in (signal.SIGCONT, signal.SIGKILL):
+            # Whether or not we paused it, it may be stopped (a SIGSTOP from anyone, a
+            # debugger, a terminal's SIGTSTP), and a stopped process acts on no signal
+            # but SIGKILL: without this it would cost its whole shutdown. As systemd.
+            self.proc.send_signal(signal.SIGCONT, group=self.group or self.paused)
         return stop_timeout(self.shutdown, deadline, now)
 
 

@@ -232,9 +232,19 @@ class WorkerActor(PooledActor):
             return
         proc = self.proc
         self.arm_start(token, proc, arm)
-        self.tell_parent(StartDone(self.spec.id, token, pid, self.incarnation))
-        if proc is not None:
+        ended = self._ended_in_start(proc)
+        self.tell_parent(StartDone(self.spec.id, token, pid, self.incarnation, ended))
+        if proc is not None and ended is None:
             self.open_gate(proc)
+
+    def _ended_in_start(self, proc: ChildHandle | None) -> ChildExited | None:
+        """A one-shot step's exit, which its start waited for: the start's answer tells
+        it, so that its supervisor records it before the next child starts."""
+        if self.spec.ready != "exited" or proc is None or proc.exit is None:
+            return None
+        if self.own_exit(proc) is None:
+            return None  # (the gate is not open yet: the reader cannot have claimed it)
+        return self._exited(proc, proc.exit)
 
     def arm_start(self, token: int, proc: ChildHandle | None, arm: ArmExit | None) -> None:
         """The start `token` started `proc`, to be armed with `arm`."""
@@ -435,14 +445,19 @@ class WorkerActor(PooledActor):
         exit = proc.exit
         if exit is None or self._stops.exited(proc) or self.own_exit(proc) is None:
             return
+        self.tell_parent(self._exited(proc, exit))
+
+    def _exited(self, proc: ChildHandle, exit: ProcessExit) -> ChildExited:
+        """`proc` ended by itself (its exit taken back from the reader): forgotten, its
+        successor kept, its exit classified; the report for the supervisor."""
         self.ahead.successor = self.forget(proc, "", adopt=True)
         respawned_by = self.respawner() if self.ahead.successor is not None else None
         reason = self.classify(exit, stop_requested=False)
         if self.ahead.successor is not None:  # its output begins about now
             self.history.mark()
         self.history.last_exit = reason
-        self.tell_parent(
-            ChildExited(self.spec.id, self.incarnation, proc.pid, reason, exit.uptime, respawned_by)
+        return ChildExited(
+            self.spec.id, self.incarnation, proc.pid, reason, exit.uptime, respawned_by
         )
 
     def _on_forked(self, proc: ChildHandle) -> None:

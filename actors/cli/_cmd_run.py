@@ -38,7 +38,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     opts = _run_options(args)
     opts.source = Path(args.file)
     opts.engine_file = engine
-    return run_tree(spec, opts)
+    return _exiting(run_tree(spec, opts))
+
+
+def _exiting(status: int) -> int:
+    """The tree stopped and the process ends next: its objects need no collection at
+    the interpreter's exit (about 0.2 s of the host's heap, between the tree's stop
+    and the process's exit)."""
+    import gc
+
+    gc.freeze()
+    return status
 
 
 def demo_text() -> str:
@@ -52,4 +62,4 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from actors.host import run_tree
 
     spec = load_tree_text(demo_text(), "demo.toml")
-    return run_tree(spec, _run_options(args))
+    return _exiting(run_tree(spec, _run_options(args)))

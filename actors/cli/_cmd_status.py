@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from .._operate._records import Node
+from .._operate._records import Node, at_rest
 from .._operate._text import printable
 from ._client import ask, error
 from ._control import ControlError, call, running_sockets
@@ -48,7 +48,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if detail is not None:
             lines += ["", *detail_lines(paint, detail)]
         write(sys.stdout, lines)
-    down = [n for _, n in root.walk() if n.state not in ("running",)]
+    # Down: not running, unless at rest on purpose (strict: every one not running).
+    down = [n for _, n in root.walk() if n.state != "running" and (args.strict or not at_rest(n))]
     return NOT_RUNNING if down else OK
 
 

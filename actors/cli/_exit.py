@@ -24,7 +24,8 @@ MEANINGS: dict[int, str] = {
     "`--socket`).",
     NOT_RUNNING: "Not running: no tree found (`ls` found none; `wait`: none started "
     "within `--timeout`), or `status` shows a child that is not running, as "
-    "`systemctl status` does.",
+    "`systemctl status` does (a finished one-shot step and a child stopped on purpose "
+    "are fine, but with `--strict`).",
     TIMED_OUT: "Timed out: `wait --timeout` ran out with something not ready (named on "
     "stderr, with why).",
     INTERRUPTED: "Interrupted: Ctrl-C stopped `wait`.",

@@ -94,6 +94,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", parents=[client], help="show the running tree")
     p.add_argument("id", nargs="?", help="only this child (id or path)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"exit {NOT_RUNNING} for any child that does not run, a finished one-shot "
+        "step or a child stopped on purpose too",
+    )
     p.set_defaults(func=cmd_status)
     for op, text in (
         ("start", "start a stopped child"),
@@ -211,7 +217,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         required=True,
         help="every worker running (its ready passed) with no liveness probe failing, "
-        "or a one-shot step done; every supervisor running",
+        "or a one-shot step done, or stopped on purpose (`stop`); every supervisor running",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="a child stopped on purpose is not ready (waits for it to be started)",
     )
     p.add_argument(
         "--timeout", type=non_negative, metavar="S", help="give up after S seconds (default: never)"

@@ -78,9 +78,11 @@ class EventJournal:
         self._size = self._file.tell()
         self._closing = threading.Event()
         self._thread: threading.Thread | None = None
+        self._events: EventLog | None = None
 
     def follow(self, events: EventLog, start: int = 0) -> None:
         """Write `events`' events from index `start` on, as they come."""
+        self._events = events
         self._thread = threading.Thread(
             target=self._run, args=(events, start), name="nannytree-journal", daemon=True
         )
@@ -90,6 +92,8 @@ class EventJournal:
         """Write what the log holds that is not written yet, then close the file."""
         self._closing.set()
         if self._thread is not None:
+            assert self._events is not None
+            self._events.wake()  # the writer's wait for more ends now: a prompt exit
             self._thread.join(timeout)
         else:
             self._file.close()

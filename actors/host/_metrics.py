@@ -48,23 +48,33 @@ Windows = dict[str, Callable[[], tuple[float, ...]]]
 
 
 class ExitCounts:
-    """Exits of each child by reason, counted from the tree's events as they come."""
+    """Exits of each child by reason, and the code of its last one, counted from the
+    tree's events as they come."""
 
     def __init__(self, log: EventLog) -> None:
         self._lock = threading.Lock()
         self._counts: dict[tuple[str, str, str], int] = {}
+        self._codes: dict[tuple[str, str], int] = {}  # (supervisor, child): last code
         self._unsubscribe = log.subscribe(self._see)
 
     def _see(self, event: Event) -> None:
         if event.context not in EXITS or event.offender is None or event.reason is None:
             return
-        key = (event.supervisor, event.offender, event.reason.kind.value)
+        reason = event.reason
+        key = (event.supervisor, event.offender, reason.kind.value)
+        code = exit_code(reason.code, reason.signal)
         with self._lock:
             self._counts[key] = self._counts.get(key, 0) + 1
+            if code is not None:
+                self._codes[key[:2]] = code
 
     def counts(self) -> dict[tuple[str, str, str], int]:
         with self._lock:
             return dict(self._counts)
+
+    def codes(self) -> dict[tuple[str, str], int]:
+        with self._lock:
+            return dict(self._codes)
 
     def forget_gone(self, present: set[tuple[str, str]]) -> None:
         """Past MAX_SERIES counts, forget the children not in `present` (a pool's
@@ -72,9 +82,19 @@ class ExitCounts:
         with self._lock:
             if len(self._counts) > MAX_SERIES:
                 self._counts = {k: v for k, v in self._counts.items() if k[:2] in present}
+            if len(self._codes) > MAX_SERIES:
+                self._codes = {k: v for k, v in self._codes.items() if k in present}
 
     def close(self) -> None:
         self._unsubscribe()
+
+
+def exit_code(code: int | None, signal: int | None) -> int | None:
+    """An exit's code as a number: its exit code, or -N for a death by signal N (as
+    Python's returncode); None for an end without either (a failed spawn)."""
+    if code is not None:
+        return code
+    return -signal if signal is not None else None
 
 
 class FamilyStats:
@@ -88,12 +108,15 @@ class FamilyStats:
         self._lock = threading.Lock()
         self._procs: dict[int, psutil.Process] = {}
 
-    def read(self, pid: int) -> tuple[float, int] | None:
+    def read(self, pid: int) -> tuple[float, int, float] | None:
+        """CPU seconds and resident bytes of `pid`'s family, and when `pid` started
+        (seconds since the epoch)."""
         with self._lock:
             try:
                 proc = self._procs.get(pid)
                 if proc is None or not proc.is_running():
                     proc = self._procs[pid] = psutil.Process(pid)
+                started = proc.create_time()  # kept by the handle: read once
                 family = [proc, *proc.children(recursive=True)[: MAX_FAMILY - 1]]
             except psutil.Error:
                 self._procs.pop(pid, None)
@@ -107,7 +130,7 @@ class FamilyStats:
                         rss += p.memory_info().rss
                 except psutil.Error:
                     continue
-            return cpu, rss
+            return cpu, rss, started
 
     def prune(self, alive: set[int]) -> None:
         with self._lock:
@@ -152,8 +175,15 @@ class TreeCollector(Collector):
         if len(self._restarts) > MAX_SERIES:
             paths = {n.path for n in nodes}
             self._restarts = {p: c for p, c in self._restarts.items() if p in paths}
-        for (supervisor, child, reason), count in sorted(self.exits.counts().items()):
+        counts = self.exits.counts()
+        totals = dict.fromkeys(sorted(present), 0)  # 0 from its first scrape on
+        for (supervisor, child, reason), count in sorted(counts.items()):
             fam.exits.add_metric([tree, supervisor, child, reason], count)
+            totals[(supervisor, child)] = totals.get((supervisor, child), 0) + count
+        for (supervisor, child), total in totals.items():
+            fam.exits_all.add_metric([tree, supervisor, child], total)
+        for (supervisor, child), code in sorted(self.exits.codes().items()):
+            fam.last_code.add_metric([tree, supervisor, child], code)
         self.stats.prune({n.pid for n in nodes if n.pid is not None and n.node is None})
         fam.up_tree.add_metric([tree], 0 if root.state == "stopped" else 1)
         yield from fam.all()
@@ -178,6 +208,7 @@ class TreeCollector(Collector):
             if read is not None:
                 fam.cpu.add_metric(labels, read[0])
                 fam.rss.add_metric(labels, read[1])
+                fam.started.add_metric(labels, read[2])
 
     def _restart_count(self, node: Node) -> int:
         # Read from events (a busy supervisor), a node has no count (incarnation 0):
@@ -222,7 +253,17 @@ class _Families:
             "ends of the child's processes (exits, stops, failed starts) by reason",
             [*CHILD_LABELS, "reason"],
         )
+        self.exits_all = counter(
+            "child_process_exits",
+            "ends of the child's processes whatever the reason; 0 from the child's start",
+        )
+        self.last_code = gauge(
+            "child_last_exit_code", "the code of the child's last exit (-N: killed by signal N)"
+        )
         self.uptime = gauge("child_uptime_seconds", "seconds since the current process started")
+        self.started = gauge(
+            "child_start_time_seconds", "when the current process started, seconds since the epoch"
+        )
         self.cpu = counter(
             "child_cpu_seconds", "CPU seconds of the current process and its descendants"
         )

@@ -15,15 +15,13 @@ import threading
 import time
 from collections.abc import Callable
 from types import FrameType
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pykka
-from rich.console import Console
 
 from actors._operate._text import printable
 from actors.cli._control import ControlError, socket_for
 from actors.cli._exit import FAILED, OK, USAGE
-from actors.cli._view import Header, LiveView, plain_line
 from supervision import Event, EventKind, NannyError, SupervisorSpec
 
 from .. import EventLog, Tree
@@ -38,7 +36,13 @@ from ._monitors import Monitors
 from ._options import RunOptions, child_output, event_log_path, make_engine, reload_source
 from ._server import ControlSocket
 
+if TYPE_CHECKING:  # rich, for the live view only: plain output never loads it (5 MB)
+    from rich.console import Console
+
+    from actors.cli._view import LiveView
+
 log = logging.getLogger("nannytree")
+WAKE = 0.05  # seconds between looks for the end of a wait on the feed (the tree stopped)
 
 
 class _Interrupted(Exception):
@@ -96,6 +100,8 @@ def _in_background(work: Callable[[], object]) -> None:
 
 
 def _make_console(out: TextIO) -> Console:
+    from rich.console import Console
+
     if out.isatty():
         return Console(file=out, highlight=False)
     width = int(os.environ.get("COLUMNS", "160"))
@@ -212,7 +218,7 @@ class Runner:
             view.add(record)
         elif self.printing:
             try:
-                print(plain_line(record), file=self.out, flush=True)
+                print(str(record), file=self.out, flush=True)  # escaped by EventRecord
             except BrokenPipeError:  # `nannytree run ... | head`: keep running quietly
                 self.printing = False
                 # As Python's docs advise, so that the exit's flush does not fail again.
@@ -344,6 +350,8 @@ class Runner:
         snapshots: _Snapshots | None = None
         try:
             if self.live:
+                from actors.cli._view import Header, LiveView
+
                 header = Header(
                     spec.id,
                     os.getpid(),
@@ -391,14 +399,17 @@ class Runner:
         view: LiveView | None,
         snapshots: _Snapshots | None,
         timeout: float,
+        over: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Show the events of the next `timeout` seconds (and refresh the view)."""
+        """Show the events of the next `timeout` seconds (and refresh the view), or
+        until `over` says what it waits for came (looked at every WAKE seconds)."""
         deadline = time.monotonic() + timeout
         while (left := deadline - time.monotonic()) > 0:
-            event = feed.get(left)
-            if event is None:
+            event = feed.get(min(left, WAKE))
+            if event is not None:
+                self.emit(self.record(event), view)
+            elif over():
                 break
-            self.emit(self.record(event), view)
         if view is not None and snapshots is not None:
             view.update(snapshots.latest, busy=snapshots.busy)
             view.refresh()
@@ -413,11 +424,16 @@ class Runner:
         deadline = None
         if self.opts.duration is not None:
             deadline = time.monotonic() + self.opts.duration
-        while not self.stop.event.is_set() and ref.is_alive():
+
+        def over() -> bool:
+            return self.stop.event.is_set() or not ref.is_alive()
+
+        while not over():
             if deadline is not None and time.monotonic() >= deadline:
                 self.stop.request(f"--duration {self.opts.duration:g}s")
                 break
-            self._pump(feed, view, snapshots, self.opts.refresh)
+            left = self.opts.refresh if deadline is None else deadline - time.monotonic()
+            self._pump(feed, view, snapshots, max(0.0, min(self.opts.refresh, left)), over)
 
     def _stop_tree(
         self,
@@ -436,8 +452,8 @@ class Runner:
         stopper = threading.Thread(target=ref.stop, name="nannytree-stop", daemon=True)
         stopper.start()
         while stopper.is_alive():
-            self._pump(feed, view, snapshots, self.opts.refresh)
-        self._pump(feed, view, snapshots, 0.05)
+            self._pump(feed, view, snapshots, self.opts.refresh, lambda: not stopper.is_alive())
+        self._pump(feed, view, snapshots, 0.01, lambda: True)  # what the last stops said
         if snapshots is not None:
             snapshots.done.set()
             snapshots.join()

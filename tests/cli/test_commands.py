@@ -465,7 +465,7 @@ def test_exit_codes_listing_version_and_resume_of_a_running_child(tmp_path, thre
         assert ambiguous.returncode == 2 and "pick one with --tree ID" in ambiguous.stderr
         assert cli("status", "--tree", "three", env=env).returncode == 0  # all running
         assert cli("stop", "web", "--tree", "three", env=env).returncode == 0
-        down = cli("status", "--tree", "three", env=env)
+        down = cli("status", "--strict", "--tree", "three", env=env)  # stopped on purpose
         assert down.returncode == 3 and re.search(r"web\s+stopped", down.stdout)
         assert cli("status", "mailer", "--tree", "three", env=env).returncode == 0
         resumed = cli("resume", "mailer", "--tree", "three", env=env)

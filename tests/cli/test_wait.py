@@ -18,8 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from actors._operate._ready import Ending, done, never_ready, ready
-from actors._operate._records import Node
+from actors._operate._ready import Ending, never_ready, ready
+from actors._operate._records import Node, at_rest, done
 from actors.testing import wait_gone
 from tests.cli.test_commands import Proc, cli, env, pids, status, workers
 from tests.support import wait_until
@@ -170,8 +170,9 @@ def test_a_tree_that_crash_loops_into_its_intensity_ends_the_wait_at_once(tmp_pa
     with Proc("run", str(tree), "--socket", str(sock), env=env) as run:
         run.expect(r"brk/gate child_started")
         seen = set(pids(status(sock, env)).values())
-        assert cli("stop", "gate", "--socket", str(sock), env=env).returncode == 0  # not ready
-        args = ("wait", "--ready", "--timeout", "600", "--socket", str(sock))
+        assert cli("stop", "gate", "--socket", str(sock), env=env).returncode == 0
+        # strict: gate, stopped on purpose, is not ready, and the wait goes on
+        args = ("wait", "--ready", "--strict", "--timeout", "600", "--socket", str(sock))
         with Proc(*args, env=env) as waiter:
             wait_until(lambda: _waiting_on(run, sock), timeout=DEADLINE)
             go.touch()  # every run of svc from now on fails at once, before it is ready
@@ -181,7 +182,7 @@ def test_a_tree_that_crash_loops_into_its_intensity_ends_the_wait_at_once(tmp_pa
         assert "not ready after" not in out
         assert re.search(
             r"^nannytree: tree 'brk' gave up: child 'svc' ended too often "
-            r"\(last: exit code 3\); intensity=3 period=60",
+            r"\(last: exit code 3 \(bad config \\x1b\[2J\)\); intensity=3 period=60",
             out,
             re.M,
         ), out
@@ -225,7 +226,7 @@ def test_a_start_that_fails_ends_the_wait_at_once_with_its_stderr(tmp_path, env)
         assert rc == FAILED, out
         assert out.splitlines() == [
             "nannytree: tree 'nostart' could not start: child nostart/bad failed to start "
-            "(exit code 2)",
+            "(exit code 2 (no config))",
             "its stderr ended with:",
             "    | no config",
         ]
@@ -331,10 +332,91 @@ def test_status_has_no_health_column_without_a_probe(tmp_path, env):
         ({"state": "stopped", "restart": "permanent", "last_exit_kind": "normal"}, False),
     ],
 )
-def test_what_counts_as_ready(fields, is_ready):
+def test_what_counts_as_ready_strictly(fields, is_ready):
     node = Node(id="a", path="t/a", type="worker", **fields)
-    assert ready(node) is is_ready
+    assert ready(node, strict=True) is is_ready
     assert done(node) is (fields["state"] == "stopped" and is_ready)
+
+
+@pytest.mark.parametrize(
+    ("fields", "is_ready"),
+    [
+        # stopped on purpose: fine, whatever its restart
+        ({"state": "stopped", "restart": "permanent", "last_exit_kind": "shutdown"}, True),
+        ({"state": "stopped", "restart": "transient", "last_exit_kind": "shutdown"}, True),
+        # a supervisor's give-up is a stop too, and not on purpose
+        (
+            {
+                "state": "stopped",
+                "last_exit_kind": "shutdown",
+                "last_exit": "shutdown: reached_max_restart_intensity",
+            },
+            False,
+        ),
+        # stopped after a crash (its restart_limit: failed), or never started
+        ({"state": "failed", "last_exit_kind": "exit_code"}, False),
+        ({"state": "stopped", "restart": "permanent", "last_exit_kind": "exit_code"}, False),
+        ({"state": "stopped"}, False),
+        ({"state": "paused"}, False),
+    ],
+)
+def test_a_child_stopped_on_purpose_is_ready_unless_strict(fields, is_ready):
+    for kind in ("worker", "supervisor"):
+        node = Node(id="a", path="t/a", type=kind, **fields)
+        assert ready(node) is is_ready, (kind, fields)
+        assert at_rest(node) is is_ready
+        assert ready(node, strict=True) is False
+
+
+def test_a_temporary_child_stopped_on_purpose_and_removed_is_not_never_ready():
+    root = Node(id="r", path="r", type="supervisor", state="running")
+    gone = Node(id="t", path="r/t", type="worker", state="stopped", restart="temporary")
+    gone.last_exit, gone.last_exit_kind = "shutdown", "shutdown"
+    assert never_ready([gone], root, Ending("r")) is None
+    why = never_ready([gone], root, Ending("r"), strict=True)
+    assert why == "child 'r/t' ended (shutdown) and is not restarted"
+
+
+AT_REST = """
+[supervisor]
+id = "rest"
+
+[[supervisor.children]]
+id = "migrate"
+command = ["true"]
+restart = "transient"
+ready = "exited"
+
+[[supervisor.children]]
+id = "web"
+command = ["sleep", "600"]
+"""
+
+
+def test_status_and_wait_count_a_finished_one_shot_and_a_stopped_child_as_fine(tmp_path, env):
+    tree = tmp_path / "rest.toml"
+    tree.write_text(AT_REST)
+    sock = tmp_path / "r.sock"
+    where = ("--socket", str(sock))
+    with Proc("run", str(tree), *where, env=env) as run:
+        run.expect(r"rest/web child_started")
+        # A finished one-shot step: not running, and fine.
+        assert cli("status", *where, env=env).returncode == READY
+        assert cli("status", "--strict", *where, env=env).returncode == NOT_RUNNING
+        seen = set(pids(status(sock, env)).values())
+        assert cli("stop", "web", *where, env=env).returncode == READY
+        # Stopped on purpose: fine too, unless strict.
+        assert cli("status", *where, env=env).returncode == READY
+        assert cli("status", "web", *where, env=env).returncode == READY
+        assert cli("status", "--strict", *where, env=env).returncode == NOT_RUNNING
+        out = cli("wait", "--ready", "--timeout", "10", *where, env=env)
+        assert (out.returncode, out.stdout) == (READY, "ready: tree 'rest' (2 children)\n")
+        strict = cli("wait", "web", "--ready", "--strict", "--timeout", "0.3", *where, env=env)
+        assert strict.returncode == TIMED_OUT, strict.stderr
+        assert "  rest/web: stopped; last exit: shutdown" in strict.stderr
+        rc, _ = run.finish(signal.SIGINT)
+    assert rc == 0
+    assert wait_gone(sorted(seen)) == []
 
 
 def test_a_supervisor_that_gave_up_for_good_isnever_ready():

@@ -211,7 +211,9 @@ def test_supervise_your_services(tmp_path: Path) -> None:
         assert pid("web") == before["web"] and pid("mail/sender") == before["mail/sender"]
         out = nannytree("stop", "sender")
         assert out == f"stopped shop/mail/sender (was pid {before['mail/sender']})\n"
-        out = nannytree("status", status=3)  # a child shown is not running
+        out = nannytree("status")  # a child stopped on purpose is fine
+        strict = nannytree("status", "--strict", status=3)  # not for --strict
+        assert re.search(r"^   └─ sender\s+stopped\s", strict, re.M), strict
         assert re.search(r"^   └─ sender\s+stopped\s+-\s+-\s+0\s", out, re.M), out
         assert re.search(rf"^├─ worker\s+running\s+{worker}\s+\d+s\s+0\s", out, re.M), out
         out = nannytree("start", "sender")
