@@ -101,6 +101,9 @@ def cmd_top(args: argparse.Namespace) -> int:
     return OK
 
 
+ENDING_GRACE = 2.0  # s a closed status call waits for the event stream's last word
+
+
 def _status(path: Path) -> dict[str, Any] | None:
     """The tree's status answer; None when it is busy or refuses; ControlError if gone."""
     try:
@@ -156,8 +159,12 @@ def _live(args: argparse.Namespace, path: Path, hello: dict[str, Any], follower:
             try:
                 answer = _status(path)
             except ControlError as e:  # the run is gone, its socket with it
-                header.note = f"the tree has ended ({e})"
-                follower.why = "its control socket is gone"
+                # Its event stream says why, a moment later, if it got to say it.
+                if follower.ended.wait(ENDING_GRACE):
+                    header.note = f"the tree has ended ({follower.why})"
+                else:
+                    header.note = f"the tree has ended ({e})"
+                    follower.why = "its control socket is gone"
                 break
             if answer is not None:
                 view.update(Node.from_dict(answer["tree"]))

@@ -689,7 +689,11 @@ class TreeHarness:
             )
         pid = self.pid(child_id)
         self._fault(child_id, pid, ends=True)
-        inject_crash(pid, exception, timeout)
+        try:
+            inject_crash(pid, exception, timeout)
+        except BaseException:
+            self._hit.pop(child_id, None)  # refused or withdrawn: the process runs on
+            raise
         self._crashed[child_id] = (pid, repr(exception))
         return pid
 

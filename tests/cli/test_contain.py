@@ -174,7 +174,7 @@ def test_an_optional_child_that_cannot_start_is_failed_and_the_rest_run(tmp_path
             assert waited.returncode == 1, waited
             assert (
                 "child 'opt/cache' failed: its first start failed (required = false) "
-                "(last: exit code 1)" in waited.stderr
+                "(last: exit code 1 (no config))" in waited.stderr
             ), waited.stderr
             stopped = cli("stop", "cache", "--socket", str(sock), env=env)
             assert "opt/cache was not running (failed: its first start failed)" in stopped.stdout

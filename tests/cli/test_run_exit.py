@@ -21,6 +21,9 @@ __all__ = ["env"]
 PROMPT = 3.0  # seconds from the tree's last event to the process's exit, at most
 
 TREE = """
+[defaults]
+restart_limit = false  # its crash is the root's to count: the tree gives up
+
 [supervisor]
 id = "brief"
 intensity = {intensity}
