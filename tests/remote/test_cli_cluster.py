@@ -13,9 +13,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import psutil
 import pytest
@@ -52,6 +53,7 @@ placement = {{ node = "node-b", policy = "pinned" }}
 [[supervisor.children.children]]
 id = "reader"
 command = ["sh", "-c", "echo reading; exec sleep 300"]
+ready = 1  # a restart of the subtree lasts a second: the poller sees it under way
 """
 
 
@@ -168,17 +170,30 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         # The remote host process killed: remote_crash, restarted. At least twice, and
         # until the poller has caught one restart under way (a quick one can slip
         # between two polls on a loaded machine), at most six times.
+        def running_pid(restarts: int) -> int | None:
+            """The remote host's pid, read in the same answer as its state and count:
+            `running` can come a moment before the pid (issue 40)."""
+            node = ingest()
+            if node["restarts"] == restarts and node["state"] == "running":
+                return cast(int | None, node["pid"])
+            return None
+
+        def host_pid(restarts: int) -> int:
+            deadline = time.monotonic() + 60
+            while (pid := running_pid(restarts)) is None:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"restart {restarts}: not running with a pid in 60 s")
+                time.sleep(0.05)  # polling the control socket: no event to wait on here
+            return pid
+
         restarts = 0
         while restarts < 2 or ("restarting" not in states() and restarts < 6):
+            host = host_pid(restarts)
             restarts += 1
-            os.kill(ingest()["pid"], signal.SIGKILL)
-            wait_until(
-                lambda n=restarts: ingest()["restarts"] == n and ingest()["state"] == "running",
-                60,
-                f"restart {restarts}",
-            )
-            remote.append(ingest()["pid"])
+            os.kill(host, signal.SIGKILL)
+            remote.append(host)
             remote.append(ask("detail", id="reader")["detail"]["pid"])
+        host_pid(restarts)  # the last restart done
         done.set()
         poller.join(60)
         assert failures == []
