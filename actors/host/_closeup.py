@@ -138,16 +138,16 @@ class CloseUp:
         return fallback
 
     def _exits(self, path: str) -> list[dict[str, Any]]:
-        """The child's last 5 exits, from the tree's events (a remote subtree's join them)."""
+        """The child's last 5 exits, from the tree's events (a remote subtree's join them);
+        a start that failed is one (a child whose first start failed has no other)."""
         from supervision import EventKind
 
+        ended = (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED, EventKind.START_FAILED)
         supervisor, _, child = path.rpartition("/")
         return [
             self.inspector.record(e).to_dict()
             for e in self.log.snapshot()
-            if e.offender == child
-            and e.supervisor == supervisor
-            and e.context in (EventKind.CHILD_EXITED, EventKind.CHILD_TERMINATED)
+            if e.offender == child and e.supervisor == supervisor and e.context in ended
         ][-5:]
 
     def _detail(self, t: Target) -> dict[str, Any]:

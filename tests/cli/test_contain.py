@@ -176,6 +176,9 @@ def test_an_optional_child_that_cannot_start_is_failed_and_the_rest_run(tmp_path
                 "child 'opt/cache' failed: its first start failed (required = false) "
                 "(last: exit code 1 (no config))" in waited.stderr
             ), waited.stderr
+            # `status cache` lists the failed start among its last exits, with its output.
+            shown = cli("status", "cache", "--socket", str(sock), env=env).stdout
+            assert "last exits (1):" in shown and "| no config" in shown, shown
             stopped = cli("stop", "cache", "--socket", str(sock), env=env)
             assert "opt/cache was not running (failed: its first start failed)" in stopped.stdout
             # Once its configuration is there, `nannytree start` starts it.
