@@ -6,6 +6,7 @@ or, for a placed subtree, memory on its node."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,33 +18,27 @@ from .._launcher._journal import journal_problem as journal_problem  # for `chec
 
 def with_output(spec: SupervisorSpec, path: str) -> SupervisorSpec:
     """The tree with every child that would write to our terminal writing to `path`."""
-    children: list[ChildSpec | SupervisorSpec] = []
-    for child in spec.children:
-        if isinstance(child, SupervisorSpec) and child.placement is not None:
-            children.append(captured(child))
-        elif isinstance(child, SupervisorSpec):
-            children.append(with_output(child, path))
-        else:
-            children.append(
-                replace(child, stdout=child.stdout or path, stderr=child.stderr or path)
-            )
-    return replace(spec, children=children)
+    return _written_to(spec, lambda child: path)
 
 
 def with_journal(spec: SupervisorSpec, prefix: str = "") -> SupervisorSpec:
     """The tree with every child that would write to our terminal writing to the
     journal as `prefix + its id` (its SYSLOG_IDENTIFIER: `journalctl -t web`)."""
+    return _written_to(spec, lambda child: destination(sanitised(prefix + child.id)))
+
+
+def _written_to(spec: SupervisorSpec, where: Callable[[ChildSpec], str]) -> SupervisorSpec:
+    """The tree with each worker's unset streams going `where` says; a placed subtree
+    keeps its output in memory on its node."""
     children: list[ChildSpec | SupervisorSpec] = []
     for child in spec.children:
         if isinstance(child, SupervisorSpec) and child.placement is not None:
             children.append(captured(child))
         elif isinstance(child, SupervisorSpec):
-            children.append(with_journal(child, prefix))
+            children.append(_written_to(child, where))
         else:
-            where = destination(sanitised(prefix + child.id))
-            children.append(
-                replace(child, stdout=child.stdout or where, stderr=child.stderr or where)
-            )
+            to = where(child)
+            children.append(replace(child, stdout=child.stdout or to, stderr=child.stderr or to))
     return replace(spec, children=children)
 
 

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from supervision import Event, Strategy, SupervisorSpec
 
+from .._operate._find import walk
 from .._shell._api import TreeNode
 
 
@@ -23,13 +24,9 @@ def known_ids(spec: SupervisorSpec, nodes: Iterable[TreeNode], events: Sequence[
             if isinstance(child, SupervisorSpec):
                 from_spec(child, f"{path}/{child.id}")
 
-    def from_nodes(level: Iterable[TreeNode]) -> None:
-        for node in level:
-            known.update((node.info.id, node.path))
-            from_nodes(node.children)
-
     from_spec(spec, spec.id)
-    from_nodes(nodes)
+    for node in walk(nodes):
+        known.update((node.info.id, node.path))
     known.update(e.offender for e in events if e.offender)
     return known
 
