@@ -33,36 +33,9 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.held_socket_server import SERVER
+
 HERE = Path(__file__).resolve().parents[2]
-
-SERVER = """
-import os, signal, socket, sys, time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-
-class Answer(BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = os.environ["VERSION"].encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args):
-        pass
-
-stopping = []
-signal.signal(signal.SIGTERM, lambda *_: stopping.append(1))  # ends after the request in hand
-sock = socket.socket(fileno=3)
-server = HTTPServer(sock.getsockname()[:2], Answer, bind_and_activate=False)
-server.socket, server.timeout = sock, 0.05
-crash = float(os.environ.get("CRASH_AFTER", "0")) or None
-began = time.monotonic()
-while crash is None or time.monotonic() - began < crash:
-    if stopping:
-        sys.exit(0)
-    server.handle_request()
-sys.exit(3)
-"""
 
 
 class Client(threading.Thread):
