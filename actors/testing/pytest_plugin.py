@@ -38,6 +38,8 @@ STRICT_INI = "nannytree_strict"
 TEARDOWN_INI = "nannytree_teardown_shutdown"
 _TREES = "_nannytree_trees"  # the attribute of a fixture's value that lists its trees
 _REPORTED = pytest.StashKey[bool]()
+# How a failed start's message (supervision.StartError) begins its quote of the output.
+_OUTPUT_QUOTE = "; its output ended with:"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -167,11 +169,22 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed and not item.stash.get(_REPORTED, False):
         item.stash[_REPORTED] = True
+        _summary_without_output(report)
         shown = report.longreprtext
         report.sections[:] = [s for s in report.sections if not _repeats(s, shown)]
         for harness in _harnesses(item):
             report.sections.extend(harness.report_sections(shown=shown))
     return report
+
+
+def _summary_without_output(report: pytest.TestReport) -> None:
+    """The short summary's line is the error's message, whole when pytest runs on CI;
+    a failed start's message quotes the child's output, already shown above it, so
+    the summary keeps only the reason before the quote."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if isinstance(message, str) and _OUTPUT_QUOTE in message:
+        crash.message = message.split(_OUTPUT_QUOTE, 1)[0]  # type: ignore[union-attr]
 
 
 def _repeats(section: tuple[str, str], shown: str) -> bool:
