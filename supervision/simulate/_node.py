@@ -432,7 +432,7 @@ class _Node:
         if not proc.alive or proc.hung or self.procs.get(child_id) is not proc:
             return
         proc.hung = True
-        self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
+        self.sim.accounts.set_state(self.path(child_id), "hung", self.sim.now)
         spec = self.core.get_childspec(child_id)
         if not isinstance(spec, ChildSpec) or spec.watchdog is None or proc.stopping:
             return

@@ -26,7 +26,10 @@ from ..spec._spec import SupervisorSpec
 from ._ops import CallResult
 
 ChildType = Literal["worker", "supervisor"]
-_State = Literal["down", "up", "done"]
+State = Literal["down", "up", "hung", "done"]
+"""A child's state in a run's record: `hung` is alive but not answering (down for
+availability, drawn apart); `done` a worker that ended normally for good."""
+_DOWN: frozenset[State] = frozenset(("down", "hung"))
 
 
 @dataclass(frozen=True)
@@ -101,6 +104,9 @@ class SimulationResult:
     calls: list[CallResult] = field(default_factory=list)  # scripted API calls, in order
     # Where each remote subtree incarnation ran: (virtual time, path, node).
     placements: list[tuple[float, str, str]] = field(default_factory=list)
+    # Each child's changes of state, by path: (virtual time, state), "down" before the
+    # first; kept with or without the events (a hang has no event of its own).
+    states: dict[str, list[tuple[float, State]]] = field(default_factory=dict)
 
     def __str__(self) -> str:
         probed = _probed(self.spec)  # a column for liveness stops, when a child has a probe
@@ -147,7 +153,7 @@ def event_sequence(
 @dataclass
 class _Account:
     type: ChildType
-    state: _State = "down"
+    state: State = "down"
     since: float = 0.0
     uptime: float = 0.0
     starts: int = 0
@@ -158,6 +164,8 @@ class _Account:
     terminations: int = 0
     unhealthy: int = 0
     failed: int = 0
+    # Every change of state, in order: (virtual time, new state); from "down" at 0.
+    changes: list[tuple[float, State]] = field(default_factory=list)
 
 
 @dataclass
@@ -189,7 +197,7 @@ class Accounts:
     def tree_up(self) -> bool:
         return self.root_running and self.bad == 0
 
-    def set_state(self, path: str, state: _State, now: float) -> None:
+    def set_state(self, path: str, state: State, now: float) -> None:
         acc = self.children[path]
         old = acc.state
         if old == state:
@@ -197,9 +205,10 @@ class Accounts:
         if old == "up":
             acc.uptime += now - acc.since
         acc.state, acc.since = state, now
-        if acc.type == "worker" and (old == "down") != (state == "down"):
+        acc.changes.append((now, state))
+        if acc.type == "worker" and (old in _DOWN) != (state in _DOWN):
             was_up = self.tree_up
-            self.bad += 1 if state == "down" else -1
+            self.bad += 1 if state in _DOWN else -1
             self._tree_changed(was_up, now)
 
     def set_root_running(self, running: bool, now: float) -> None:
@@ -287,7 +296,7 @@ class Accounts:
             self.set_state(path, "down", event.time)  # stopped: it serves nothing
         elif kind is EventKind.CHILD_RESUMED:
             self.set_state(path, "up", event.time)
-        elif kind is EventKind.CHILD_DELETED and acc.state == "down":
+        elif kind is EventKind.CHILD_DELETED and acc.state in _DOWN:
             self.set_state(path, "done", event.time)  # gone for good: not a missing child
 
 

@@ -150,6 +150,7 @@ class _Simulation:
             tree=tree,
             calls=self.results,
             placements=self.placements,
+            states={p: a.changes for p, a in self.accounts.children.items()},
         )
 
     def answered(self, c: Call, value: Any, error: NannyError | None = None) -> None:
