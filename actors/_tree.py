@@ -14,7 +14,7 @@ import functools
 import os
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, overload
 
 import pykka
 
@@ -36,6 +36,36 @@ from ._shell._event_log import EventLog
 from ._shell._nanny import NannyActor, NannyPlugin
 
 
+class _Start:
+    """`start` on the class makes and starts a tree; on a tree, starts that tree."""
+
+    def __init__(self, make: Any, begin: Callable[[Tree], Tree]) -> None:
+        self._make = make
+        self._begin = begin
+        self.__doc__ = make.__func__.__doc__
+
+    @overload
+    def __get__(self, tree: None, cls: type[Tree]) -> _MakeAndStart: ...
+    @overload
+    def __get__(self, tree: Tree, cls: type[Tree]) -> Callable[[], Tree]: ...
+    def __get__(self, tree: Tree | None, cls: type[Tree]) -> Any:
+        if tree is None:
+            return self._make.__get__(None, cls)
+        return functools.partial(self._begin, tree)
+
+
+class _MakeAndStart(Protocol):
+    def __call__(
+        self,
+        spec: SupervisorSpec,
+        *,
+        plugins: Sequence[NannyPlugin] = (),
+        log: EventLog | None = None,
+        spawner: Callable[[], Spawner] = ...,
+        engine: Any = None,
+    ) -> Tree: ...
+
+
 class Tree:
     """A running supervision tree: its root nanny, its event log and its end.
 
@@ -43,7 +73,8 @@ class Tree:
             tree.nanny.which_children().get()
             reason = tree.wait(timeout=60)   # the tree's exit reason
 
-    `Tree.start(spec)` is the same without `with`; `stop()` stops the tree in
+    `Tree.start(spec)` is the same without `with` (or `tree = Tree(spec)`, then
+    `tree.start()`: a tree held while it starts); `stop()` stops the tree in
     reverse start order. The event log stays readable after the tree ended.
     `spawner` says where child processes come from: a launcher process (the
     default), or a fake in tests of the actors themselves.
@@ -69,7 +100,7 @@ class Tree:
         self._updater = Updater(lambda: self._ref, self.context.log)
 
     @classmethod
-    def start(
+    def _create_and_start(
         cls,
         spec: SupervisorSpec,
         *,
@@ -85,10 +116,17 @@ class Tree:
         return cls(spec, plugins=plugins, log=log, spawner=spawner, engine=engine)._start()
 
     def _start(self) -> Tree:
+        """Start this tree, made but not started (`Tree(spec)`): every child in spec
+        order; return once all have started (or raise). A host that must hold the
+        tree while it starts (its metrics read it) makes it first, then starts it."""
         if self._ref is not None:
             raise RuntimeError(f"tree {self.spec.id!r} was already started")
         self._ref = NannyActor._start_root(self.spec, self.context, self._plugins)
         return self
+
+    start = _Start(_create_and_start, _start)
+    """`Tree.start(spec, ...)` makes a tree and starts it; `tree.start()` starts one
+    made with `Tree(spec, ...)` (RuntimeError if it was started already)."""
 
     def __enter__(self) -> Tree:
         return self._start() if self._ref is None else self

@@ -306,7 +306,7 @@ class Runner:
                 tree = Tree(spec, log=log, engine=engine)
                 monitors.watch(tree)  # before the start: metrics read it while it starts
                 self._reopen_on_hangup(tree, controller, previous)  # a slow start included
-                tree._start()
+                tree.start()
             except _Interrupted as e:
                 self.notice(f"{e} while starting: the started children were stopped")
                 return OK

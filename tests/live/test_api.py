@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import signal
 
+import psutil
 import pytest
 
 from actors import NannyActor
@@ -187,3 +188,28 @@ def test_events_are_ordered_records(tree):
     events = ref.proxy().events().get()
     assert [e.context for e in events] == [EventKind.SUPERVISOR_STARTED, EventKind.CHILD_STARTED]
     assert events[1].supervisor == "root" and events[1].offender == "a" and events[1].pid
+
+
+def test_a_tree_made_then_started_is_held_while_it_starts() -> None:
+    """`Tree(spec)` then `tree.start()` (the run host holds the tree while it starts);
+    a second start is refused, and `Tree.start(spec)` still makes and starts one."""
+    from actors import Tree
+
+    spec = SupervisorSpec(id="held", children=[ChildSpec("c", command=["sleep", "1000"])])
+    tree = Tree(spec)
+    with pytest.raises(RuntimeError, match="not started"):
+        tree.ref  # noqa: B018
+    try:
+        assert tree.start() is tree
+        pid = tree.nanny.which_child("c").get().pid
+        assert pid is not None and psutil.pid_exists(pid)
+        with pytest.raises(RuntimeError, match="already started"):
+            tree.start()
+    finally:
+        tree.stop()
+    assert not wait_gone([pid])
+    other = Tree.start(spec)
+    try:
+        assert other.nanny.which_child("c").get().pid != pid
+    finally:
+        other.stop()
