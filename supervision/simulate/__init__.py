@@ -84,7 +84,8 @@ the simulated supervisors of `_node` (their messages: `_messages`, their workers
 processes and drawn faults: `_process`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_faults` and `_ops` the fault models and scripted calls, `_health` the
+`_metrics` the metrics over a run (built-ins, `metric(text)`), `_faults`
+and `_ops` the fault models and scripted calls, `_health` the
 readiness and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
 `_nodes.py`. This module only re-exports (tests/sim/test_facade.py
@@ -107,6 +108,21 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
+from ._metrics import (
+    BUILTIN_METRICS,
+    Availability,
+    Custom,
+    DowntimePerIncident,
+    GiveUps,
+    KOfN,
+    Metric,
+    Restarts,
+    TimeToDetect,
+    TimeToGiveUp,
+    Unhealthy,
+    custom,
+    metric,
+)
 from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
 from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
@@ -118,38 +134,51 @@ from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
 
 __all__ = [
+    "BUILTIN_METRICS",
     "CRASH",
     "DEFAULT_ROOT_RESTART_DELAY",
     "DEFAULT_SEEDS",
     "METRICS",
     "START_FAILURE",
+    "Availability",
     "Call",
     "CallResult",
     "ChildReport",
     "Cluster",
     "ComparisonRow",
+    "Custom",
+    "DowntimePerIncident",
     "Estimate",
     "Exponential",
     "FaultModel",
     "Flapping",
+    "GiveUps",
     "Hang",
     "Healthy",
+    "KOfN",
     "MemoryGrowth",
+    "Metric",
     "NodeDown",
     "NodeFailures",
     "NodeUp",
     "PidOf",
+    "Restarts",
     "Scripted",
     "SimulationResult",
     "SweepRow",
     "SweepTable",
     "Table",
+    "TimeToDetect",
+    "TimeToGiveUp",
     "TreeReport",
+    "Unhealthy",
     "Unreachable",
     "call",
     "compare",
+    "custom",
     "event_sequence",
     "grid",
+    "metric",
     "pid_of",
     "simulate",
     "sweep",
