@@ -129,6 +129,7 @@ from ._ops import Call, CallResult, PidOf, call, pid_of
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType
 from ._run import simulate
+from ._runs import Paired
 from ._stats import Estimate
 from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
@@ -161,6 +162,7 @@ __all__ = [
     "NodeDown",
     "NodeFailures",
     "NodeUp",
+    "Paired",
     "PidOf",
     "Restarts",
     "Scripted",
