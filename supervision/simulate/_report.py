@@ -119,7 +119,8 @@ class SimulationResult:
 
     def __str__(self) -> str:
         probed = _probed(self.spec)  # a column for liveness stops, when a child has a probe
-        nested = any(r.type == "supervisor" for r in self.children.values())
+        # A column for supervisors' own give-ups, when one gave up.
+        nested = any(r.give_ups for r in self.children.values())
         head = (
             f"{'child':<20} {'avail':>8} {'uptime':>12} {'starts':>7} {'restarts':>8} "
             f"{'failures':>8} {'start fail':>10}"

@@ -187,7 +187,8 @@ class SweepTable(Runs):
         probed = any(r.unhealthy is not None and r.unhealthy.mean > 0 for r in self.rows)
         if probed:
             head.append("unhealthy")
-        nested = sorted({p for r in self.rows for p in r.give_ups_by})
+        # A nested supervisor's give-ups get a column when it gave up in a run.
+        nested = sorted({p for r in self.rows for p, e in r.give_ups_by.items() if e.mean > 0})
         head += [f"give-ups {p}" for p in nested]
         head += [header(n, self.kinds.get(n, "value")) for n in self.metrics]
         cells = [head]
@@ -211,11 +212,12 @@ class SweepTable(Runs):
             )
         widths = [max(len(c[i]) for c in cells) for i in range(len(head))]
         lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+        skewed = any("[" in c for row in cells[1:] for c in row)
         lines.insert(1, "  ".join("-" * w for w in widths))
         title = (
             f"{self.duration:g} s of virtual time x {len(self.seeds)} seeds per point; "
-            "mean ± 95% confidence half-width per run ([low, high] where the interval is "
-            "not centred: a share kept in [0, 100], a time's bootstrap)"
+            "mean ± 95% confidence half-width per run"
+            + (" ([low, high] where not centred)" if skewed else "")
         )
         return "\n".join([title, *lines])
 
