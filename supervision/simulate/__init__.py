@@ -6,7 +6,10 @@ per child and for the tree. `compare(specs, faults, ...)` runs several specs on
 the same fault model and seeds and returns a `Table`; `sweep(build, faults,
 ..., **axes)` runs a grid of specs over seeds and returns a `SweepTable` with
 95% confidence intervals (`actors.experiment.sweep` runs it on every core).
-All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
+All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`),
+and take `metrics={name: metric}`, figures of a run of your own (`metric("k_of_n(1,
+web/a, web/b)")`, or a function of the result); `compare` and `sweep` keep every
+run's, for `table.paired(a, b, metric)` and `table.to_pandas()`.
 
 How it models a tree (the same as `actors.NannyActor`, in virtual time):
 
@@ -84,9 +87,10 @@ the simulated supervisors of `_node` (their messages: `_messages`, their workers
 processes and drawn faults: `_process`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_metrics` the metrics over a run (built-ins, `metric(text)`), `_faults`
-and `_ops` the fault models and scripted calls, `_health` the
-readiness and liveness probes' schedules, `_keys` how `faults` keys name
+`_metrics` the metrics over a run (built-ins, `metric(text)`), `_runs`
+what a table of kept runs does (paired comparisons, export), `_faults`
+and `_ops` the fault models and scripted calls, `_health` the readiness
+and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
 `_nodes.py`. This module only re-exports (tests/sim/test_facade.py
 checks it).

@@ -132,6 +132,16 @@ def test_a_nested_supervisor_counts_its_own_give_ups() -> None:
     assert text.splitlines()[2].split()[-1] == "2"  # web's row
 
 
+def test_a_nested_supervisors_failed_start_is_a_give_up_of_its_own() -> None:
+    # web gives up at 7 (a's third crash); restarted, its init fails to start a (a's
+    # fourth start attempt fails): a second give-up; the retry then starts it.
+    faults = {"web/a": Scripted([5.0, 6.0, 7.0], failed_starts={4})}
+    result = simulate(_nested(), faults, duration=60.0)
+    assert result.children["web"].give_ups == 2
+    assert result.children["web"].start_failures == 1
+    assert result.tree.supervisor_give_ups == {"": 0, "web": 2}
+
+
 def test_a_metric_on_a_path_the_tree_lacks_names_the_paths_it_has() -> None:
     with pytest.raises(SpecError, match=r"'nope' is no child of this tree; its paths: a, b, c"):
         simulate(ABC, SCRIPT, duration=10.0, metrics={"x": Availability("nope")})
