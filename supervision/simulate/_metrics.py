@@ -51,7 +51,9 @@ MetricLike: TypeAlias = Metric | Callable[[SimulationResult], float | None]
 
 def _child(result: SimulationResult, path: str, what: str) -> None:
     if path not in result.states:
-        known = ", ".join(sorted(result.states)) or "none"
+        paths = sorted(result.states)
+        known = ", ".join(paths[:20]) + (f", ... ({len(paths)} in all)" if len(paths) > 20 else "")
+        known = known or "none"
         raise SpecError(
             None,
             "metric",
@@ -176,9 +178,9 @@ class DowntimePerIncident(Metric):
 
 @dataclass(frozen=True)
 class TimeToDetect(Metric):
-    """The mean time in seconds from a child's hang to its being stopped (its next
-    "down": its liveness probe or watchdog decided); None when it never hung and
-    was stopped."""
+    """The mean time in seconds from a child's hang to its next "down": the moment its
+    liveness probe decides to stop it, or the end of its watchdog's stop. None when
+    no hang of it ended so in the run."""
 
     path: str
     kind: ClassVar[Kind] = "time"
@@ -389,7 +391,7 @@ def metric(text: str) -> Metric:
 def _parse(text: str, tokens: list[str]) -> tuple[Metric | str, list[str]]:
     """One term: a name (a path or a metric without arguments) or name(args)."""
     head, rest = tokens[0], tokens[1:]
-    if head in "(),":
+    if head in ("(", ")", ","):
         raise _refuse(text, f"expected a name, found {head!r}")
     if not rest or rest[0] != "(":
         return head, rest

@@ -7,11 +7,12 @@ import pickle
 
 import pytest
 
-from supervision import ChildSpec, SpecError, SupervisorSpec
+from supervision import ChildSpec, ExecProbe, Liveness, SpecError, SupervisorSpec
 from supervision.simulate import (
     BUILTIN_METRICS,
     Availability,
     GiveUps,
+    Hang,
     KOfN,
     Scripted,
     SimulationResult,
@@ -80,8 +81,6 @@ def _hanging(**fields: object) -> SupervisorSpec:
 
 
 def test_time_to_detect_runs_from_the_hang_to_the_stop() -> None:
-    from supervision.simulate import Hang
-
     # Hangs 10 s after each start; the watchdog fires 5 s later and the SIGTERM is
     # ignored for shutdown=2 s: hung at 10, 27, 44; down (and restarted) at 17, 34, 51.
     result = simulate(
@@ -93,6 +92,29 @@ def test_time_to_detect_runs_from_the_hang_to_the_stop() -> None:
     assert [t for t, s in result.states["web"] if s == "hung"] == [10.0, 27.0, 44.0]
     assert result.metrics["detect"] == pytest.approx(7.0)
     assert result.metrics["incident"] == pytest.approx(7.0)
+
+
+def test_time_to_detect_by_a_liveness_probe_is_its_schedule() -> None:
+    probe = Liveness(ExecProbe(["check"], period=2.0, timeout=0.5), failures=2)
+    spec = SupervisorSpec(
+        "root", intensity=100, period=1.0, children=[_worker("web", liveness=probe, shutdown=1.0)]
+    )
+    result = simulate(
+        spec, {"web": Hang(after=9.0)}, duration=40.0, metrics={"t": "time_to_detect(web)"}
+    )
+    # Probes every 2 s from each start. Hung at 9: the probes of 10 and 12 fail at their
+    # 0.5 s timeout, the second decides at 12.5. Restarted at 13.5 (the 1 s stop): hung
+    # at 22.5, probes of 23.5 and 25.5 fail, stopped at 26.0; hung at 36, down at 39.5.
+    hangs = [(t, s) for t, s in result.states["web"] if s in ("hung", "down")]
+    assert hangs == [
+        (9.0, "hung"),
+        (12.5, "down"),
+        (22.5, "hung"),
+        (26.0, "down"),
+        (36.0, "hung"),
+        (39.5, "down"),
+    ]
+    assert result.metrics["t"] == pytest.approx(3.5)
 
 
 def test_without_a_hang_time_to_detect_is_not_defined() -> None:
