@@ -6,7 +6,10 @@ per child and for the tree. `compare(specs, faults, ...)` runs several specs on
 the same fault model and seeds and returns a `Table`; `sweep(build, faults,
 ..., **axes)` runs a grid of specs over seeds and returns a `SweepTable` with
 95% confidence intervals (`actors.experiment.sweep` runs it on every core).
-All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`).
+All three share one set of defaults (`DEFAULT_SEEDS`, `DEFAULT_ROOT_RESTART_DELAY`),
+and take `metrics={name: metric}`, figures of a run of your own (`metric("k_of_n(1,
+web/a, web/b)")`, or a function of the result); `compare` and `sweep` keep every
+run's, for `table.paired(a, b, metric)` and `table.to_pandas()`.
 
 How it models a tree (the same as `actors.NannyActor`, in virtual time):
 
@@ -84,8 +87,10 @@ the simulated supervisors of `_node` (their messages: `_messages`, their workers
 processes and drawn faults: `_process`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_faults` and `_ops` the fault models and scripted calls, `_health` the
-readiness and liveness probes' schedules, `_keys` how `faults` keys name
+`_metrics` the metrics over a run (built-ins, `metric(text)`), `_runs`
+what a table of kept runs does (paired comparisons, export), `_faults`
+and `_ops` the fault models and scripted calls, `_health` the readiness
+and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
 `_nodes.py`. This module only re-exports (tests/sim/test_facade.py
 checks it).
@@ -107,49 +112,79 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
+from ._metrics import (
+    BUILTIN_METRICS,
+    Availability,
+    Custom,
+    DowntimePerIncident,
+    GiveUps,
+    KOfN,
+    Metric,
+    Restarts,
+    TimeToDetect,
+    TimeToGiveUp,
+    Unhealthy,
+    custom,
+    metric,
+)
 from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
 from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType
 from ._run import simulate
+from ._runs import Paired
 from ._stats import Estimate
 from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
 
 __all__ = [
+    "BUILTIN_METRICS",
     "CRASH",
     "DEFAULT_ROOT_RESTART_DELAY",
     "DEFAULT_SEEDS",
     "METRICS",
     "START_FAILURE",
+    "Availability",
     "Call",
     "CallResult",
     "ChildReport",
     "Cluster",
     "ComparisonRow",
+    "Custom",
+    "DowntimePerIncident",
     "Estimate",
     "Exponential",
     "FaultModel",
     "Flapping",
+    "GiveUps",
     "Hang",
     "Healthy",
+    "KOfN",
     "MemoryGrowth",
+    "Metric",
     "NodeDown",
     "NodeFailures",
     "NodeUp",
+    "Paired",
     "PidOf",
+    "Restarts",
     "Scripted",
     "SimulationResult",
     "SweepRow",
     "SweepTable",
     "Table",
+    "TimeToDetect",
+    "TimeToGiveUp",
     "TreeReport",
+    "Unhealthy",
     "Unreachable",
     "call",
     "compare",
+    "custom",
     "event_sequence",
     "grid",
+    "metric",
     "pid_of",
     "simulate",
     "sweep",
