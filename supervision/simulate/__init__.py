@@ -107,6 +107,7 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
+from ._fit import ChildFit, Fit, NotEnoughHistory, Proportion, Rate, fit, read_journal
 from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
 from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
@@ -116,6 +117,7 @@ from ._run import simulate
 from ._stats import Estimate
 from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
+from ._tune import Knob, TuneError, Tuning, tune
 
 __all__ = [
     "CRASH",
@@ -125,32 +127,43 @@ __all__ = [
     "START_FAILURE",
     "Call",
     "CallResult",
+    "ChildFit",
     "ChildReport",
     "Cluster",
     "ComparisonRow",
     "Estimate",
     "Exponential",
     "FaultModel",
+    "Fit",
     "Flapping",
     "Hang",
     "Healthy",
+    "Knob",
     "MemoryGrowth",
     "NodeDown",
     "NodeFailures",
     "NodeUp",
+    "NotEnoughHistory",
     "PidOf",
+    "Proportion",
+    "Rate",
     "Scripted",
     "SimulationResult",
     "SweepRow",
     "SweepTable",
     "Table",
     "TreeReport",
+    "TuneError",
+    "Tuning",
     "Unreachable",
     "call",
     "compare",
     "event_sequence",
+    "fit",
     "grid",
     "pid_of",
+    "read_journal",
     "simulate",
     "sweep",
+    "tune",
 ]
