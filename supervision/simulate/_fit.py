@@ -423,11 +423,11 @@ class Fit:
         except KeyError:
             known = ", ".join(shown(p) for p in self.children) or "none"
             raise NotEnoughHistory(
-                f"the journal has no worker {shown(path)!r}; its workers: {known}"
+                f"the journal has no worker '{shown(path)}'; its workers: {known}"
             ) from None
 
     def __str__(self) -> str:
-        head = f"journal of tree {shown(self.root)!r}: {format_seconds(self.span)}"
+        head = f"journal of tree '{shown(self.root)}': {format_seconds(self.span)}"
         if self.skipped:
             head += f"; {self.skipped} lines that are not events skipped"
         if self.truncated:
@@ -544,12 +544,12 @@ def fit(
         if tally is None:
             known = ", ".join(shown(p) for p in tallies) or "none"
             raise NotEnoughHistory(
-                f"the journal has no worker {shown(path)!r} (its workers: {known}); "
+                f"the journal has no worker '{shown(path)}' (its workers: {known}); "
                 "name a child by its path below the root, e.g. 'pool/w1'"
             )
         if tally.starts < min_starts:
             text = (
-                f"worker {shown(path)!r} has {tally.starts} starts in the journal; the fit needs "
+                f"worker '{shown(path)}' has {tally.starts} starts in the journal; the fit needs "
                 f"at least {min_starts}: let the tree run longer, or lower min_starts"
             )
             if wanted is not None:

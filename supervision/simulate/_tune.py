@@ -37,6 +37,10 @@ from ._stats import Estimate
 DEFAULT_SEARCH_SEEDS = range(20)
 DEFAULT_HOLDOUT_SEEDS = range(100_000, 100_020)
 """Fresh seeds for the held-out replay: never among the search's by default."""
+MIN_REPLAY = 600.0
+MAX_REPLAY = 86_400.0
+"""A replay lasts the history's span, within these bounds by default (seconds): a
+short history replayed as is would weigh the first start more than a tree's life does."""
 MAX_POINTS = 400
 """Points a search evaluates at most: a wider grid is refused, naming its size."""
 
@@ -81,7 +85,7 @@ def _metric(text: str, paths: Iterable[str] = ()) -> Metric:
     known = list(paths)
     if known and path not in known:
         raise TuneError(
-            f"metric {text!r} names no child of the tree: {shown(path)!r}; "
+            f"metric {text!r} names no child of the tree: '{shown(path)}'; "
             f"its children: {', '.join(known)}"
         )
     return lambda r: float(getattr(r.children[path], name))
@@ -393,16 +397,17 @@ def tune(
 ) -> Tuning:
     """Search `knobs` (default: `default_knobs`) for `objective` under `require`.
 
-    `fitted` is a `Fit` (its fault models; its span the default `duration`) or the
-    simulator's faults. Every point runs on `seeds`; the recommendation and the
-    current settings run again on `holdout`, which must not share a seed with them.
+    `fitted` is a `Fit` (its fault models; its span the default `duration`, within
+    MIN_REPLAY and MAX_REPLAY) or the simulator's faults. Every point runs on `seeds`;
+    the recommendation and the current settings run again on `holdout`, which must not
+    share a seed with them.
     `root_restart_delay` as `simulate()`'s (None: a root's give-up ends the run).
     """
     faults = fitted.faults() if isinstance(fitted, Fit) else dict(fitted)
     if duration is None:
         if not isinstance(fitted, Fit):
             raise TuneError("give duration= (seconds to simulate): faults carry no history")
-        duration = fitted.span
+        duration = min(max(fitted.span, MIN_REPLAY), MAX_REPLAY)
     if not duration > 0:
         raise TuneError(f"duration is {duration!r}; expected seconds > 0 (a longer history)")
     goal = objective if isinstance(objective, Objective) else Objective.parse(objective)
@@ -411,7 +416,7 @@ def tune(
     for path in faults:
         if path not in paths:
             raise TuneError(
-                f"the history names child {shown(path)!r}, which the tree has not; "
+                f"the history names child '{shown(path)}', which the tree has not; "
                 f"its children: {', '.join(paths)}"
             )
     score = _metric(goal.text, paths)
@@ -499,7 +504,7 @@ def _check_knobs(spec: SupervisorSpec, knobs: Sequence[Knob]) -> None:
         node = nodes.get(knob.path)
         if node is None:
             raise TuneError(
-                f"knob {knob}: the tree has no {shown(knob.path)!r}; its paths: {', '.join(nodes)}"
+                f"knob {knob}: the tree has no '{shown(knob.path)}'; its paths: {', '.join(nodes)}"
             )
         allowed = (
             ("intensity", "period")
