@@ -185,14 +185,19 @@ class Rate:
 
     def format(self) -> str:
         low, high = self.interval()
-        between = f"{format_seconds(1 / high)} to {format_seconds(1 / low) if low > 0 else 'never'}"
+        between = f"{_seconds(1 / high)} to {_seconds(1 / low) if low > 0 else 'never'}"
         if not self.events:
-            longer = format_seconds(1 / high)
+            longer = _seconds(1 / high)
             return f"none in {format_seconds(self.exposure)} (mean time > {longer})"
         return (
             f"{self.events} in {format_seconds(self.exposure)}: one every "
-            f"{format_seconds(self.mean_time)} (95%: {between})"
+            f"{_seconds(self.mean_time)} (95%: {between})"
         )
+
+
+def _seconds(value: float) -> str:
+    """Seconds to three figures below a minute (a crash every 0.444 s), else as reports."""
+    return f"{value:.3g} s" if value < 60 else format_seconds(value)
 
 
 @dataclass(frozen=True)

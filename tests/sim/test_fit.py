@@ -174,7 +174,7 @@ def test_a_weibull_is_said_to_fit_better_only_when_the_test_rejects_the_exponent
 
 def test_a_rate_formats_its_mean_time_and_interval() -> None:
     text = Rate(10, 6.0).format()
-    assert text.startswith("10 in 6.0 s: one every 0.6 s (95%: 0.3 s to 1.3 s)"), text
+    assert text.startswith("10 in 6.0 s: one every 0.6 s (95%: 0.326 s to 1.25 s)"), text
 
 
 # -- what is read, and the errors --------------------------------------------------------
