@@ -57,6 +57,7 @@ def sweep(
     root_restart_delay: float | None = DEFAULT_ROOT_RESTART_DELAY,
     workers: int | None = None,
     cluster: Any = None,
+    metrics: Mapping[str, Any] | None = None,
     **axes: Iterable[Any],
 ) -> SweepTable:
     """`supervision.simulate.sweep` on `workers` processes (default: every core)."""
@@ -68,5 +69,6 @@ def sweep(
         root_restart_delay=root_restart_delay,
         map=process_map(workers),
         cluster=cluster,
+        metrics=metrics,
         **axes,
     )

@@ -18,6 +18,7 @@ supervisor stopped. The legend shows only what appears.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -31,9 +32,9 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from supervision.simulate import SweepTable
+    from supervision.simulate import Estimate, SweepTable
 
-__all__ = ["plot_heatmap", "plot_timeline", "plot_timelines"]
+__all__ = ["plot_heatmap", "plot_sweep", "plot_timeline", "plot_timelines"]
 
 _UP = "#4c9a5a"
 _FAILED = "#c0392b"
@@ -318,7 +319,52 @@ def plot_timeline(
     )
 
 
-_PERCENT = {"availability"}
+def _fixed(
+    table: SweepTable, free: Sequence[str], where: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The values of the axes not drawn: from `where`, or an axis's only value."""
+    for name in free:
+        if name not in table.axes:
+            raise ValueError(f"{name!r} is not an axis of this sweep; its axes: {list(table.axes)}")
+    fixed = dict(where or {})
+    for name, values in table.axes.items():
+        if name in free or name in fixed:
+            continue
+        if len(values) != 1:
+            raise ValueError(
+                f"axis {name!r} has {len(values)} values; fix one with where={{{name!r}: ...}}"
+            )
+        fixed[name] = values[0]
+    return fixed
+
+
+def _scale(table: SweepTable, metric: str) -> tuple[float, str]:
+    """A share in %, a time in s, anything else as it is."""
+    kind = table.kinds.get(metric, "count" if metric.startswith("give_ups(") else "value")
+    if kind == "fraction":
+        return 100.0, " (%)"
+    return 1.0, " (s)" if kind == "time" else " per run" if kind == "count" else ""
+
+
+def _estimates(
+    table: SweepTable, metric: str, fixed: Mapping[str, Any]
+) -> list[tuple[Mapping[str, Any], Estimate | None]]:
+    """The rows that match `fixed`, each with the metric's estimate (checks the name)."""
+    out = []
+    for row in table.rows:
+        if all(row.params.get(k) == v for k, v in fixed.items()):
+            out.append((row.params, row.estimate(metric)))
+    return out
+
+
+def _decimals(means: Sequence[float], halves: Sequence[float]) -> int:
+    """Enough decimals to tell the cells apart, and to show their intervals; at most 4."""
+    digits = 1
+    distinct = sorted(set(means))
+    gaps = [b - a for a, b in itertools.pairwise(distinct) if b - a > 0]
+    for step in [*gaps, *(h for h in halves if math.isfinite(h) and h > 0)]:
+        digits = max(digits, -math.floor(math.log10(step)))
+    return min(max(digits, 0), 4)
 
 
 def plot_heatmap(
@@ -335,72 +381,124 @@ def plot_heatmap(
 ) -> Figure:
     """One metric of a sweep over two of its axes, as an annotated heatmap.
 
-    `metric`: "availability", "restarts", "give_ups" or "time_to_give_up" (the
-    mean over seeds). `x`, `y`: two axes of the sweep; every other axis must
-    be fixed with `where={"axis": value}` (or have one value). A cell with no
-    figure (no run gave up) is left blank. Saved to `path` if given (format by
-    extension), drawn into `ax` if given. Returns the Figure.
+    `metric`: any metric of the table by name: "availability", "restarts",
+    "give_ups", "time_to_give_up", "unhealthy", one of `sweep(metrics=...)`, or
+    a nested supervisor's "give_ups(PATH)". Each cell shows the mean over the
+    seeds and below it its 95% interval, with the decimals that tell the cells
+    apart. `x`, `y`: two axes of the sweep; every other axis must be fixed with
+    `where={"axis": value}` (or have one value). A cell with no figure (no run
+    gave up) is left blank. Saved to `path` if given (format by extension),
+    drawn into `ax` if given. Returns the Figure.
     """
-    from supervision.simulate import METRICS
-
-    if metric not in METRICS:
-        raise ValueError(f"metric must be one of {METRICS}, not {metric!r}")
-    for name in (x, y):
-        if name not in table.axes:
-            raise ValueError(f"{name!r} is not an axis of this sweep; its axes: {list(table.axes)}")
-    fixed = dict(where or {})
-    for name, values in table.axes.items():
-        if name in (x, y) or name in fixed:
-            continue
-        if len(values) != 1:
-            raise ValueError(
-                f"axis {name!r} has {len(values)} values; fix one with where={{{name!r}: ...}}"
-            )
-        fixed[name] = values[0]
+    _estimates(table, metric, {})  # the metric's name first
+    fixed = _fixed(table, (x, y), where)
+    cells = _estimates(table, metric, fixed)
     xs, ys = table.axes[x], table.axes[y]
+    scale, unit = _scale(table, metric)
     grid = [[math.nan] * len(xs) for _ in ys]
-    for row in table.rows:
-        if any(row.params.get(k) != v for k, v in fixed.items()):
-            continue
-        value = row.metric(metric)
-        if value is not None:
-            grid[ys.index(row.params[y])][xs.index(row.params[x])] = value
+    spans: dict[tuple[int, int], Estimate] = {}
+    for params, est in cells:
+        if est is not None:
+            j, i = ys.index(params[y]), xs.index(params[x])
+            grid[j][i] = est.mean * scale
+            spans[j, i] = est
     Figure = _figure_class()
     if ax is None:
-        fig = Figure(figsize=(1.3 * len(xs) + 2.5, 0.6 * len(ys) + 1.8), layout="constrained")
+        fig = Figure(figsize=(1.5 * len(xs) + 2.5, 0.75 * len(ys) + 1.8), layout="constrained")
         ax = fig.subplots()
     else:
         fig = ax.get_figure()  # type: ignore[assignment]
-    percent = metric in _PERCENT
-    shown = [[v * 100 if percent else v for v in line] for line in grid]
+    good = metric == "availability" or table.kinds.get(metric) == "fraction"
     image = ax.imshow(
-        shown,
-        origin="lower",
-        aspect="auto",
-        cmap=cmap or ("viridis" if metric == "availability" else "magma_r"),
+        grid, origin="lower", aspect="auto", cmap=cmap or ("viridis" if good else "magma_r")
     )
-    known = [v for line in shown for v in line if not math.isnan(v)]
+    known = [v for line in grid for v in line if not math.isnan(v)]
     lo, hi = (min(known), max(known)) if known else (0.0, 1.0)
-    for j, line in enumerate(shown):
-        for i, value in enumerate(line):
-            if math.isnan(value):
-                continue
-            r, g, b, _ = image.cmap((value - lo) / (hi - lo) if hi > lo else 0.5)
-            ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
-            text = f"{value:.1f}" if percent else f"{value:.3g}"
-            ax.text(i, j, text, ha="center", va="center", fontsize=8, color=ink)
+    decimals = _decimals(known, [e.half_width * scale for e in spans.values()])
+    for (j, i), est in spans.items():
+        value = grid[j][i]
+        r, g, b, _ = image.cmap((value - lo) / (hi - lo) if hi > lo else 0.5)
+        ink = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
+        low, high = est.low * scale, est.high * scale
+        span = f"[{low:.{decimals}f}, {high:.{decimals}f}]" if math.isfinite(high - low) else "n=1"
+        text = f"{value:.{decimals}f}\n{span}"
+        ax.text(i, j, text, ha="center", va="center", fontsize=7, color=ink)
     ax.set_xticks(range(len(xs)), [_label(v) for v in xs])
     ax.set_yticks(range(len(ys)), [_label(v) for v in ys])
     ax.set_xlabel(x)
     ax.set_ylabel(y)
-    unit = " (%)" if percent else " (s)" if metric == "time_to_give_up" else " per run"
-    title = f"{metric}{unit}, mean of {len(table.seeds)} seeds"
+    title = f"{metric}{unit}, mean and 95% interval over {len(table.seeds)} seeds"
     if fixed:
         title += "; " + ", ".join(f"{k}={_label(v)}" for k, v in fixed.items())
     ax.set_title(title, fontsize=10, loc="left")
     fig.colorbar(image, ax=ax)
     _save(fig, path, dpi)
     return fig
+
+
+def plot_sweep(
+    table: SweepTable,
+    x: str,
+    metric: str = "availability",
+    path: str | os.PathLike[str] | None = None,
+    *,
+    by: str | None = None,
+    where: Mapping[str, Any] | None = None,
+    ax: Axes | None = None,
+    dpi: int = 110,
+) -> Figure:
+    """One metric of a sweep along one axis: a line per value of `by` (another axis),
+    each point the mean over the seeds with its 95% interval as an error bar.
+
+    `metric`: any metric of the table by name (as `plot_heatmap`'s). Every axis
+    other than `x` and `by` must be fixed with `where={"axis": value}` (or have one
+    value). An axis of numbers is drawn to scale, any other as evenly spaced labels.
+    A point with no figure is left out. Saved to `path` if given, drawn into `ax` if
+    given. Returns the Figure.
+    """
+    _estimates(table, metric, {})  # the metric's name first
+    fixed = _fixed(table, (x,) if by is None else (x, by), where)
+    points = _estimates(table, metric, fixed)
+    xs = table.axes[x]
+    numeric = all(isinstance(v, int | float) and not isinstance(v, bool) for v in xs)
+    scale, unit = _scale(table, metric)
+    Figure = _figure_class()
+    if ax is None:
+        fig = Figure(figsize=(6.4, 4.0), layout="constrained")
+        ax = fig.subplots()
+    else:
+        fig = ax.get_figure()  # type: ignore[assignment]
+    groups = table.axes[by] if by is not None else (None,)
+    for group in groups:
+        line = [
+            (params[x], est)
+            for params, est in points
+            if est is not None and (by is None or params[by] == group)
+        ]
+        line.sort(key=lambda p: xs.index(p[0]))
+        at = [float(v) if numeric else float(xs.index(v)) for v, _ in line]
+        means = [e.mean * scale for _, e in line]
+        below = [_bar(e.mean - e.low) * scale for _, e in line]
+        above = [_bar(e.high - e.mean) * scale for _, e in line]
+        label = None if by is None else f"{by}={_label(group)}"
+        ax.errorbar(at, means, yerr=[below, above], marker="o", capsize=3, label=label)
+    if not numeric:
+        ax.set_xticks(range(len(xs)), [_label(v) for v in xs])
+    ax.set_xlabel(x)
+    ax.set_ylabel(f"{metric}{unit}")
+    title = f"{metric}{unit}: mean and 95% interval over {len(table.seeds)} seeds"
+    if fixed:
+        title += "; " + ", ".join(f"{k}={_label(v)}" for k, v in fixed.items())
+    ax.set_title(title, fontsize=10, loc="left")
+    if by is not None:
+        ax.legend(fontsize=8)
+    _save(fig, path, dpi)
+    return fig
+
+
+def _bar(length: float) -> float:
+    """An error bar's length; 0 for an unbounded interval (one run)."""
+    return length if math.isfinite(length) else 0.0
 
 
 def _label(value: Any) -> str:

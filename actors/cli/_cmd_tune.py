@@ -31,10 +31,11 @@ def add_tune_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "intensity and period, each failing worker's backoff and restart_limit and each "
         "probed worker's liveness period and failures for the objective under the "
         "constraints, and replay the recommendation against the current settings on "
-        "fresh seeds. Metrics: availability, downtime, restarts, failures, unhealthy, "
-        "give_ups (the tree's), or availability(PATH), downtime(PATH), restarts(PATH), "
-        "failures(PATH), unhealthy(PATH), starts(PATH) of a child by its path below "
-        "the root.",
+        "fresh seeds. A metric is one of supervision.simulate's built-ins "
+        "(BUILTIN_METRICS): availability, availability(PATH), k_of_n(K, PATH, ...), "
+        "all_of(PATH, ...), any_of(PATH, ...), restarts, restarts(PATH), give_ups, "
+        "give_ups(SUPERVISOR), time_to_give_up, unhealthy, unhealthy(PATH), "
+        "downtime_per_incident(PATH), time_to_detect(PATH); a PATH is below the root.",
     )
     p.add_argument("journal", type=Path, nargs="+", help="the event journal (JSON Lines)")
     p.add_argument("--tree", type=Path, required=True, help="the tree's TOML file")

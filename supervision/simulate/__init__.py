@@ -84,7 +84,8 @@ the simulated supervisors of `_node` (their messages: `_messages`, their workers
 processes and drawn faults: `_process`); `_compare`
 and `_sweep` run it over specs and seeds; `_stats` holds the confidence
 intervals, `_table` compare()'s table, `_report` what one run reports,
-`_faults` and `_ops` the fault models and scripted calls, `_health` the
+`_metrics` the metrics over a run (built-ins, `metric(text)`), `_faults`
+and `_ops` the fault models and scripted calls, `_health` the
 readiness and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
 `_nodes.py`. This module only re-exports (tests/sim/test_facade.py
@@ -108,59 +109,89 @@ from ._faults import (
     Scripted,
 )
 from ._fit import ChildFit, Fit, NotEnoughHistory, Proportion, Rate, fit, read_journal
+from ._metrics import (
+    BUILTIN_METRICS,
+    Availability,
+    Custom,
+    DowntimePerIncident,
+    GiveUps,
+    KOfN,
+    Metric,
+    Restarts,
+    TimeToDetect,
+    TimeToGiveUp,
+    Unhealthy,
+    custom,
+    metric,
+)
 from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
 from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType
 from ._run import simulate
+from ._runs import Paired
 from ._stats import Estimate
 from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
 from ._tune import Knob, TuneError, Tuning, tune
 
 __all__ = [
+    "BUILTIN_METRICS",
     "CRASH",
     "DEFAULT_ROOT_RESTART_DELAY",
     "DEFAULT_SEEDS",
     "METRICS",
     "START_FAILURE",
+    "Availability",
     "Call",
     "CallResult",
     "ChildFit",
     "ChildReport",
     "Cluster",
     "ComparisonRow",
+    "Custom",
+    "DowntimePerIncident",
     "Estimate",
     "Exponential",
     "FaultModel",
     "Fit",
     "Flapping",
+    "GiveUps",
     "Hang",
     "Healthy",
+    "KOfN",
     "Knob",
     "MemoryGrowth",
+    "Metric",
     "NodeDown",
     "NodeFailures",
     "NodeUp",
     "NotEnoughHistory",
+    "Paired",
     "PidOf",
     "Proportion",
     "Rate",
+    "Restarts",
     "Scripted",
     "SimulationResult",
     "SweepRow",
     "SweepTable",
     "Table",
+    "TimeToDetect",
+    "TimeToGiveUp",
     "TreeReport",
     "TuneError",
     "Tuning",
+    "Unhealthy",
     "Unreachable",
     "call",
     "compare",
+    "custom",
     "event_sequence",
     "fit",
     "grid",
+    "metric",
     "pid_of",
     "read_journal",
     "simulate",

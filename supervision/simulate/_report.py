@@ -30,6 +30,7 @@ State = Literal["down", "up", "hung", "done"]
 """A child's state in a run's record: `hung` is alive but not answering (down for
 availability, drawn apart); `done` a worker that ended normally for good."""
 _DOWN: frozenset[State] = frozenset(("down", "hung"))
+_GIVE_UP = frozenset((EventKind.MAX_INTENSITY_REACHED, EventKind.AUTO_SHUTDOWN))
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,8 @@ class ChildReport:
     unhealthy (stopped by its liveness probe; also in `exits` and `failures`);
     `failed` the times its restart_limit left it failed (docs/otp-semantics.md
     section 4.1), or its first start did with required=False (section 16).
+    `give_ups` (a supervisor's) counts the times it stopped by itself: restart
+    intensity reached, a failed start, or auto-shutdown (0 for a worker).
     """
 
     path: str
@@ -58,6 +61,7 @@ class ChildReport:
     terminations: int
     unhealthy: int = 0
     failed: int = 0
+    give_ups: int = 0
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class TreeReport:
     each (time, reason). `intensity_reached` counts every supervisor's
     reached_max_restart_intensity, nested ones included. `restarts`,
     `failures`, `start_failures` and `unhealthy` are summed over the workers.
+    `supervisor_give_ups` counts every supervisor's give-ups by its path: "" the
+    root (the same as `give_ups`), "pool" a nested one.
     """
 
     duration: float
@@ -84,6 +90,7 @@ class TreeReport:
     intensity_reached: int
     root_exits: tuple[tuple[float, ExitReason], ...] = ()
     unhealthy: int = 0
+    supervisor_give_ups: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -107,12 +114,18 @@ class SimulationResult:
     # Each child's changes of state, by path: (virtual time, state), "down" before the
     # first; kept with or without the events (a hang has no event of its own).
     states: dict[str, list[tuple[float, State]]] = field(default_factory=dict)
+    # The figures of the metrics simulate() was given, by name (None: not defined here).
+    metrics: dict[str, float | None] = field(default_factory=dict)
 
     def __str__(self) -> str:
         probed = _probed(self.spec)  # a column for liveness stops, when a child has a probe
+        # A column for supervisors' own give-ups, when one gave up.
+        nested = any(r.give_ups for r in self.children.values())
         head = (
             f"{'child':<20} {'avail':>8} {'uptime':>12} {'starts':>7} {'restarts':>8} "
-            f"{'failures':>8} {'start fail':>10}" + (f" {'unhealthy':>9}" if probed else "")
+            f"{'failures':>8} {'start fail':>10}"
+            + (f" {'unhealthy':>9}" if probed else "")
+            + (f" {'give-ups':>8}" if nested else "")
         )
         lines = [head]
         for r in self.children.values():
@@ -120,6 +133,7 @@ class SimulationResult:
                 f"{r.path:<20} {r.availability:>8.2%} {format_seconds(r.uptime):>12} {r.starts:>7} "
                 f"{r.restarts:>8} {r.failures:>8} {r.start_failures:>10}"
                 + (f" {r.unhealthy:>9}" if probed else "")
+                + (f" {r.give_ups if r.type == 'supervisor' else '-':>8}" if nested else "")
             )
         t = self.tree
         first = t.time_to_give_up
@@ -164,6 +178,7 @@ class _Account:
     terminations: int = 0
     unhealthy: int = 0
     failed: int = 0
+    give_ups: int = 0  # a supervisor's own
     # Every change of state, in order: (virtual time, new state); from "down" at 0.
     changes: list[tuple[float, State]] = field(default_factory=list)
 
@@ -242,6 +257,7 @@ class Accounts:
                 terminations=acc.terminations,
                 unhealthy=acc.unhealthy,
                 failed=acc.failed,
+                give_ups=acc.give_ups,
             )
         uptime = self.tree_uptime + (duration - self.tree_since if self.tree_up else 0.0)
         workers = [c for c in children.values() if c.type == "worker"]
@@ -259,6 +275,10 @@ class Accounts:
             intensity_reached=self.intensity_reached,
             root_exits=tuple(self.root_exits),
             unhealthy=sum(c.unhealthy for c in workers),
+            supervisor_give_ups={
+                "": len(gave_up),
+                **{c.path: c.give_ups for c in children.values() if c.type == "supervisor"},
+            },
         )
         return children, tree
 
@@ -272,6 +292,15 @@ class Accounts:
         kind = event.context
         if kind is EventKind.MAX_INTENSITY_REACHED:
             self.intensity_reached += 1
+        if kind in _GIVE_UP or (
+            kind is EventKind.SUPERVISOR_STOPPED
+            and event.reason is not None
+            and event.reason.kind is ExitKind.START_FAILURE
+        ):
+            # A supervisor stops by itself; the root's are counted as root exits.
+            _, _, sup = event.supervisor.partition("/")
+            if sup in self.children:
+                self.children[sup].give_ups += 1
         acc = self.children.get(path) if path is not None else None
         if acc is None or path is None:
             return

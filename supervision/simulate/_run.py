@@ -39,6 +39,7 @@ from ._messages import (
     _ChildExited,
     _Init,
 )
+from ._metrics import MetricLike, check_metrics, measure
 from ._node import _Node
 from ._nodes import (
     Cluster,
@@ -376,6 +377,7 @@ def simulate(
     keep_events: bool = True,
     calls: Iterable[Call] = (),
     cluster: Cluster | None = None,
+    metrics: Mapping[str, MetricLike | str] | None = None,
 ) -> SimulationResult:
     """Run `spec` for `duration` virtual seconds against `faults`; report what happened.
 
@@ -396,6 +398,8 @@ def simulate(
       `choose_node`, as live) and node faults (`NodeDown`, `Unreachable`,
       `NodeUp`, `NodeFailures`); `result.placements` says where each incarnation
       ran. Without one, placements are ignored (as a live tree without an engine).
+    - `metrics`: named metrics (`metric("availability(web)")`, a function of the
+      run, or the text); `result.metrics` holds each one's figure in this run.
     """
     if not isinstance(spec, SupervisorSpec):
         raise SpecError(None, "spec", spec, "simulate() takes a SupervisorSpec")
@@ -414,6 +418,7 @@ def simulate(
             root_restart_delay,
             "expected None (the run ends at a give-up) or seconds > 0",
         )
+    chosen = check_metrics(metrics)
     call_list = list(calls)
     for c in call_list:
         if not isinstance(c, Call):
@@ -430,4 +435,6 @@ def simulate(
         call_list,
         cluster,
     )
-    return sim.run()
+    result = sim.run()
+    result.metrics.update(measure(chosen, result))
+    return result

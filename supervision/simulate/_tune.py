@@ -20,19 +20,19 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .._errors import NannyError
+from .._errors import NannyError, SpecError
 from ..spec._fields import Backoff
 from ..spec._restart_limit import RestartLimit
 from ..spec._spec import ChildSpec, SupervisorSpec
 from ._faults import FaultModel, Healthy
 from ._fit import Fit, shown
-from ._report import SimulationResult
+from ._metrics import Kind, KOfN, Metric, kind_of, metric
 from ._run import simulate
-from ._stats import Estimate
+from ._stats import Estimate, paired
 
 DEFAULT_SEARCH_SEEDS = range(20)
 DEFAULT_HOLDOUT_SEEDS = range(100_000, 100_020)
@@ -52,47 +52,22 @@ class TuneError(NannyError, ValueError):
 
 # -- metrics ---------------------------------------------------------------------------
 
-Metric = Callable[[SimulationResult], float]
 
-_TREE_METRICS: dict[str, Metric] = {
-    "availability": lambda r: r.tree.availability,
-    "downtime": lambda r: r.tree.downtime,
-    "restarts": lambda r: float(r.tree.restarts),
-    "failures": lambda r: float(r.tree.failures),
-    "unhealthy": lambda r: float(r.tree.unhealthy),
-    "give_ups": lambda r: float(r.tree.intensity_reached),  # every supervisor's
-}
-_CHILD_FIELDS = ("availability", "downtime", "restarts", "failures", "unhealthy", "starts")
-METRIC_NAMES = (*_TREE_METRICS, *(f"{name}(PATH)" for name in _CHILD_FIELDS))
-"""The metrics an objective or constraint may name: the tree's, and a child's by path."""
-
-_CALL = re.compile(r"^\s*([a-z_]+)\s*(?:\(\s*([^()]*?)\s*\))?\s*$")
-
-
-def _metric(text: str, paths: Iterable[str] = ()) -> Metric:
-    """The metric `text` names: "restarts" (the tree's) or "availability(pool/web)"
-    (a child's, by its path below the root; `paths`, when given, are the known ones)."""
-    found = _CALL.match(text)
-    if found is None:
-        raise TuneError(f"metric {text!r} is not a name or name(path); known: {_known()}")
-    name, path = found[1], found[2]
-    if path is None:
-        if name not in _TREE_METRICS:
-            raise TuneError(f"unknown metric {text!r}; known: {_known()}")
-        return _TREE_METRICS[name]
-    if name not in _CHILD_FIELDS:
-        raise TuneError(f"unknown metric {text!r}; known: {_known()}")
-    known = list(paths)
-    if known and path not in known:
-        raise TuneError(
-            f"metric {text!r} names no child of the tree: '{shown(path)}'; "
-            f"its children: {', '.join(known)}"
-        )
-    return lambda r: float(getattr(r.children[path], name))
-
-
-def _known() -> str:
-    return ", ".join(METRIC_NAMES)
+def _metric(text: str, paths: Sequence[str]) -> Metric:
+    """The built-in metric `text` names (`_metrics.metric`), its paths checked against
+    the tree's (`paths`, below the root) before any run."""
+    try:
+        found = metric(text)
+    except SpecError as e:
+        raise TuneError(f"metric {text!r}: {e.expected}") from None
+    named = found.paths() if isinstance(found, KOfN) else {getattr(found, "path", None) or ""}
+    for path in sorted(named - {""}):
+        if path not in paths:
+            raise TuneError(
+                f"metric {text!r} names no child of the tree: '{shown(path)}'; "
+                f"its children: {', '.join(paths)}"
+            )
+    return found
 
 
 @dataclass(frozen=True)
@@ -143,7 +118,10 @@ class Constraint:
         return cls(found[1], found[2], bound)
 
     def miss(self, value: float) -> float:
-        """How far `value` misses the bound, relative to it (0: met)."""
+        """How far `value` misses the bound, relative to it (0: met; 1 when no run
+        defines the metric, e.g. a time to give up in runs that never gave up)."""
+        if math.isnan(value):
+            return 1.0
         gap = self.bound - value if self.op == ">=" else value - self.bound
         return max(0.0, gap) / max(abs(self.bound), 1e-9)
 
@@ -275,16 +253,28 @@ class Point:
     """Settings and their figures over seeds: the objective's and each constraint's."""
 
     settings: tuple[tuple[tuple[str, str], Any], ...]  # ((path, field), value), knob order
-    objective: tuple[float, ...]  # per seed
-    constraints: tuple[tuple[float, ...], ...]  # per constraint, per seed
+    objective: tuple[float | None, ...]  # per seed; None: not defined in that run
+    constraints: tuple[tuple[float | None, ...], ...]  # per constraint, per seed
+    kinds: tuple[Kind, ...] = ()  # the objective's interval's, then each constraint's
 
-    def estimate(self) -> Estimate:
-        e = Estimate.of(self.objective)
-        assert e is not None
-        return e
+    def estimate(self) -> Estimate | None:
+        """The objective's mean over the runs that define it, with its 95% interval."""
+        return _estimate(self.objective, self.kinds[0] if self.kinds else "value")
 
-    def constraint_estimates(self) -> list[Estimate]:
-        return [e for e in (Estimate.of(v) for v in self.constraints) if e is not None]
+    def constraint_estimates(self) -> list[Estimate | None]:
+        value: tuple[Kind, ...] = ("value",)
+        kinds = self.kinds[1:] or value * len(self.constraints)
+        return [_estimate(v, k) for v, k in zip(self.constraints, kinds, strict=True)]
+
+
+def _estimate(values: Sequence[float | None], kind: Kind) -> Estimate | None:
+    return Estimate.of([v for v in values if v is not None], kind)
+
+
+def _mean(values: Sequence[float | None]) -> float:
+    """The mean over the runs that define it; nan when none does."""
+    defined = [v for v in values if v is not None]
+    return math.fsum(defined) / len(defined) if defined else math.nan
 
 
 @dataclass(frozen=True)
@@ -302,7 +292,7 @@ class Tuning:
     recommended: Point
     holdout_current: Point
     holdout_recommended: Point
-    difference: Estimate
+    difference: Estimate | None  # None: no held-out run defines the objective in both
     evaluated: int  # points the search ran
 
     @property
@@ -324,7 +314,7 @@ class Tuning:
         if not self.feasible(self.holdout_current):
             return True
         d = self.difference
-        return d.low > 0 if self.objective.maximise else d.high < 0
+        return d is not None and (d.low > 0 if self.objective.maximise else d.high < 0)
 
     def __str__(self) -> str:
         lines = [
@@ -363,8 +353,8 @@ class Tuning:
             )
         ]
         for name, a, b in rows:
-            lines.append(f"{name:<32} {a.format():>22} {b.format():>22}")
-        lines.append(f"paired difference (recommended - current): {self.difference.format()}")
+            lines.append(f"{name:<32} {_shown(a):>22} {_shown(b):>22}")
+        lines.append(f"paired difference (recommended - current): {_shown(self.difference)}")
         met = {True: "met", False: "not met"}
         lines.append(
             f"constraints: current {met[self.feasible(self.holdout_current)]}, "
@@ -379,7 +369,11 @@ class Tuning:
 
 
 def _means(point: Point) -> list[float]:
-    return [math.fsum(v) / len(v) for v in point.constraints]
+    return [_mean(v) for v in point.constraints]
+
+
+def _shown(estimate: Estimate | None) -> str:
+    return "not defined" if estimate is None else estimate.format()
 
 
 def tune(
@@ -421,6 +415,7 @@ def tune(
             )
     score = _metric(goal.text, paths)
     checks = [_metric(c.text, paths) for c in bounds]
+    kinds = tuple(kind_of(m) for m in (score, *checks))
     grid = tuple(knobs) if knobs is not None else tuple(default_knobs(spec, faults))
     _check_knobs(spec, grid)
     search, fresh = list(seeds), list(holdout)
@@ -448,15 +443,21 @@ def tune(
             )
             for s in on
         ]
-        return Point(
-            settings,
-            tuple(score(r) for r in results),
-            tuple(tuple(check(r) for r in results) for check in checks),
-        )
+        try:
+            return Point(
+                settings,
+                tuple(score(r) for r in results),
+                tuple(tuple(check(r) for r in results) for check in checks),
+                kinds,
+            )
+        except SpecError as e:  # a path of the wrong sort (a worker's give_ups)
+            raise TuneError(f"{e.value}: {e.expected}") from None
 
     def rank(p: Point) -> tuple[float, float]:
         miss = sum(c.miss(m) for c, m in zip(bounds, _means(p), strict=True))
-        mean = math.fsum(p.objective) / len(p.objective)
+        mean = _mean(p.objective)
+        if math.isnan(mean):
+            mean = -math.inf if goal.maximise else math.inf
         return (-miss, mean if goal.maximise else -mean)
 
     nodes = {path: node for path, node, _ in _walk(spec)}
@@ -480,9 +481,7 @@ def tune(
             break
     held_current = run(current_settings, fresh)
     held_best = run(best.settings, fresh)
-    diffs = [b - c for b, c in zip(held_best.objective, held_current.objective, strict=True)]
-    difference = Estimate.of(diffs)
-    assert difference is not None
+    difference = paired(held_best.objective, held_current.objective, kinds[0])
     return Tuning(
         goal, bounds, grid, duration, current, best, held_current, held_best, difference, len(seen)
     )

@@ -48,7 +48,7 @@ def test_objectives_and_constraints_are_parsed_from_text() -> None:
 
 
 def test_an_unknown_metric_or_child_is_named_with_what_is_known() -> None:
-    with pytest.raises(TuneError, match=r"unknown metric 'uptime\(pool/web\)'; known: avail"):
+    with pytest.raises(TuneError, match=r"'uptime' is no metric. The metrics: availability"):
         tune(tree(), FAULTS, objective="max uptime(pool/web)", duration=10.0)
     with pytest.raises(TuneError) as caught:
         tune(tree(), FAULTS, objective="max availability(web)", duration=10.0)
@@ -56,6 +56,10 @@ def test_an_unknown_metric_or_child_is_named_with_what_is_known() -> None:
         "metric 'availability(web)' names no child of the tree: 'web'; "
         "its children: pool, pool/web, pool/jobs, db"
     )
+    with pytest.raises(TuneError, match="names no child of the tree: 'web'; its children: pool,"):
+        tune(tree(), FAULTS, objective="max k_of_n(1, pool/jobs, web)", duration=10.0)
+    with pytest.raises(TuneError, match="'pool/web' is no supervisor of this tree"):
+        tune(tree(), FAULTS, objective="min give_ups(pool/web)", duration=10.0)
     with pytest.raises(TuneError, match="the history names child 'cache', which the tree has not"):
         tune(
             tree(), {**FAULTS, "cache": Exponential(mtbf=1.0)}, objective="min restarts", duration=1
@@ -169,3 +173,20 @@ def test_settings_already_best_are_kept() -> None:
     )
     assert result.changes == {} and "recommended: keep the current settings" in str(result)
     assert not result.beats  # nothing to beat: the same settings, a difference of 0
+
+
+def test_any_built_in_metric_serves_as_objective_or_constraint() -> None:
+    """A nested supervisor's give-ups as the objective, k of n as a constraint."""
+    result = tune(
+        tree(),
+        FAULTS,
+        objective="min give_ups(pool)",
+        require=["k_of_n(2, pool/web, pool/jobs, db) >= 80%"],
+        knobs=[Knob("svc/pool", "intensity", (1, 50))],
+        duration=300.0,
+        seeds=range(4),
+        holdout=range(10, 14),
+    )
+    assert result.changes == {("svc/pool", "intensity"): (1, 50)}
+    assert result.holdout_recommended.objective == (0.0, 0.0, 0.0, 0.0)
+    assert result.beats
