@@ -23,10 +23,11 @@ What is measured, per worker (a `who` that no `supervisor_started` names):
 - stop duration: from the supervisor's previous event (the exit, stop or request
   that made it stop the child) to `child_terminated`;
 - start failures: `start_failed` over start attempts (Wilson interval);
-- probe flakiness: failing streaks that recovered (`child_unhealthy` then
-  `child_healthy`) over the probes made (probed uptime / the probe period: from
-  the tree's spec when given, else the default 10 s), a lower bound, since a
-  streak may hold several failed probes.
+- probe flakiness: the failed probes of failing streaks that recovered (each
+  `probe_failed` before a `child_healthy`; where a journal has no `probe_failed`
+  events, one per `child_unhealthy` streak: a lower bound) over the probes made
+  (probed uptime / the probe period: from the tree's spec when given, else the
+  default 10 s).
 """
 
 from __future__ import annotations
@@ -450,6 +451,7 @@ class _Tally:
     normal_exits: int = 0
     hangs: int = 0
     failing_since: float | None = None  # the first failing probe of the current streak
+    streak: int = 0  # its failed attempts, where the journal has probe_failed events
     flaps: int = 0
     probed: float = 0.0
     runs: list[tuple[float, bool]] = field(default_factory=list)  # (length, ended by a crash)
@@ -466,6 +468,7 @@ class _Tally:
         self.runs.append((length, crashed))
         self.up_since = None
         self.failing_since = None
+        self.streak = 0
 
 
 def fit(
@@ -532,11 +535,13 @@ def fit(
             t.close(e.time)
         elif e.what == "start_failed":
             t.attempts_failed += 1
-        elif e.what == "child_unhealthy" and t.failing_since is None:
-            t.failing_since = e.time
+        elif e.what in ("child_unhealthy", "probe_failed"):
+            if t.failing_since is None:
+                t.failing_since = e.time
+            t.streak += e.what == "probe_failed"
         elif e.what == "child_healthy" and t.failing_since is not None:
-            t.flaps += 1
-            t.failing_since = None
+            t.flaps += max(1, t.streak)  # one a streak, where attempts are not reported
+            t.failing_since, t.streak = None, 0
         last_by_supervisor[parent] = e
     for open_run in tallies.values():
         open_run.close(end)

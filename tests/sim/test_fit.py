@@ -162,6 +162,23 @@ def test_liveness_kills_are_hangs_and_recovered_streaks_are_flaps() -> None:
     assert child.models[0].mean == pytest.approx(67.5 / 2)  # type: ignore[attr-defined]
 
 
+def test_each_failed_attempt_of_a_recovered_streak_counts_where_the_journal_has_them() -> None:
+    lines = [
+        line(0.0, "t", "supervisor_started"),
+        line(0.0, "t/db", "child_started"),
+        line(10.0, "t/db", "probe_failed", detail="failing 1/3"),
+        line(10.0, "t/db", "child_unhealthy"),
+        line(11.0, "t/db", "probe_failed", detail="failing 2/3"),
+        line(12.0, "t/db", "child_healthy"),
+        line(100.0, "t/db", "child_terminated", "shutdown"),
+    ]
+    probe = Liveness(TcpProbe(port=1, period=1.0), failures=3)
+    spec = SupervisorSpec("t", children=[ChildSpec("db", command=["db"], liveness=probe)])
+    child = fit(lines, spec)["db"]
+    assert (child.flaps.hits, child.flaps.trials) == (2, 100)
+    assert child.models == [Flapping(probability=0.02)]
+
+
 def test_a_weibull_is_said_to_fit_better_only_when_the_test_rejects_the_exponential() -> None:
     rng = random.Random(7)
     wearing = [rng.weibullvariate(1.0, 3.0) for _ in range(200)]
