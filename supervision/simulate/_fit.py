@@ -506,7 +506,9 @@ def fit(
                 for below, running in tallies.items():
                     if f"{root}/{below}".startswith(e.who + "/"):
                         running.close(e.time)
-            last_by_supervisor[e.who] = e
+            # A child_* event about a nested supervisor is its parent's to report.
+            by = parent if parent and e.what.startswith("child_") else e.who
+            last_by_supervisor[by] = e
             continue
         path = e.who.split("/", 1)[1]
         t = tallies.setdefault(path, _Tally())

@@ -133,6 +133,11 @@ def test_tune_names_an_unknown_metric_child_or_too_short_a_history(tmp_path: Pat
     assert "worker 'pool/web' has 7 starts in the journal; the fit needs at least 100" in err
     rc, err = _tune(tmp_path, "--objective", "min restarts", "--require", "restarts < 3")
     assert rc == 1 and "write 'METRIC >= NUMBER' or 'METRIC <= NUMBER'" in err
+    rc, err = _tune(tmp_path, "--objective", "min restarts", journal=tmp_path / "none.jsonl")
+    assert rc == 1 and "cannot read the journal: [Errno 2] No such file or directory" in err
+    (tmp_path / "empty.jsonl").write_text("")
+    rc, err = _tune(tmp_path, "--objective", "min restarts", journal=tmp_path / "empty.jsonl")
+    assert rc == 1 and "the journal has no supervisor_started event: is it a nannytree" in err
 
 
 def test_tune_reads_a_journal_as_bounded_data(tmp_path: Path) -> None:
