@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from supervision import Backoff, ChildSpec, Liveness, RestartLimit, SupervisorSpec, TcpProbe
-from supervision.simulate import Exponential, Knob, TuneError, simulate, tune
+from supervision.simulate import Exponential, Hang, Knob, TuneError, simulate, tune
 from supervision.simulate._tune import Constraint, Objective, apply, default_knobs
 
 
@@ -190,3 +190,28 @@ def test_any_built_in_metric_serves_as_objective_or_constraint() -> None:
     assert result.changes == {("svc/pool", "intensity"): (1, 50)}
     assert result.holdout_recommended.objective == (0.0, 0.0, 0.0, 0.0)
     assert result.beats
+
+
+def test_a_fitted_hang_tunes_the_liveness_probe() -> None:
+    """A db that hangs every 5 minutes on average, seen by a probe every 10 s that
+    needs 5 failures: a faster probe or a lower threshold finds the hang sooner."""
+
+    probe = Liveness(TcpProbe(port=1, period=10.0, timeout=1.0), failures=5)
+    spec = SupervisorSpec(
+        "svc",
+        intensity=100,
+        period=10.0,
+        children=[ChildSpec("db", command=["db"], liveness=probe, shutdown=1.0)],
+    )
+    result = tune(
+        spec,
+        {"db": Hang(mean=300.0, start_duration=1.0)},
+        objective="max availability(db)",
+        knobs=[Knob("svc/db", "liveness", ((10.0, 5), (10.0, 2), (2.0, 2)))],
+        duration=3600.0,
+        seeds=range(6),
+        holdout=range(10, 16),
+    )
+    assert result.changes == {("svc/db", "liveness"): ((10.0, 5), (2.0, 2))}
+    assert result.beats
+    assert "svc/db liveness: every 10 s, 5 failures -> every 2 s, 2 failures" in str(result)
