@@ -50,8 +50,12 @@ MAX_LINES = 2_000_000
 """Lines read from a journal at most (10 MB files, 6 of them, hold fewer)."""
 MAX_LINE_BYTES = 64 * 1024
 """A longer line is skipped: the journal's own lines are a few hundred bytes."""
+MAX_TIME = 1e11
+"""Seconds (since the epoch, or virtual) a line's time may not exceed: year 5138."""
 MAX_NAME = 200
 """Characters of a `who` kept; a longer name is not a child of a tree file."""
+SHORTEST = 1e-3
+"""A model's mean time at least (seconds): runs that ended as they began."""
 MIN_EVENTS = 1
 """Starts a worker needs in the journal before its rates are fitted."""
 
@@ -132,18 +136,24 @@ def read_journal(lines: Iterable[str | bytes], *, max_lines: int = MAX_LINES) ->
 def _event(line: str | bytes) -> JournalEvent | None:
     try:
         data = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: "[[[[..." nested deep
         return None
     if not isinstance(data, dict):
         return None
     t, who, what = data.get("time"), data.get("who"), data.get("what")
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t):
+    if isinstance(t, bool) or not isinstance(t, int | float):
+        return None
+    try:
+        t = float(t)
+    except OverflowError:  # an integer of 400 digits
+        return None
+    if not abs(t) <= MAX_TIME:  # NaN too
         return None
     if not isinstance(who, str) or not isinstance(what, str) or not who or len(who) > MAX_NAME:
         return None
     reason, detail = data.get("reason"), data.get("detail")
     return JournalEvent(
-        float(t),
+        t,
         who,
         what[:64],
         reason[:200] if isinstance(reason, str) else "",
@@ -186,9 +196,9 @@ class Rate:
 
     def format(self) -> str:
         low, high = self.interval()
-        between = f"{_seconds(1 / high)} to {_seconds(1 / low) if low > 0 else 'never'}"
+        between = f"{_seconds(_per(high))} to {_seconds(_per(low))}"
         if not self.events:
-            longer = _seconds(1 / high)
+            longer = _seconds(_per(high))
             return f"none in {format_seconds(self.exposure)} (mean time > {longer})"
         return (
             f"{self.events} in {format_seconds(self.exposure)}: one every "
@@ -198,7 +208,14 @@ class Rate:
 
 def _seconds(value: float) -> str:
     """Seconds to three figures below a minute (a crash every 0.444 s), else as reports."""
+    if not math.isfinite(value):
+        return "never"
     return f"{value:.3g} s" if value < 60 else format_seconds(value)
+
+
+def _per(rate: float) -> float:
+    """The mean time of a rate: inf for none."""
+    return 1 / rate if rate > 0 else math.inf
 
 
 @dataclass(frozen=True)
@@ -353,9 +370,9 @@ class ChildFit:
         found: list[FaultModel] = []
         if self.crashes.events:
             reason = CRASH if self.crashes.events > self.normal_exits else _NORMAL
-            found.append(Exponential(self.crashes.mean_time, reason, **common))
+            found.append(Exponential(max(self.crashes.mean_time, SHORTEST), reason, **common))
         if self.hangs.events:
-            found.append(Hang(mean=self.hangs.mean_time, **common))
+            found.append(Hang(mean=max(self.hangs.mean_time, SHORTEST), **common))
         if self.flaps.hits:
             found.append(Flapping(probability=self.flaps.value, **common))
         return found or [Healthy(**common)]

@@ -204,13 +204,16 @@ def test_lines_that_are_not_events_are_counted_and_skipped() -> None:
         json.dumps({"time": "soon", "who": "t", "what": "x"}),
         json.dumps({"time": 1.0, "who": "", "what": "x"}),
         "x" * 100_000,
+        "[" * 60_000,  # nested too deep for the parser
+        json.dumps({"time": 10**400, "who": "t/w", "what": "child_started"}),
+        json.dumps({"time": float("nan"), "who": "t/w", "what": "child_started"}),
         "",
         *crashing_journal(),
     ]
     journal = read_journal(lines)
-    assert journal.skipped == 5 and not journal.truncated
+    assert journal.skipped == 8 and not journal.truncated
     assert fit(journal)["w"].crashes.events == 10
-    assert "5 lines that are not events skipped" in str(fit(journal))
+    assert "8 lines that are not events skipped" in str(fit(journal))
 
 
 def test_reading_stops_at_max_lines_and_says_so() -> None:
