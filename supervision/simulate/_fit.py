@@ -32,6 +32,7 @@ What is measured, per worker (a `who` that no `supervisor_started` names):
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
@@ -361,29 +362,35 @@ class ChildFit:
 
     @property
     def models(self) -> list[FaultModel]:
-        """Every model that applies, each with the fitted start and stop durations."""
-        common: dict[str, Any] = {
+        """Every model that applies, as a combined list: the child's start and stop
+        times and start failures on the first model only (a list's models each draw
+        their own start failures)."""
+        found: list[FaultModel] = []
+        if self.crashes.events:
+            reason = CRASH if self.crashes.events > self.normal_exits else _NORMAL
+            found.append(Exponential(max(self.crashes.mean_time, SHORTEST), reason))
+        if self.hangs.events:
+            found.append(Hang(mean=max(self.hangs.mean_time, SHORTEST)))
+        if self.flaps.hits:
+            found.append(Flapping(probability=self.flaps.value))
+        first = found[0] if found else Healthy()
+        return [dataclasses.replace(first, **self._common()), *found[1:]]
+
+    @property
+    def model(self) -> FaultModel:
+        """The dominant model (most events), with the child's start and stop times: what
+        the simulator takes while a child takes one model."""
+        counts = {Exponential: self.crashes.events, Hang: self.hangs.events}
+        counts[Flapping] = self.flaps.hits
+        dominant = max(self.models, key=lambda m: counts.get(type(m), 0))  # ties: the first
+        return dataclasses.replace(dominant, **self._common())
+
+    def _common(self) -> dict[str, Any]:
+        return {
             "start_duration": self.start_duration.mean if self.start_duration else 0.0,
             "stop_duration": self.stop_duration.mean if self.stop_duration else 0.0,
             "start_failure_probability": self.start_failures.value,
         }
-        found: list[FaultModel] = []
-        if self.crashes.events:
-            reason = CRASH if self.crashes.events > self.normal_exits else _NORMAL
-            found.append(Exponential(max(self.crashes.mean_time, SHORTEST), reason, **common))
-        if self.hangs.events:
-            found.append(Hang(mean=max(self.hangs.mean_time, SHORTEST), **common))
-        if self.flaps.hits:
-            found.append(Flapping(probability=self.flaps.value, **common))
-        return found or [Healthy(**common)]
-
-    @property
-    def model(self) -> FaultModel:
-        """The dominant model (most events): what the simulator takes while a child
-        takes one model. TODO(op-faults): hand the simulator `models`, the list."""
-        counts = {Exponential: self.crashes.events, Hang: self.hangs.events}
-        counts[Flapping] = self.flaps.hits
-        return max(self.models, key=lambda m: counts.get(type(m), 0))  # ties: the first
 
     def __str__(self) -> str:
         lines = [f"{shown(self.path)}: {self.starts} starts"]
@@ -437,8 +444,13 @@ class Fit:
 
     def faults(self) -> dict[str, FaultModel]:
         """The simulator's `faults`: each worker's dominant model.
-        TODO(op-faults): each worker's list of models, once a child takes several."""
+        TODO(op-faults): `combined_faults()` once a child takes several models."""
         return {path: child.model for path, child in self.children.items()}
+
+    def combined_faults(self) -> dict[str, list[FaultModel]]:
+        """Each worker's list of models, for a simulator whose children take several
+        (op-faults' combined models)."""
+        return {path: child.models for path, child in self.children.items()}
 
     def __getitem__(self, path: str) -> ChildFit:
         try:

@@ -160,6 +160,11 @@ def test_liveness_kills_are_hangs_and_recovered_streaks_are_flaps() -> None:
     assert kinds == [Hang, Flapping]
     assert isinstance(child.model, Hang)  # the dominant one, while a child takes one model
     assert child.models[0].mean == pytest.approx(67.5 / 2)  # type: ignore[attr-defined]
+    # A combined list (op-faults): the child's start fields on its first model only.
+    hang, flapping = child.models
+    assert flapping == Flapping(probability=flapping.probability)  # type: ignore[attr-defined]
+    assert hang.start_duration == child.model.start_duration
+    assert fit(lines, spec).combined_faults() == {"db": child.models}
 
 
 def test_each_failed_attempt_of_a_recovered_streak_counts_where_the_journal_has_them() -> None:
