@@ -16,7 +16,8 @@ MEANINGS: dict[int, str] = {
     "(auto_shutdown); `wait`: ready.",
     FAILED: "Failed: an invalid tree file (`check`, `run`), a request the tree refused, "
     "a tree that gave up (its root reached its restart intensity) or could not start, "
-    "a child not found; `wait`: it will never be ready (the tree ended, a supervisor "
+    "a child not found; `tune`: a journal without the history asked for, an unknown "
+    "metric or child; `wait`: it will never be ready (the tree ended, a supervisor "
     "gave up for good).",
     USAGE: "Bad usage: unknown command or flag, a bad value (argparse's own), `logs` "
     "without an ID; `run`: engine settings the engine refuses, or detection flags "

@@ -12,6 +12,8 @@
     nannytree top                      the live view of a tree run elsewhere (read-only)
     nannytree wait [ID...] --ready     until the tree (or those children) is ready
     nannytree shutdown                 stop the running tree, as Ctrl-C does
+    nannytree tune events.jsonl --tree tree.toml --objective 'min restarts'
+                                       settings tuned on the tree's own history
 
 Exit status: 0 done; 1 failed (invalid file, refused request, a tree that gave
 up); 2 bad usage (also: several trees run and none was named); 3 not running
@@ -36,6 +38,7 @@ from ._cmd_events import cmd_events
 from ._cmd_logs import cmd_logs
 from ._cmd_run import cmd_demo, cmd_run
 from ._cmd_status import cmd_ls, cmd_status
+from ._cmd_tune import add_tune_parser
 from ._cmd_update import add_settle_flag, cmd_reload
 from ._control import BadUsage, ControlError, NoTree
 from ._exit import EPILOG, FAILED, NOT_RUNNING, OK, TIMED_OUT, USAGE
@@ -230,6 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_wait)
     p = sub.add_parser("shutdown", parents=[client], help="stop the running tree")
     p.set_defaults(func=cmd_shutdown)
+    add_tune_parser(sub)
     return parser
 
 

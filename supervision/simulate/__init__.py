@@ -112,6 +112,7 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
+from ._fit import ChildFit, Fit, NotEnoughHistory, Proportion, Rate, fit, read_journal
 from ._metrics import (
     BUILTIN_METRICS,
     Availability,
@@ -137,6 +138,7 @@ from ._runs import Paired
 from ._stats import Estimate
 from ._sweep import METRICS, SweepRow, SweepTable, grid, sweep
 from ._table import ComparisonRow, Table
+from ._tune import Knob, TuneError, Tuning, tune
 
 __all__ = [
     "BUILTIN_METRICS",
@@ -148,6 +150,7 @@ __all__ = [
     "Availability",
     "Call",
     "CallResult",
+    "ChildFit",
     "ChildReport",
     "Cluster",
     "ComparisonRow",
@@ -156,18 +159,23 @@ __all__ = [
     "Estimate",
     "Exponential",
     "FaultModel",
+    "Fit",
     "Flapping",
     "GiveUps",
     "Hang",
     "Healthy",
     "KOfN",
+    "Knob",
     "MemoryGrowth",
     "Metric",
     "NodeDown",
     "NodeFailures",
     "NodeUp",
+    "NotEnoughHistory",
     "Paired",
     "PidOf",
+    "Proportion",
+    "Rate",
     "Restarts",
     "Scripted",
     "SimulationResult",
@@ -177,15 +185,20 @@ __all__ = [
     "TimeToDetect",
     "TimeToGiveUp",
     "TreeReport",
+    "TuneError",
+    "Tuning",
     "Unhealthy",
     "Unreachable",
     "call",
     "compare",
     "custom",
     "event_sequence",
+    "fit",
     "grid",
     "metric",
     "pid_of",
+    "read_journal",
     "simulate",
     "sweep",
+    "tune",
 ]

@@ -387,3 +387,71 @@ def test_experiment_with_restart_strategies(tmp_path: Path, monkeypatch: Any) ->
     assert compared == 8
     for picture in ("timeline.png", "sweep.png"):
         assert (tmp_path / picture).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+# -- Tune a tree from its own history ---------------------------------------------------
+
+
+def test_tune_a_tree_from_its_own_history(tmp_path: Path, monkeypatch: Any) -> None:
+    """Step 2 on real processes (its journal gets written); step 3's command on the
+    journal the page ships prints exactly what the page shows; step 4's Python (skipped
+    by the docs' Sybil run: it needs the tutorial's folder) prints what its text blocks
+    show."""
+    page = PAGES / "tuning-from-history.md"
+    folder = tmp_path / "tuning"
+    shutil.copytree(EXAMPLES / "tuning", folder)
+    env = {
+        **os.environ,
+        "XDG_RUNTIME_DIR": str(tmp_path),
+        "NANNYTREE_LOG_DIR": str(tmp_path / "logs"),
+        "COLUMNS": "120",
+    }
+    ran: set[str] = set()
+    blocks = fences(page)
+    consoles = [text for info, text in blocks if info == "console"]
+
+    # 2. Record its history: the journal gets jobs' crashes as they happen.
+    command = consoles[0].splitlines()[0].removeprefix("$ nannytree ")
+    recorded = folder / "recorded.jsonl"
+    with LiveRun(command.split(), folder, env) as run:
+        run.wait_screen(r"jobs")
+
+        def crashes() -> int:
+            if not recorded.exists():
+                return 0
+            lines = recorded.read_text().splitlines()
+            return sum('"what": "child_exited"' in x and "svc/pool/jobs" in x for x in lines)
+
+        wait_until(lambda: crashes() >= 2, DEADLINE, "two crashes of jobs in the journal")
+    ran.add(command)
+
+    # 3. The command on the shipped journal: the page's output, line for line.
+    first, *shown = consoles[1].splitlines()
+    args = re.findall(r"'[^']*'|\S+", first.removeprefix("$ nannytree "))
+    out = subprocess.run(
+        [*CLI, *(a.strip("'") for a in args)],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == shown
+    ran.add(first.removeprefix("$ nannytree "))
+    assert ran == page_commands(page)
+
+    # 4. The Python, in order, in one namespace, from the tutorial's folder.
+    monkeypatch.chdir(folder)
+    namespace: dict[str, Any] = {"__name__": "__tutorial__"}
+    compared = 0
+    for (info, code), (after, text) in zip(blocks, [*blocks[1:], ("", "")], strict=True):
+        if info != "python" or "--8<--" in code:
+            continue
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            exec(compile(code, "tuning-from-history.md", "exec"), namespace)
+        assert after == "text", code
+        assert printed.getvalue() == text, code
+        compared += 1
+    assert compared == 2

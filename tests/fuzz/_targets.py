@@ -432,6 +432,57 @@ def _use(event: Event) -> None:
         raise Broken(f"{event!r} read back as {again!r}")
 
 
+_KINDS = ("supervisor_started", "child_started", "child_exited", "child_terminated",
+          "start_failed", "child_unhealthy", "probe_failed", "child_healthy",
+          "reached_max_restart_intensity", "supervisor_stopped", "operator_action")  # fmt: skip
+
+
+def journal_line(rng: random.Random) -> str:
+    """A line of `nannytree run --event-log`, plausible or not."""
+    data: dict[str, Any] = {
+        "time": rng.choice((rng.uniform(0, 100), 0, -1, 1e308, float("nan"), "1", None)),
+        "who": rng.choice(("t", "t/w", "t/p", "t/p/x", "", "t/\x1b[2J", "u/w", "/", 3)),
+        "what": rng.choice((*_KINDS, "", 7)),
+        "reason": rng.choice((None, "exit code 1", "unhealthy: 3 failed", "watchdog", "normal", 1)),
+        "detail": rng.choice(("", "one_for_one", "failing 1/3", None)),
+    }
+    if rng.random() < 0.1:
+        data["time"] = 10**400
+    return json.dumps(data)
+
+
+class JournalTarget(Target):
+    """`supervision.simulate.fit` on a journal's lines: a Fit, or NotEnoughHistory."""
+
+    name = "journal"
+    tokens = tuple(
+        s.encode() for s in ('"time": ', '"who": "t/', '"what": "child_', '"reason": "', "\n")
+    )
+
+    def seeds(self) -> list[bytes]:
+        rng = random.Random(7)
+        return [self.generate(rng) for _ in range(64)]
+
+    def generate(self, rng: random.Random) -> bytes:
+        lines = [journal_line(rng) for _ in range(rng.randint(0, 12))]
+        return "\n".join(lines).encode() + rng.choice((b"\n", b""))
+
+    def run(self, data: bytes) -> str:
+        from supervision.simulate import NotEnoughHistory, fit, read_journal
+
+        try:
+            found = fit(read_journal(data.splitlines()))
+        except NotEnoughHistory as e:
+            return f"bad {_shape(str(e), 30)}"
+        text = str(found)
+        if "\x1b" in text:
+            raise Broken(f"an escape reached the report: {text!r}")
+        for child in found.children.values():
+            assert child.models  # every fitted figure makes a valid model (or SpecError)
+        return f"ok {min(len(found.children), 3)}"
+
+
 TARGETS: dict[str, type[Target]] = {
-    t.name: t for t in (TomlTarget, RequestTarget, FrameTarget, NotifyTarget, EventsTarget)
+    t.name: t
+    for t in (TomlTarget, RequestTarget, FrameTarget, NotifyTarget, EventsTarget, JournalTarget)
 }

@@ -1,6 +1,6 @@
 """Every input a stranger writes, fuzzed (issue 23): a tree file, a control request,
-a child's control pipe, an sd_notify datagram, an events file. Nothing may raise but
-the documented error, hang, or hold more than its bound.
+a child's control pipe, an sd_notify datagram, an events file, an event journal to
+fit. Nothing may raise but the documented error, hang, or hold more than its bound.
 
 The targets and the long runs (a million inputs each) are in tests/fuzz/; here each
 runs under hypothesis for a bounded number of examples, a deadline per example, and
@@ -30,6 +30,7 @@ from tests.fuzz._engine import Target, fuzz, mutate
 from tests.fuzz._targets import (
     EventsTarget,
     FrameTarget,
+    JournalTarget,
     NotifyTarget,
     RequestTarget,
     TomlTarget,
@@ -87,7 +88,9 @@ def _name(make: type[Target]) -> str:
 
 
 @pytest.mark.parametrize(
-    "make", [TomlTarget, RequestTarget, FrameTarget, NotifyTarget, EventsTarget], ids=_name
+    "make",
+    [TomlTarget, RequestTarget, FrameTarget, NotifyTarget, EventsTarget, JournalTarget],
+    ids=_name,
 )
 def test_a_parser_raises_only_its_documented_error(make: Callable[[], Target]) -> None:
     check_target(make())
@@ -261,7 +264,15 @@ SOAK_SECONDS = float(os.environ.get("NANNYTREE_FUZZ_SECONDS", "5"))  # per targe
 @pytest.mark.timeout(SOAK_SECONDS + 120)
 @pytest.mark.parametrize(
     "make",
-    [TomlTarget, RequestTarget, FrameTarget, NotifyTarget, EventsTarget, ControlTarget],
+    [
+        TomlTarget,
+        RequestTarget,
+        FrameTarget,
+        NotifyTarget,
+        EventsTarget,
+        JournalTarget,
+        ControlTarget,
+    ],
     ids=_name,
 )
 def test_fuzz_soak(make: Callable[[], Target], tmp_path: Path) -> None:

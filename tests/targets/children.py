@@ -205,3 +205,16 @@ def retry_forever() -> None:
             time.sleep(0.05)
         except Exception:
             continue
+
+
+def ready_then_crash(start: float, mean: float) -> None:
+    """Ready after `start` seconds, then exit 1 after an exponential time of mean `mean`
+    seconds, drawn from fresh entropy: forked children share the launcher's random state."""
+    import random
+
+    from actors import child
+
+    time.sleep(start)
+    child.ready()
+    time.sleep(random.SystemRandom().expovariate(1.0 / mean))
+    sys.exit(1)
