@@ -13,6 +13,33 @@ itself. Every default, in one sentence each:
 - `Scripted.repeat` defaults to False: a relative script is not cycled.
 - `Hang.answers_sigterm` defaults to False: a hung process is killed at its `shutdown`.
 - `Flapping.repeat` defaults to False: past its pattern, every probe passes.
+
+Combined models: a `faults` entry may be a list, `{"db": [Hang(mean=3600),
+Flapping(probability=0.05), Exponential(mtbf=600)]}`: a hang, a flapping probe
+and crashes on one child at once (`combine` checks it once per run). What
+each pair decides together:
+- Draws: each model draws from streams of its own, named by the seed, the
+  child and the model: the first model's are the child's own (a bare model
+  draws as it always did), any other's by its kind (and its rank among models
+  of that kind). So adding a model leaves the draws of every model before it
+  as they were: the same crash times, the same flapping probes.
+- Exits (Exponential, relative Scripted, MemoryGrowth): a process ends at the
+  soonest of its models' ends (the earlier model's on a tie; a drawn end before
+  a leak); each model draws for every process all the same. Absolute Scripted
+  exits all happen.
+- Hang with any other: the process hangs at the soonest Hang's time unless it
+  ended before; once hung it does nothing, not crash nor leak, until its
+  watchdog, its liveness probe or its supervisor stops it (an absolute
+  Scripted exit, from outside, still ends it). Every Hang's `at` times apply.
+- Flapping with any other: a liveness probe passes only if every Flapping model
+  lets it (each draws); a hung or not-yet-answering service fails as alone.
+- Start failures: a start fails if any model's `failed_starts` names it or any
+  model's `start_failure_probability` draw fails (each from its own stream).
+- One value per child: `start_duration`, `stop_duration` and `answers_after`
+  may be set (not 0.0) by one model, or by several to the same value; two
+  values are refused, naming the child and the field. Likewise every Hang's
+  `answers_sigterm` must agree.
+- Healthy in a list adds nothing but its start and stop fields.
 """
 
 from __future__ import annotations
