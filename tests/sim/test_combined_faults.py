@@ -148,3 +148,11 @@ def test_a_wrong_model_is_refused_listing_every_model(entry: object) -> None:
     assert "'db'" in message
     for name in ("Exponential", "Scripted", "MemoryGrowth", "Hang", "Flapping", "Healthy"):
         assert name in message
+
+
+def test_a_bare_model_and_a_list_of_it_are_one_run() -> None:
+    spec = _tree(liveness=_probe(failures=2), shutdown=1.0)
+    model = Hang(mean=120.0, start_failure_probability=0.2)
+    bare = simulate(spec, {"db": model}, duration=3600.0, seed=4)
+    listed = simulate(spec, {"db": [model]}, duration=3600.0, seed=4)
+    assert bare.events == listed.events and bare.children["db"].unhealthy > 3
