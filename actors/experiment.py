@@ -10,7 +10,7 @@ entry point with `if __name__ == "__main__":`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
@@ -50,7 +50,7 @@ def process_map(
 
 def sweep(
     build: Callable[..., SupervisorSpec],
-    faults: Mapping[str, FaultModel] | None = None,
+    faults: Mapping[str, FaultModel | Sequence[FaultModel]] | None = None,
     *,
     duration: float,
     seeds: Iterable[int] = DEFAULT_SEEDS,

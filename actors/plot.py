@@ -8,12 +8,15 @@ Works on any event list: a simulation's `result.events` or a live tree's
 
 Every function returns the `Figure`, saves it when given a path (the format
 follows the extension), and draws into a given `ax` (a notebook's) instead of
-a new figure. Each child gets a row: a bar while it is up, a hatched grey bar
-while a backoff delays its restart, a triangle where it was restarted, a red
-cross where it crashed (exited abnormally), an orange cross where a start
-failed, a grey bar end where its supervisor stopped it, a black X where its
-supervisor reached its restart intensity, and a dashed line where the root
-supervisor stopped. The legend shows only what appears.
+a new figure. Each child gets a row: a bar while it is up (amber while its
+liveness probe fails, purple while it is hung: alive and not answering, which
+only a simulation sees), a hatched grey bar while a backoff delays its
+restart, a triangle where it was restarted, a red cross where it crashed
+(exited abnormally), a purple diamond where its liveness probe had it killed
+(not a crash), a small tick for each failed liveness probe, an orange cross
+where a start failed, a grey bar end where its supervisor stopped it, a
+black X where its supervisor reached its restart intensity, and a dashed
+line where the root supervisor stopped. The legend shows only what appears.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from supervision import Event, EventKind
+from supervision import Event, EventKind, ExitKind
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -42,26 +45,42 @@ _START_FAILED = "#e67e22"
 _RESTART = "#1f4e79"
 _BACKOFF = "#b0b0b0"
 _STOPPED = "#555555"
+_UNHEALTHY = "#e0a526"  # up, its liveness probe failing
+_HUNG = "#7d3c98"  # alive, not answering; and the liveness kill that ends it
+_PROBE = "#a04000"  # a failed liveness probe
 
 
 @dataclass
 class _Row:
     label: str
-    segments: list[tuple[float, float]] = field(default_factory=list)
+    segments: list[tuple[float, float]] = field(default_factory=list)  # up
+    unhealthy: list[tuple[float, float]] = field(default_factory=list)  # up, probe failing
+    hung: list[tuple[float, float]] = field(default_factory=list)  # alive, not answering
     waits: list[tuple[float, float]] = field(default_factory=list)  # backoff delays
-    up_since: float | None = None
+    up_since: float | None = None  # running since (in the state `running`)
+    running: str = "segments"  # which of segments, unhealthy, hung
     wait_since: float | None = None
     starts: int = 0
     restarts: list[float] = field(default_factory=list)
     failures: list[float] = field(default_factory=list)
+    kills: list[float] = field(default_factory=list)  # by its liveness probe
+    probe_failures: list[float] = field(default_factory=list)
     start_failures: list[float] = field(default_factory=list)
     stops: list[float] = field(default_factory=list)  # stopped by its supervisor
     give_ups: list[float] = field(default_factory=list)
+    killing: bool = False  # its liveness kill began; its exit is the kill's
 
     def close(self, t: float) -> None:
         if self.up_since is not None:
-            self.segments.append((self.up_since, t - self.up_since))
+            getattr(self, self.running).append((self.up_since, t - self.up_since))
             self.up_since = None
+        self.running = "segments"
+
+    def become(self, state: str, t: float) -> None:
+        """A running process goes on in `state` from `t` (nothing if none runs)."""
+        if self.up_since is not None and state != self.running:
+            getattr(self, self.running).append((self.up_since, t - self.up_since))
+            self.running, self.up_since = state, t
 
     def end_wait(self, t: float) -> None:
         if self.wait_since is not None:
@@ -79,7 +98,17 @@ class _Timeline:
         """The legend entries this timeline needs."""
         found = set()
         for row in self.rows.values():
-            for name in ("segments", "waits", "restarts", "failures", "start_failures"):
+            for name in (
+                "segments",
+                "unhealthy",
+                "hung",
+                "waits",
+                "restarts",
+                "failures",
+                "kills",
+                "probe_failures",
+                "start_failures",
+            ):
                 if getattr(row, name):
                     found.add(name)
             if row.stops:
@@ -117,11 +146,28 @@ def _timeline(events: Sequence[Event], end: float | None) -> _Timeline:
             if row.starts:
                 row.restarts.append(t)
             row.starts += 1
-            row.up_since = t
+            row.up_since, row.killing = t, False
+        elif e.context is EventKind.CHILD_HUNG:
+            row.become("hung", t)
+        elif e.context is EventKind.CHILD_UNHEALTHY and row.running == "segments":
+            row.become("unhealthy", t)
+        elif e.context is EventKind.CHILD_HEALTHY and row.running == "unhealthy":
+            row.become("segments", t)
+        elif e.context is EventKind.PROBE_FAILED:
+            row.probe_failures.append(t)
+        elif e.context is EventKind.LIVENESS_KILLED:
+            row.close(t)  # down from the stop's beginning, as the reports count
+            row.kills.append(t)
+            row.killing = True
         elif e.context is EventKind.CHILD_EXITED:
             row.close(t)
-            if e.reason is not None and not e.reason.is_normal:
+            reason = e.reason
+            if reason is not None and reason.kind is ExitKind.UNHEALTHY:
+                if not row.killing:  # a journal from before liveness_killed
+                    row.kills.append(t)
+            elif reason is not None and not reason.is_normal:
                 row.failures.append(t)
+            row.killing = False
         elif e.context is EventKind.CHILD_TERMINATED:
             if row.up_since is not None:
                 row.stops.append(t)
@@ -154,6 +200,15 @@ def _draw(ax: Axes, timeline: _Timeline, start: float, scale: float, title: str 
         y = n - 1 - i  # first child on top
         bars = [(s / scale, d / scale) for s, d in row.segments]
         ax.broken_barh(bars, (y - 0.3, 0.6), facecolors=_UP)
+        for spans, color, hatch in ((row.unhealthy, _UNHEALTHY, None), (row.hung, _HUNG, "xx")):
+            if spans:
+                ax.broken_barh(
+                    [(s / scale, d / scale) for s, d in spans],
+                    (y - 0.3, 0.6),
+                    facecolors=color,
+                    edgecolors="white" if hatch else "none",
+                    hatch=hatch,
+                )
         if row.waits:
             waits = [(s / scale, d / scale) for s, d in row.waits]
             ax.broken_barh(
@@ -162,6 +217,7 @@ def _draw(ax: Axes, timeline: _Timeline, start: float, scale: float, title: str 
         marks: list[tuple[list[float], str, str, float]] = [
             (row.restarts, "^", _RESTART, 30),
             (row.failures, "x", _FAILED, 40),
+            (row.kills, "D", _HUNG, 30),
             (row.start_failures, "x", _START_FAILED, 40),
             (row.stops, "|", _STOPPED, 120),
             (row.give_ups, "X", "black", 90),
@@ -176,6 +232,16 @@ def _draw(ax: Axes, timeline: _Timeline, start: float, scale: float, title: str 
                     s=size,
                     zorder=3,
                 )
+        if row.probe_failures:  # small ticks along the bar's top edge
+            ax.scatter(
+                [t / scale for t in row.probe_failures],
+                [y + 0.38] * len(row.probe_failures),
+                marker="|",
+                color=_PROBE,
+                s=18,
+                linewidths=0.8,
+                zorder=3,
+            )
     for t in timeline.stops:
         ax.axvline(t / scale, color="black", linestyle="--", linewidth=1)
     ax.set_yticks(range(n), [r.label for r in reversed(rows)])
@@ -191,9 +257,19 @@ def _handles(kinds: set[str]) -> list[Any]:
 
     every = [
         ("segments", Patch(facecolor=_UP, label="up")),
+        ("unhealthy", Patch(facecolor=_UNHEALTHY, label="probe failing")),
+        ("hung", Patch(facecolor=_HUNG, edgecolor="white", hatch="xx", label="hung")),
         ("waits", Patch(facecolor="none", edgecolor=_BACKOFF, hatch="///", label="backoff wait")),
         ("restarts", Line2D([], [], marker="^", color=_RESTART, linestyle="", label="restarted")),
         ("failures", Line2D([], [], marker="x", color=_FAILED, linestyle="", label="crashed")),
+        (
+            "kills",
+            Line2D([], [], marker="D", color=_HUNG, linestyle="", label="killed by liveness"),
+        ),
+        (
+            "probe_failures",
+            Line2D([], [], marker="|", color=_PROBE, linestyle="", label="probe failed"),
+        ),
         (
             "start_failures",
             Line2D([], [], marker="x", color=_START_FAILED, linestyle="", label="start failed"),

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from ._info import Health
 from ._reasons import ExitKind, ExitReason
 
 
@@ -30,6 +31,9 @@ class EventKind(StrEnum):
     CHILD_RELOADED = "child_reloaded"
     CHILD_UNHEALTHY = "child_unhealthy"
     CHILD_HEALTHY = "child_healthy"
+    PROBE_FAILED = "probe_failed"
+    LIVENESS_KILLED = "liveness_killed"
+    CHILD_HUNG = "child_hung"
     CHILD_FAILED = "child_failed"
     RESTARTS_RESET = "restarts_reset"
     # `nannytree update` (docs/update.md): each step, by the supervisor it acted on.
@@ -75,6 +79,14 @@ EVENT_KIND_MEANINGS: dict[EventKind, str] = {
     EventKind.CHILD_RELOADED: "reload_child: the check passed and the signal went.",
     EventKind.CHILD_UNHEALTHY: "A liveness probe failed (detail: which, and why).",
     EventKind.CHILD_HEALTHY: "Its liveness probe passed, the first time or after failing.",
+    EventKind.PROBE_FAILED: "One liveness probe attempt failed (detail: the failures in a "
+    'row of the threshold, "failing 2/3", and why); every failed attempt is one.',
+    EventKind.LIVENESS_KILLED: "Its liveness probe failed `failures` times in a row: the "
+    "child's stop begins (stop signal, then SIGKILL at its shutdown); its exit follows, "
+    "reason unhealthy. A liveness kill, not a crash.",
+    EventKind.CHILD_HUNG: "Simulator only: a Hang fault began (the process stays alive "
+    "and stops answering). A live tree cannot see a hang: it sees the failed probes or "
+    "the missed watchdog that follow.",
     EventKind.CHILD_FAILED: "Its restart_limit was exceeded: left stopped, in state "
     '"failed", its siblings running.',
     EventKind.RESTARTS_RESET: "reset_restarts: an intensity window was emptied.",
@@ -100,6 +112,9 @@ EVENT_KIND_MEANINGS: dict[EventKind, str] = {
     EventKind.OPERATOR_REFUSED: "An operator's request was not carried out (detail: why).",
 }
 """What each EventKind means (the site's reference is made from it)."""
+
+SIMULATED_ONLY: frozenset[EventKind] = frozenset((EventKind.CHILD_HUNG,))
+"""Kinds only a simulation reports (what a live tree cannot see)."""
 
 
 @dataclass(frozen=True)
@@ -166,3 +181,37 @@ def event_from_dict(data: dict[str, Any]) -> Event:
         incarnation=data.get("incarnation"),
         detail=str(data.get("detail", "")),
     )
+
+
+def liveness_events(
+    verdict: str | None,
+    health: Health,
+    *,
+    time: float,
+    supervisor: str,
+    child_id: str,
+    pid: int | None,
+    incarnation: int,
+) -> list[Event]:
+    """The events a liveness verdict (supervision.LivenessCount's) is reported as, live
+    and simulated alike: each failed attempt a probe_failed, then child_unhealthy on a
+    first failure, liveness_killed at the threshold; child_healthy on a pass after
+    none or a failure (a pass after a pass: nothing)."""
+    if verdict is None:
+        return []
+
+    def event(kind: EventKind, detail: str) -> Event:
+        return Event(time, supervisor, kind, child_id, None, pid, incarnation, detail)
+
+    if verdict == "healthy":
+        return [event(EventKind.CHILD_HEALTHY, str(health))]
+    events = [event(EventKind.PROBE_FAILED, str(health))]
+    if verdict == "unhealthy":
+        events.append(event(EventKind.CHILD_UNHEALTHY, str(health)))
+    elif verdict == "stop":
+        detail = (
+            f"{health.failures}/{health.threshold} liveness probes failed in a row "
+            f"({health.error}); stopping it"
+        )
+        events.append(event(EventKind.LIVENESS_KILLED, detail))
+    return events

@@ -16,6 +16,7 @@ from typing import Any, cast
 import pykka
 
 from supervision import ChildInfo, Event, EventKind, Health, NannyError, Supervisor
+from supervision._events import liveness_events
 
 from ._api import TreeNode
 from ._children import ChildActors
@@ -106,24 +107,22 @@ class Observations:
         return self._statuses.get(child_id, "")
 
     def health(self, message: ChildHealth, now: float) -> None:
+        """What the liveness probe said: events as the simulator reports them
+        (supervision's liveness_events: every failed attempt, the kill at the threshold)."""
         self._health[message.child_id] = (message.incarnation, message.health)
-        if message.verdict not in ("healthy", "unhealthy"):
-            return  # one more failure in a row, or the last: its exit tells
-        kind = (
-            EventKind.CHILD_HEALTHY if message.verdict == "healthy" else EventKind.CHILD_UNHEALTHY
+        events = liveness_events(
+            message.verdict,
+            message.health,
+            time=now,
+            supervisor=self._core.name,
+            child_id=message.child_id,
+            pid=message.pid,
+            incarnation=message.incarnation,
         )
-        self.record(
-            Event(
-                time=now,
-                supervisor=self._core.name,
-                context=kind,
-                offender=message.child_id,
-                pid=message.pid,
-                incarnation=message.incarnation,
-                detail=str(message.health),
-            )
-        )
-        self.log_events()
+        for event in events:
+            self.record(event)
+        if events:
+            self.log_events()
 
     def note(self, message: ChildNote, now: float) -> None:
         """What a child said (sd_notify, a successor's main pid): an event."""

@@ -49,15 +49,26 @@ How it models a tree (the same as `actors.NannyActor`, in virtual time):
   (before `answers_after`; a `Hang`, at the probe's `timeout`; a `Flapping`
   model, at random or by a pattern); `failures` in a row stop the child as by
   its stop signal and `shutdown`, with reason unhealthy, restarted by its
-  strategy and counted in the intensity. Events child_healthy and
-  child_unhealthy are reported as live (supervision.LivenessCount decides).
+  strategy and counted in the intensity. Events are reported as live
+  (supervision.LivenessCount decides): probe_failed for every failed attempt
+  ("failing 2/3" in its detail), child_unhealthy and child_healthy on a change,
+  liveness_killed when the threshold begins the stop (its child_exited, reason
+  unhealthy, follows). Without the event list (`keep_events=False`) none of
+  them is made.
 - `MemoryGrowth` models a leak: the process is stopped with reason
   memory_limit when its RSS reaches the spec's `memory_limit`.
 - `Hang` models a process that stays alive but stops answering (after each
   start, or at absolute times, as a SIGSTOP): it counts as down from the hang;
   the spec's `watchdog` or its `liveness` probe ends it, whichever decides
   first (reason watchdog or unhealthy, then its `shutdown`, since a hung
-  process ignores SIGTERM). Reports count the unhealthy stops.
+  process ignores SIGTERM). Reports count the unhealthy stops. Its hang is an
+  event, child_hung, which only a simulation reports (a live tree sees the
+  failed probes); `event_sequence` leaves it out to compare with a live run.
+- A worker's `faults` entry may be a list of models, combined: a hang, a
+  flapping probe and crashes at once (`[Hang(...), Flapping(...),
+  Exponential(...)]`), each drawing from its own streams, so adding a model
+  leaves the others' draws as they were; the rules for each pair are in
+  supervision/simulate/_faults.py and docs/health-simulation.md.
 - A paused child keeps its process (its scripted faults still happen) and
   counts as down for availability until resumed.
 - Workers get pids as live ones do: distinct and deterministic, counted from

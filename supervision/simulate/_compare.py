@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from .._errors import SpecError
 from ..spec._spec import SupervisorSpec
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
-from ._faults import FaultModel
+from ._faults import FaultEntry
 from ._metrics import MetricLike, all_metrics, check_metrics, kind_of, needs_events
 from ._run import simulate
 from ._table import Table, summarize
@@ -15,7 +15,7 @@ from ._table import Table, summarize
 
 def compare(
     specs: Mapping[str, SupervisorSpec],
-    faults: Mapping[str, FaultModel] | None = None,
+    faults: Mapping[str, FaultEntry] | None = None,
     *,
     duration: float,
     seeds: Iterable[int] = DEFAULT_SEEDS,

@@ -13,6 +13,33 @@ itself. Every default, in one sentence each:
 - `Scripted.repeat` defaults to False: a relative script is not cycled.
 - `Hang.answers_sigterm` defaults to False: a hung process is killed at its `shutdown`.
 - `Flapping.repeat` defaults to False: past its pattern, every probe passes.
+
+Combined models: a `faults` entry may be a list, `{"db": [Hang(mean=3600),
+Flapping(probability=0.05), Exponential(mtbf=600)]}`: a hang, a flapping probe
+and crashes on one child at once (`combine` checks it once per run). What
+each pair decides together:
+- Draws: each model draws from streams of its own, named by the seed, the
+  child and the model: the first model's are the child's own (a bare model
+  draws as it always did), any other's by its kind (and its rank among models
+  of that kind). So adding a model leaves the draws of every model before it
+  as they were: the same crash times, the same flapping probes.
+- Exits (Exponential, relative Scripted, MemoryGrowth): a process ends at the
+  soonest of its models' ends (the earlier model's on a tie; a drawn end before
+  a leak); each model draws for every process all the same. Absolute Scripted
+  exits all happen.
+- Hang with any other: the process hangs at the soonest Hang's time unless it
+  ended before; once hung it does nothing, not crash nor leak, until its
+  watchdog, its liveness probe or its supervisor stops it (an absolute
+  Scripted exit, from outside, still ends it). Every Hang's `at` times apply.
+- Flapping with any other: a liveness probe passes only if every Flapping model
+  lets it (each draws); a hung or not-yet-answering service fails as alone.
+- Start failures: a start fails if any model's `failed_starts` names it or any
+  model's `start_failure_probability` draw fails (each from its own stream).
+- One value per child: `start_duration`, `stop_duration` and `answers_after`
+  may be set (not 0.0) by one model, or by several to the same value; two
+  values are refused, naming the child and the field. Likewise every Hang's
+  `answers_sigterm` must agree.
+- Healthy in a list adds nothing but its start and stop fields.
 """
 
 from __future__ import annotations
@@ -356,3 +383,80 @@ class Flapping(FaultModel):
         if self.repeat:
             index %= len(pattern)
         return pattern[index] if index < len(pattern) else True
+
+
+MODELS: tuple[type[FaultModel], ...] = (
+    Exponential,
+    Scripted,
+    MemoryGrowth,
+    Hang,
+    Flapping,
+    Healthy,
+)
+"""Every fault model a `faults` entry may hold (a refusal lists them all)."""
+
+FaultEntry = FaultModel | Sequence[FaultModel]
+"""What a `faults` key maps to: one fault model, or a list of them (combined)."""
+
+_ONE_VALUE = ("start_duration", "stop_duration", "answers_after")
+
+
+@dataclass(frozen=True)
+class Combination:
+    """The fault models of one `faults` key and what they decide together (a bare model
+    is a combination of one); `combine` builds it. The rules are the module's."""
+
+    models: tuple[FaultModel, ...]
+    start_duration: float = 0.0
+    stop_duration: float = 0.0
+    answers_after: float = 0.0
+    answers_sigterm: bool = False  # a hung process ends at SIGTERM (its Hang says so)
+
+    @property
+    def hangs(self) -> bool:
+        return any(isinstance(m, Hang) for m in self.models)
+
+
+def combine(key: str, entry: object) -> Combination:
+    """The `faults` entry at `key` (a fault model, or a list of them) as a Combination.
+
+    Refused, naming the key and the field: anything not a fault model, an empty list,
+    and models that disagree on a value a child has once (`start_duration`,
+    `stop_duration`, `answers_after`: at most one model may set it; Hang's
+    `answers_sigterm`: every Hang alike).
+    """
+    names = ", ".join(m.__name__ for m in MODELS)
+    if isinstance(entry, FaultModel):
+        models: tuple[FaultModel, ...] = (entry,)
+    elif isinstance(entry, list | tuple) and entry:
+        models = tuple(entry)
+        for model in models:
+            if not isinstance(model, FaultModel):
+                raise SpecError(
+                    key, "faults", model, f"expected a fault model in the list: one of {names}"
+                )
+    else:
+        raise SpecError(
+            key, "faults", entry, f"expected a fault model ({names}) or a non-empty list of them"
+        )
+    values: dict[str, float] = {}
+    for name in _ONE_VALUE:
+        set_ = {getattr(m, name) for m in models if getattr(m, name) != 0.0}
+        if len(set_) > 1:
+            raise SpecError(
+                key,
+                f"faults {name}",
+                sorted(set_),
+                f"combined models disagree on {name}; set it on one model only "
+                "(the others keep the default 0.0)",
+            )
+        values[name] = set_.pop() if set_ else 0.0
+    sigterm = {m.answers_sigterm for m in models if isinstance(m, Hang)}
+    if len(sigterm) > 1:
+        raise SpecError(
+            key,
+            "faults answers_sigterm",
+            sorted(sigterm),
+            "combined Hang models disagree on answers_sigterm; give each the same value",
+        )
+    return Combination(models, answers_sigterm=sigterm == {True}, **values)

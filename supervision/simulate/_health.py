@@ -17,8 +17,8 @@ This module draws nothing itself: the engine hands it its seeded streams.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
-from .._events import Event, EventKind
 from .._info import Health
 from .._reasons import ExitReason
 from ..spec._fields import (
@@ -29,7 +29,7 @@ from ..spec._probes import PROBES, Liveness, LivenessCount, Verdict, ready_perio
 from ..spec._spec import (
     ChildSpec,
 )
-from ._faults import FaultModel, Flapping, Hang, MemoryGrowth, Rng
+from ._faults import Combination
 
 NOT_YET = "connection refused (the service does not answer yet)"
 FLAPPED = "the probe failed (simulated)"
@@ -47,7 +47,7 @@ def probe_ready_after(answers_after: float, period: float) -> float:
     return _tidy(math.ceil(_tidy(answers_after / period)) * period)
 
 
-def start_delay(spec: ChildSpec, model: FaultModel, fails: bool) -> tuple[float, bool]:
+def start_delay(spec: ChildSpec, model: Combination, fails: bool) -> tuple[float, bool]:
     """Seconds until a worker's start is decided, and whether it is by start_timeout.
 
     A number as `ready` takes that long; a probe, its first attempt at or after the
@@ -66,36 +66,34 @@ def start_delay(spec: ChildSpec, model: FaultModel, fails: bool) -> tuple[float,
 
 def step_run(
     spec: ChildSpec,
-    model: FaultModel,
+    model: Combination,
     life: tuple[float, ExitReason] | None,
+    leak: tuple[float, ExitReason] | None,
     hang: float | None,
 ) -> tuple[float, ExitReason]:
     """How long a one-shot step's process runs and why it ends (NEVER: it does not).
 
-    `life` is what its model drew for this process (a relative Scripted entry, an
-    Exponential draw); without one it runs `start_duration` and exits 0, unless it
-    reaches its memory_limit or hangs (`hang` seconds after its start) before.
+    `life` is what its models drew for this process (a relative Scripted entry, an
+    Exponential draw); without one it runs `start_duration` and exits 0. Either way,
+    reaching its memory_limit first (`leak`: when, and why) ends it then, and a hang
+    first (`hang` seconds after its start) keeps it running.
     """
-    if life is not None:
-        return life
-    end = model.start_duration
-    if isinstance(model, MemoryGrowth):
-        limit = model.time_to_limit(spec.memory_limit)
-        if limit is not None and limit[0] < end:
-            return limit
-    if isinstance(model, Hang) and hang is not None and hang < end:
+    end = life if life is not None else (model.start_duration, ExitReason.normal())
+    if leak is not None and leak[0] < end[0]:
+        end = leak
+    if hang is not None and hang < end[0]:
         return NEVER, ExitReason.normal()
-    return end, ExitReason.normal()
+    return end
 
 
-def stop_time(spec: ChildSpec, model: FaultModel, hung: bool) -> float:
+def stop_time(spec: ChildSpec, model: Combination, hung: bool) -> float:
     """Seconds from the shell's decision to stop a process (watchdog, liveness) to its
     exit: SIGTERM, then SIGKILL at `shutdown`; a hung process ignores SIGTERM unless
     its model `answers_sigterm`."""
     shutdown = spec.shutdown
     if shutdown == BRUTAL_KILL:
         return 0.0
-    answers = not hung or (isinstance(model, Hang) and model.answers_sigterm)
+    answers = not hung or model.answers_sigterm
     if shutdown == INFINITY:
         return model.stop_duration
     if not answers:
@@ -121,8 +119,7 @@ class ProbeLoop:
 
     def attempt(
         self,
-        model: FaultModel,
-        rng: Rng,
+        passes: Callable[[int], bool],
         index: int,
         *,
         now: float,
@@ -132,15 +129,15 @@ class ProbeLoop:
         """The attempt beginning `now`: (passed, how long it took, its error).
 
         A hung service never answers: the attempt fails at its timeout. One that does
-        not answer yet refuses at once; a Flapping one fails at once when it flaps.
-        `index` counts the process's liveness attempts, from 0.
+        not answer yet refuses at once; a Flapping one fails at once when it flaps
+        (`passes(index)` says; `index` counts the process's liveness attempts, from 0).
         """
         timeout = self.liveness.probe.timeout
         if hung:
             return False, timeout, f"no answer within {timeout:g} s"
-        if now < answers_at:
-            return False, 0.0, NOT_YET
-        if isinstance(model, Flapping) and not model.probe_passes(rng, index):
+        if now < _tidy(answers_at):  # as tidy as the schedule: a start at 45.8808560834
+            return False, 0.0, NOT_YET  # is probed at 45.880856083, and answers
+        if not passes(index):
             return False, 0.0, FLAPPED
         return True, 0.0, ""
 
@@ -160,28 +157,3 @@ class ProbeLoop:
     def stop_reason(self) -> ExitReason:
         c = self.count
         return ExitReason.unhealthy(c.failures, str(self.liveness.probe), c.error)
-
-
-def health_event(
-    supervisor: str,
-    child_id: str,
-    verdict: Verdict,
-    loop: ProbeLoop,
-    now: float,
-    pid: int,
-    incarnation: int,
-) -> Event | None:
-    """The event a verdict is reported as, live: child_healthy or child_unhealthy; the
-    others (one more failure in a row, or the stop) show in the child's exit."""
-    if verdict not in ("healthy", "unhealthy"):
-        return None
-    kind = EventKind.CHILD_HEALTHY if verdict == "healthy" else EventKind.CHILD_UNHEALTHY
-    return Event(
-        time=now,
-        supervisor=supervisor,
-        context=kind,
-        offender=child_id,
-        pid=pid,
-        incarnation=incarnation,
-        detail=str(loop.health()),
-    )

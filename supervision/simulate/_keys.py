@@ -22,7 +22,7 @@ from ..spec._spec import (
     ChildSpec,
     SupervisorSpec,
 )
-from ._faults import FaultModel
+from ._faults import Combination, combine
 from ._ops import Call
 
 
@@ -67,15 +67,16 @@ def added_workers(calls: Iterable[Call]) -> set[str]:
     return found
 
 
-def check_faults(faults: Mapping[str, FaultModel], spec: SupervisorSpec, added: set[str]) -> None:
-    """Refuse a model that is no FaultModel, or a key that names no worker of `spec`
+def check_faults(
+    faults: Mapping[str, object], spec: SupervisorSpec, added: set[str]
+) -> dict[str, Combination]:
+    """Each key's models, combined (`combine`); refuse an entry that is no fault model
+    nor a list of them, models that conflict, or a key that names no worker of `spec`
     (nor one of `added`, the workers scripted start_child calls add)."""
     static = spec_keys(spec)
+    combined: dict[str, Combination] = {}
     for path, model in faults.items():
-        if not isinstance(model, FaultModel):
-            raise SpecError(
-                path, "faults", model, "expected a fault model: Exponential, Scripted or Healthy"
-            )
+        combined[path] = combine(path, model)
         found = static.get(path) if isinstance(path, str) else None
         if found is None and isinstance(path, str):
             found = spec_at(spec, path)  # a child's id below a simple_one_for_one
@@ -95,3 +96,4 @@ def check_faults(faults: Mapping[str, FaultModel], spec: SupervisorSpec, added: 
                 f"no worker at this path; the workers are {workers} (a simple_one_for_one "
                 "template's children also by id: the template's path with -1, -2, ...)",
             )
+    return combined

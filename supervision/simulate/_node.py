@@ -28,7 +28,7 @@ from .._actions import (
 )
 from .._core import Supervisor
 from .._errors import ChildNotRunning, NannyError, StartError, SupervisorNotRunning
-from .._events import Event
+from .._events import Event, EventKind, liveness_events
 from .._reasons import ExitKind, ExitReason
 from ..spec._fields import (
     BRUTAL_KILL,
@@ -40,12 +40,8 @@ from ..spec._spec import (
     ChildSpec,
     SupervisorSpec,
 )
-from ._faults import (
-    START_FAILURE,
-    Hang,
-    MemoryGrowth,
-)
-from ._health import ProbeLoop, health_event, start_delay, step_run, stop_time
+from ._faults import START_FAILURE
+from ._health import ProbeLoop, start_delay, step_run, stop_time
 from ._messages import (
     _Call,
     _ChildExited,
@@ -78,6 +74,7 @@ class _World(Protocol):
     root_name: str
     stop_requested: bool
     accounts: Accounts
+    events: list[Event] | None  # None: not kept (a long run's sweep)
     nodes: NodeTable | None
     specs: dict[str, AnySpec]
 
@@ -292,15 +289,15 @@ class _Node:
         step: ExitReason | None = None  # a one-shot step's exit (ready="exited")
         if spec.ready == "exited" and not fails:
             # Its start is its run: it is started when its process exits normally.
-            model = faults.model
-            hang = model.hang_time(faults.life) if isinstance(model, Hang) else None
-            delay, step = step_run(spec, model, faults.lifetime(), hang)
+            hang = faults.hang_time()
+            leak = faults.memory_limit_time(spec.memory_limit)
+            delay, step = step_run(spec, faults.combo, faults.drawn_lifetime(), leak, hang)
             if not step.is_normal:
                 failure = step  # a failed start, with its exit's reason (as live)
             if delay > spec.start_timeout:
                 delay, failure = spec.start_timeout, _start_timeout(spec)
         else:
-            delay, timed_out = start_delay(spec, faults.model, fails)
+            delay, timed_out = start_delay(spec, faults.combo, fails)
             if timed_out:
                 delay, failure = spec.start_timeout, _start_timeout(spec)
         starting = _Starting(child_id, incarnation, faults, failure, self.sim.now, step)
@@ -318,8 +315,8 @@ class _Node:
         child_id, incarnation, faults = starting.child_id, starting.incarnation, starting.faults
         if starting.failure is not None:
             return self.core.start_failed(child_id, starting.failure, now)
-        model = faults.model
-        proc = _Process(incarnation, self.sim.new_pid(), starting.began + model.answers_after)
+        answers_at = starting.began + faults.combo.answers_after
+        proc = _Process(incarnation, self.sim.new_pid(), answers_at)
         self.procs[child_id] = proc
         spec = self.core.get_childspec(child_id)
         assert isinstance(spec, ChildSpec)
@@ -327,17 +324,12 @@ class _Node:
             proc.alive, proc.reason = False, starting.step
             self.mailbox.append(_ChildExited(child_id, incarnation, starting.step))
             return self.core.started(child_id, proc.pid, incarnation, now)
-        if isinstance(model, MemoryGrowth):
-            life = model.time_to_limit(spec.memory_limit)
-        elif isinstance(model, Hang):
-            life = None
-            after = model.hang_time(faults.life)
-            if after is not None:
-                self.sim.at(now + after, self.hang, (child_id, proc, model))
-        else:
-            life = faults.lifetime()
+        life = faults.lifetime(spec.memory_limit)
+        after = faults.hang_time()
+        if after is not None and (life is None or after < life[0]):
+            self.sim.at(now + after, self.hang, (child_id, proc))
         if life is not None:
-            self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
+            self.sim.at(now + life[0], self._life_ends, (child_id, proc, life[1]))
         self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
 
@@ -368,8 +360,7 @@ class _Node:
         faults = self.sim.faults_of(self, child_id)
         now = self.sim.now
         ok, took, error = loop.attempt(
-            faults.model,
-            faults.probes,
+            faults.probe_passes,
             proc.attempts,
             now=now,
             answers_at=proc.answers_at,
@@ -389,11 +380,16 @@ class _Node:
             return
         verdict = loop.observe(began, took, ok, error)
         now = self.sim.now
-        if verdict is not None:
-            event = health_event(
-                self.core.name, child_id, verdict, loop, now, proc.pid, proc.incarnation
-            )
-            if event is not None:
+        if verdict is not None and self.sim.events is not None:  # no count needs them
+            for event in liveness_events(
+                verdict,
+                loop.health(),
+                time=now,
+                supervisor=self.core.name,
+                child_id=child_id,
+                pid=proc.pid,
+                incarnation=proc.incarnation,
+            ):
                 self.sim.record(self, event)
         if verdict != "stop":
             self.sim.at(max(loop.due, now), self._probe, (child_id, proc, loop))
@@ -403,7 +399,7 @@ class _Node:
         self.sim.accounts.set_state(self.path(child_id), "down", now)
         spec = self.core.get_childspec(child_id)
         assert isinstance(spec, ChildSpec)
-        delay = stop_time(spec, self.sim.faults_of(self, child_id).model, proc.hung)
+        delay = stop_time(spec, self.sim.faults_of(self, child_id).combo, proc.hung)
         self.sim.at(now + delay, self._process_exit, (child_id, proc, loop.stop_reason()))
 
     def _process_exit(self, args: tuple[str, _Process, ExitReason]) -> None:
@@ -411,6 +407,12 @@ class _Node:
         child_id, proc, reason = args
         if self.die(child_id, proc, reason):
             self.exited(child_id, proc)
+
+    def _life_ends(self, args: tuple[str, _Process, ExitReason]) -> None:
+        """A process reaches the end its models drew, unless it hung before: a hung
+        process does nothing, not even crash, until it is stopped."""
+        if not args[1].hung:
+            self._process_exit(args)
 
     def die(self, child_id: str, proc: _Process, reason: ExitReason) -> bool:
         """The process ends with `reason`, if it still runs (not stopped, nor stopping)."""
@@ -425,20 +427,31 @@ class _Node:
         assert proc.reason is not None
         self.deliver(_ChildExited(child_id, proc.incarnation, proc.reason))
 
-    def hang(self, args: tuple[str, _Process, Hang]) -> None:
+    def hang(self, args: tuple[str, _Process]) -> None:
         """A process hangs: down for the user; its watchdog or its liveness probe tells
         its supervisor, whichever decides first (its probes fail from now on)."""
-        child_id, proc, model = args
+        child_id, proc = args
         if not proc.alive or proc.hung or self.procs.get(child_id) is not proc:
             return
         proc.hung = True
         self.sim.accounts.set_state(self.path(child_id), "hung", self.sim.now)
+        if self.sim.events is not None:
+            hung = Event(
+                time=self.sim.now,
+                supervisor=self.core.name,
+                context=EventKind.CHILD_HUNG,
+                offender=child_id,
+                pid=proc.pid,
+                incarnation=proc.incarnation,
+                detail="it stopped answering (a Hang fault)",
+            )
+            self.sim.record(self, hung)
         spec = self.core.get_childspec(child_id)
         if not isinstance(spec, ChildSpec) or spec.watchdog is None or proc.stopping:
             return
         # The watchdog fires `watchdog` s after the last beat, then stops it as live.
         proc.watchdog_at = self.sim.now + spec.watchdog
-        stop = stop_time(spec, model, hung=True)
+        stop = stop_time(spec, self.sim.faults_of(self, child_id).combo, hung=True)
         reason = ExitReason.watchdog(spec.watchdog)
         self.sim.at(proc.watchdog_at + stop, self._watchdog_exit, (child_id, proc, reason))
 
@@ -456,9 +469,9 @@ class _Node:
             return 0.0, proc.reason
         proc.alive = False
         self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
-        model = self.sim.faults_of(self, child_id).model
+        model = self.sim.faults_of(self, child_id).combo
         need = model.stop_duration
-        if proc.hung and not (isinstance(model, Hang) and model.answers_sigterm):
+        if proc.hung and not model.answers_sigterm:
             need = math.inf  # stuck: only SIGKILL ends it
         shutdown = spec.shutdown
         if shutdown == BRUTAL_KILL:

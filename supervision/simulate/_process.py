@@ -7,38 +7,118 @@ from random import Random
 
 from .._reasons import ExitReason
 from ._faults import (
+    Combination,
     FaultModel,
+    Flapping,
+    Hang,
     Healthy,
+    MemoryGrowth,
 )
 from ._health import ProbeLoop
 
-_HEALTHY = Healthy()
+_HEALTHY = Combination((Healthy(),))
 
 
 # -- one worker's faults, over the whole run ------------------------------------------
 
 
+def _tag(models: tuple[FaultModel, ...], i: int) -> str:
+    """The name of model `i`'s streams: the first model's are the child's own (so a bare
+    model draws as it always did); any other's, by its kind and how many of that kind
+    come before it from the second on, so that adding a model leaves the draws of
+    those before it (and of other kinds) as they were."""
+    if i == 0:
+        return ""
+    kind = type(models[i]).__name__
+    n = sum(1 for m in models[1:i] if type(m).__name__ == kind)
+    return f"/{kind}" if n == 0 else f"/{kind}#{n + 1}"
+
+
+class _Streams:
+    """One model's random streams for one worker: its processes' lives and hangs, its
+    start failures and its probes (each drawn only by what needs it)."""
+
+    __slots__ = ("life", "probes", "starts")
+
+    def __init__(self, seed: int, path: str, tag: str) -> None:
+        self.life = Random(f"{seed}/{path}{tag}/life")
+        self.starts = Random(f"{seed}/{path}{tag}/start")
+        self.probes = Random(f"{seed}/{path}{tag}/probe")  # a Flapping model's draws
+
+
 class _Faults:
-    def __init__(self, model: FaultModel, seed: int, path: str, key: str | None) -> None:
-        self.model = model
-        self.key = key  # the `faults` key its model came from (None: no model, healthy)
-        self.life = Random(f"{seed}/{path}/life")
-        self.starts = Random(f"{seed}/{path}/start")
-        self.probes = Random(f"{seed}/{path}/probe")  # a Flapping model's draws
+    """A worker's faults over the run: its models (combined: see _faults) and each
+    model's own streams."""
+
+    def __init__(self, combo: Combination, seed: int, path: str, key: str | None) -> None:
+        self.combo = combo
+        self.key = key  # the `faults` key its models came from (None: no model, healthy)
+        models = combo.models
+        self.streams = [(m, _Streams(seed, path, _tag(models, i))) for i, m in enumerate(models)]
+        self.flapping = [(m, s.probes) for m, s in self.streams if isinstance(m, Flapping)]
         self.attempts = 0
         self.successes = 0
 
     def start_fails(self) -> bool:
+        """Whether the next start attempt fails: if any model's fails (each draws)."""
         self.attempts += 1
-        model = self.model
-        if self.attempts in model.failed_starts:
-            return True
-        p = model.start_failure_probability
-        return p > 0.0 and self.starts.random() < p
+        fails = False
+        for model, streams in self.streams:
+            if self.attempts in model.failed_starts:
+                fails = True
+            p = model.start_failure_probability
+            if p > 0.0 and streams.starts.random() < p:
+                fails = True
+        return fails
 
-    def lifetime(self) -> tuple[float, ExitReason] | None:
+    def lifetime(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
+        """How the next process ends by itself: the soonest of the models' drawn ends and
+        leaks (the earlier model's on a tie); None: it runs until stopped."""
+        drawn = self.drawn_lifetime()
+        leak = self.memory_limit_time(memory_limit)
+        if leak is not None and (drawn is None or leak[0] < drawn[0]):
+            return leak
+        return drawn
+
+    def drawn_lifetime(self) -> tuple[float, ExitReason] | None:
+        """A one-shot step's drawn end (a relative Scripted entry, an Exponential draw),
+        the soonest; a memory limit is not one (see _health.step_run)."""
         self.successes += 1
-        return self.model.lifetime(self.life, self.successes)
+        soonest: tuple[float, ExitReason] | None = None
+        for model, streams in self.streams:
+            end = model.lifetime(streams.life, self.successes)
+            if end is not None and (soonest is None or end[0] < soonest[0]):
+                soonest = end
+        return soonest
+
+    def memory_limit_time(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
+        """When the fastest leak reaches `memory_limit`, if a model leaks."""
+        soonest: tuple[float, ExitReason] | None = None
+        for model, _ in self.streams:
+            if isinstance(model, MemoryGrowth):
+                end = model.time_to_limit(memory_limit)
+                if end is not None and (soonest is None or end[0] < soonest[0]):
+                    soonest = end
+        return soonest
+
+    def hang_time(self) -> float | None:
+        """Seconds from a start to its process's hang: the soonest Hang's (each draws)."""
+        soonest: float | None = None
+        for model, streams in self.streams:
+            if isinstance(model, Hang):
+                after = model.hang_time(streams.life)
+                if after is not None and (soonest is None or after < soonest):
+                    soonest = after
+        return soonest
+
+    def probe_passes(self, index: int) -> bool:
+        """Whether the `index`-th liveness probe of a process passes: if every Flapping
+        model lets it (each draws, so none shifts another's stream)."""
+        passes = True
+        for model, rng in self.flapping:
+            if not model.probe_passes(rng, index):
+                passes = False
+        return passes
 
 
 class _Process:

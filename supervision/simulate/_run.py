@@ -28,10 +28,7 @@ from ..spec._spec import (
     SupervisorSpec,
 )
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEED
-from ._faults import (
-    FaultModel,
-    Hang,
-)
+from ._faults import Combination, FaultEntry, Hang
 from ._keys import added_workers, check_faults
 from ._messages import (
     _AUTOMATIC,
@@ -65,7 +62,7 @@ class _Simulation:
     def __init__(
         self,
         spec: SupervisorSpec,
-        faults: Mapping[str, FaultModel],
+        faults: Mapping[str, FaultEntry],
         duration: float,
         seed: int,
         root_restart_delay: float | None,
@@ -91,8 +88,7 @@ class _Simulation:
         self.seq = 0
         self.ended_at: float | None = None
         paths = _paths(spec)
-        check_faults(faults, spec, added_workers(self.calls))
-        self.models = dict(faults)
+        self.models: dict[str, Combination] = check_faults(faults, spec, added_workers(self.calls))
         self.specs: dict[str, AnySpec] = {}
         _collect_specs(spec, "", self.specs)
         self.faults: dict[str, _Faults] = {}
@@ -115,20 +111,21 @@ class _Simulation:
         faults = self.faults.get(path)
         if faults is None:
             key = next((k for k in node.keys(child_id) if k in self.models), None)
-            model = _HEALTHY if key is None else self.models[key]
-            faults = self.faults[path] = _Faults(model, self.seed, path, key)
+            combo = _HEALTHY if key is None else self.models[key]
+            faults = self.faults[path] = _Faults(combo, self.seed, path, key)
         return faults
 
     def run(self) -> SimulationResult:
         if self.cluster is not None:
             for fault in self.cluster.schedule(self.seed, self.duration):
                 self.at(fault.at, self._node_fault, fault)
-        for path, model in self.models.items():
-            for when, reason in model.absolute_exits():
-                self.at(when, self._kill, (path, reason))
-            if isinstance(model, Hang):
-                for when in model.at:
-                    self.at(when, self._hang, (path, model))
+        for path, combo in self.models.items():
+            for model in combo.models:
+                for when, reason in model.absolute_exits():
+                    self.at(when, self._kill, (path, reason))
+                if isinstance(model, Hang):
+                    for when in model.at:
+                        self.at(when, self._hang, path)
         self._start_root(None)
         for c in self.calls:
             self.at(c.at, self._call, c)
@@ -305,11 +302,10 @@ class _Simulation:
         for node, child_id, proc in ended:
             node.exited(child_id, proc)
 
-    def _hang(self, args: tuple[str, Hang]) -> None:
+    def _hang(self, key: str) -> None:
         """A Hang's absolute time: every process of a worker whose model it is hangs."""
-        key, model = args
         for node, child_id, proc in self._processes(key):
-            node.hang((child_id, proc, model))
+            node.hang((child_id, proc))
 
     def root_exited(self, reason: ExitReason) -> None:
         self.accounts.set_root_running(False, self.now)
@@ -369,7 +365,7 @@ def _collect_specs(spec: SupervisorSpec, prefix: str, out: dict[str, AnySpec]) -
 
 def simulate(
     spec: SupervisorSpec,
-    faults: Mapping[str, FaultModel] | None = None,
+    faults: Mapping[str, FaultEntry] | None = None,
     *,
     duration: float,
     seed: int = DEFAULT_SEED,

@@ -18,7 +18,7 @@ from typing import Any
 from .._errors import SpecError
 from ..spec._spec import SupervisorSpec
 from ._defaults import DEFAULT_ROOT_RESTART_DELAY, DEFAULT_SEEDS
-from ._faults import FaultModel
+from ._faults import FaultEntry
 from ._metrics import (
     DEFAULT_METRICS,
     Kind,
@@ -54,7 +54,7 @@ class SweepTask:
 
     point: int
     spec: SupervisorSpec
-    faults: Mapping[str, FaultModel]
+    faults: Mapping[str, FaultEntry]
     duration: float
     seed: int
     root_restart_delay: float | None
@@ -245,7 +245,7 @@ Mapper = Callable[
 
 def sweep(
     build: Callable[..., SupervisorSpec],
-    faults: Mapping[str, FaultModel] | None = None,
+    faults: Mapping[str, FaultEntry] | None = None,
     *,
     duration: float,
     seeds: Iterable[int] = DEFAULT_SEEDS,

@@ -9,8 +9,14 @@
 3. A sweep of 100 specs (10 intensities x 10 periods) x 20 seeds x 24 virtual
    hours on a three-worker service (one flaky worker, MTBF 5 min; two with an
    MTBF of an hour), on every core through `actors.experiment.sweep`.
+4. A simulated week of issue 39's trial tree (`trial_tree`: a db under
+   rest_for_one that hangs with a mean of an hour, seen by a liveness probe
+   every 20 s, 3 failures; a web tier of 3 workers crashing with an MTBF of
+   60 s), in CPU-seconds, without and with the event list; then with the db's
+   probe also flapping (`[Hang, Flapping]`, 5 % of probes).
 
     .venv/bin/python tests/benchmarks/bench_simulate.py [--samples 5] [--skip-sweep]
+        [--only-trial]
 """
 
 from __future__ import annotations
@@ -126,11 +132,60 @@ def sweep_time(workers: int) -> None:
     )
 
 
+def trial_tree(probe_period: float = 20.0, failures: int = 3) -> SupervisorSpec:
+    from supervision import Liveness, TcpProbe
+
+    liveness = Liveness(TcpProbe(5432, period=probe_period, timeout=2.0), failures=failures)
+    db = ChildSpec("db", target=noop, liveness=liveness, shutdown=5.0)
+    web = SupervisorSpec(
+        "web",
+        intensity=5,
+        period=30.0,
+        children=[ChildSpec(f"w{i}", target=noop) for i in range(3)],
+    )
+    return SupervisorSpec(
+        "root", strategy="rest_for_one", intensity=5, period=60.0, children=[db, web]
+    )
+
+
+def trial_week(samples: int) -> None:
+    from supervision.simulate import Flapping, Hang
+
+    crashes = {f"web/w{i}": Exponential(mtbf=60.0) for i in range(3)}
+    hangs = {"db": Hang(mean=3600.0), **crashes}
+    flaky = {"db": [Hang(mean=3600.0), Flapping(probability=0.05)], **crashes}
+    for name, faults in (("hang", hangs), ("hang+flapping", flaky)):
+        for keep in (False, True):
+            cpu, events = [], 0
+            for seed in range(samples):
+                started = time.process_time()
+                result = simulate(
+                    trial_tree(),
+                    faults,  # type: ignore[arg-type]
+                    duration=7 * DAY,
+                    seed=seed,
+                    root_restart_delay=30.0,
+                    keep_events=keep,
+                )
+                cpu.append(time.process_time() - started)
+                events = len(result.events)
+            print(
+                f"trial tree, a week, db {name}, keep_events={keep}: "
+                f"{statistics.median(cpu):.2f} CPU-s (median of {samples}; p95 {p95(cpu):.2f})"
+                + (f", {events} events" if keep else "")
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--samples", type=int, default=5)
     parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--only-trial", action="store_true")
     args = parser.parse_args()
+    if args.only_trial:
+        trial_week(args.samples)
+        return
+    trial_week(args.samples)
     events_per_second(10, 600.0, args.samples)
     events_per_second(1000, 60_000.0, args.samples)
     for strategy in ("one_for_one", "rest_for_one"):

@@ -273,6 +273,39 @@ def test_a_hung_service_is_restarted_by_its_liveness_probe(tree):
     assert get(port) == 200
 
 
+def test_a_liveness_kill_shows_each_failed_probe_and_the_kill_before_the_exit(tree):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/health"
+    liveness = Liveness(HttpProbe(url, timeout=0.2, period=0.2), failures=3)
+    spec = service(port, ready=HttpProbe(url), liveness=liveness, shutdown=0.5)
+    ref = tree(SupervisorSpec(id="root", intensity=3, period=30, children=[spec]))
+    wait_event(ref, EventKind.CHILD_HEALTHY, "web")
+    pid = children_by_id(ref)["web"].pid
+    os.kill(pid, signal.SIGSTOP)  # alive, and silent: each probe times out
+    exited = wait_event(ref, EventKind.CHILD_EXITED, "web")
+    web = [
+        e
+        for e in event_log(ref).snapshot()
+        if e.offender == "web" and e.pid == pid and e.time <= exited.time
+    ]
+    kinds = [e.context.value for e in web if e.context is not EventKind.CHILD_STARTED]
+    assert kinds == [
+        "child_healthy",
+        "probe_failed",
+        "child_unhealthy",
+        "probe_failed",
+        "probe_failed",
+        "liveness_killed",
+        "child_exited",
+    ]
+    failed = [e.detail for e in web if e.context is EventKind.PROBE_FAILED]
+    assert [d.split(":")[0] for d in failed] == ["failing 1/3", "failing 2/3", "failing 3/3"]
+    killed = next(e for e in web if e.context is EventKind.LIVENESS_KILLED)
+    assert killed.detail.startswith("3/3 liveness probes failed in a row")
+    assert exited.reason is not None and exited.reason.kind is ExitKind.UNHEALTHY
+    assert killed.time <= exited.time
+
+
 def test_a_flapping_probe_ends_in_the_restart_intensity(tree):
     ref = tree(
         SupervisorSpec(

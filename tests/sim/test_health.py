@@ -59,21 +59,36 @@ def test_a_service_that_stops_answering_is_stopped_by_its_probe_and_restarted() 
     # SIGSTOPped at t=1. Probes at 0, 0.2, ..., 0.8 pass; the one at 1.0 gets no
     # answer within its timeout (1 s, over the period: the next begins at once, at
     # 2.0); the second failure (3.0) stops it: SIGTERM is ignored, SIGKILL at
-    # shutdown=0.5. The new process answers its first probe.
+    # shutdown=0.5. The new process answers its first probe. The hang, each failed
+    # attempt and the kill are events of their own, the kill before the exit.
     spec = _web(liveness=Liveness(TcpProbe(8000, period=0.2), failures=2), shutdown=0.5)
     result = simulate(spec, {"web": Hang(at=[1.0])}, duration=6.0)
     assert timeline(result) == [
         (0.0, "supervisor_started", None),
         (0.0, "child_started", "web"),
         (0.0, "child_healthy", "web"),
+        (1.0, "child_hung", "web"),
+        (2.0, "probe_failed", "web"),
         (2.0, "child_unhealthy", "web"),
+        (3.0, "probe_failed", "web"),
+        (3.0, "liveness_killed", "web"),
         (3.5, "child_exited", "web"),
         (3.5, "child_started", "web"),
         (3.5, "child_healthy", "web"),
     ]
-    unhealthy = result.events[3]
+    failed = [e for e in result.events if e.context is EventKind.PROBE_FAILED]
+    assert [e.detail for e in failed] == [
+        "failing 1/2: no answer within 1 s",
+        "failing 2/2: no answer within 1 s",
+    ]
+    unhealthy = result.events[5]
     assert unhealthy.pid == 1000 and unhealthy.detail == "failing 1/2: no answer within 1 s"
-    exited = result.events[4]
+    killed = result.events[7]
+    assert killed.pid == 1000 and killed.detail.startswith("2/2 liveness probes failed")
+    # Without the event list, the same run counts the same.
+    quiet = simulate(spec, {"web": Hang(at=[1.0])}, duration=6.0, keep_events=False)
+    assert quiet.children == result.children and quiet.states == result.states
+    exited = result.events[8]
     assert exited.reason is not None and exited.reason.kind is ExitKind.UNHEALTHY
     assert exited.reason.message == (
         "2 failed liveness probes in a row (tcp 127.0.0.1:8000): no answer within 1 s"

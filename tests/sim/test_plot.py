@@ -215,3 +215,79 @@ def test_a_heatmap_of_a_sweep(tmp_path):
     assert png_size(tmp_path / "h.png")[0] > 200
     with pytest.raises(ValueError, match="metric"):
         plot_heatmap(table, "speed", "intensity", "period")
+
+
+def _hung_web_events() -> list[Event]:
+    """SIGSTOPped at 1 s: probes fail at 2.0 and 3.0 (timeout 1 s), the second kills it
+    (SIGKILL at shutdown=0.5); the new process answers (tests/sim/test_health.py)."""
+    from supervision import Liveness, TcpProbe
+    from supervision.simulate import Hang
+
+    child = worker("web", liveness=Liveness(TcpProbe(8000, period=0.2), failures=2), shutdown=0.5)
+    spec = SupervisorSpec("root", intensity=3, period=10, children=[child])
+    return simulate(spec, {"web": Hang(at=[1.0])}, duration=6.0).events
+
+
+def _collections_coloured(ax, color: str) -> list:
+    from matplotlib.colors import to_rgba
+
+    want = to_rgba(color)
+    return [c for c in ax.collections if any(tuple(f) == want for f in c.get_facecolors())]
+
+
+def test_a_hang_and_its_liveness_kill_are_drawn_apart_from_up_and_a_crash():
+    from actors.plot import _HUNG, _PROBE, _UP
+
+    events = _hung_web_events()
+    row = _timeline(events, 6.0).rows["root/web"]
+    assert row.segments == [(0.0, 1.0), (3.5, 2.5)]  # up, before the hang and after
+    assert row.hung == [(1.0, 2.0)]  # from the hang to the kill's beginning
+    assert row.kills == [3.0] and row.failures == [], "a liveness kill is not a crash"
+    assert row.probe_failures == [2.0, 3.0]
+    fig = plot_timeline(events)
+    ax = fig.axes[0]
+    (hung,) = _collections_coloured(ax, _HUNG)[:1]
+    assert len(hung.get_paths()) == 1  # one hung bar
+    assert [p.get_extents().x0 for p in hung.get_paths()] == [1.0]
+    kills = [c for c in _collections_coloured(ax, _HUNG) if c is not hung]
+    assert [tuple(o) for o in kills[0].get_offsets()] == [(3.0, 0.0)]
+    ticks = _collections_coloured(ax, _PROBE)
+    assert [o[0] for o in ticks[0].get_offsets()] == [2.0, 3.0]
+    assert _collections_coloured(ax, _UP)
+    labels = _legend_labels(fig)
+    assert {"hung", "killed by liveness", "probe failed", "up"} <= set(labels)
+    assert "crashed" not in labels
+
+
+def test_a_failing_probe_is_drawn_as_unhealthy_until_it_passes_again():
+    from actors.plot import _UNHEALTHY
+    from supervision import Liveness, TcpProbe
+    from supervision.simulate import Flapping
+
+    # Probes at 0, 1, 2, 3, ...: the second and third fail, the fourth passes.
+    child = worker("web", liveness=Liveness(TcpProbe(8000, period=1.0), failures=5))
+    spec = SupervisorSpec("root", children=[child])
+    flaps = Flapping(pattern=[True, False, False, True])
+    events = simulate(spec, {"web": flaps}, duration=6.0).events
+    row = _timeline(events, 6.0).rows["root/web"]
+    assert row.unhealthy == [(1.0, 2.0)]
+    assert row.segments == [(0.0, 1.0), (3.0, 3.0)]
+    assert row.probe_failures == [1.0, 2.0] and row.kills == []
+    fig = plot_timeline(events)
+    assert _collections_coloured(fig.axes[0], _UNHEALTHY)
+    assert "probe failing" in _legend_labels(fig)
+
+
+def test_an_old_journal_without_liveness_killed_still_draws_the_kill():
+    from supervision import ExitReason
+
+    reason = ExitReason.unhealthy(3, "tcp 127.0.0.1:80", "refused")
+    events = [
+        Event(0.0, "root", EventKind.SUPERVISOR_STARTED),
+        Event(0.0, "root", EventKind.CHILD_STARTED, "a", pid=10, incarnation=1),
+        Event(2.0, "root", EventKind.CHILD_UNHEALTHY, "a", pid=10, incarnation=1),
+        Event(4.0, "root", EventKind.CHILD_EXITED, "a", reason, pid=10, incarnation=1),
+    ]
+    row = _timeline(events, None).rows["root/a"]
+    assert row.kills == [4.0] and row.failures == []
+    assert row.segments == [(0.0, 2.0)] and row.unhealthy == [(2.0, 2.0)]
