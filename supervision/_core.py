@@ -44,6 +44,7 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
+from ._frozen import build
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
@@ -142,14 +143,15 @@ class _Child:
         )
 
 
-@dataclass(frozen=True)
+# The plan's steps: private, made per restart, so plain slotted records (never changed).
+@dataclass(slots=True)
 class _Start:
     child_id: str
     ctx: StartContext
     settle: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Terminate:
     child_id: str
     ctx: TerminateContext
@@ -1001,14 +1003,19 @@ class Supervisor:
                     continue
                 child.state = "starting"
                 self._pending = step
-                self._out.append(StartChild(child.id, child.spec, step.settle))
+                self._out.append(
+                    build(
+                        StartChild,
+                        {"child_id": child.id, "spec": child.spec, "settle": step.settle},
+                    )
+                )
             elif isinstance(step, _Terminate):
                 child = self._lookup(step.child_id)
                 if child is None or not child.alive:
                     continue
                 child.state = "stopping"
                 self._pending = step
-                self._out.append(TerminateChild(child.id, child.spec))
+                self._out.append(build(TerminateChild, {"child_id": child.id, "spec": child.spec}))
             elif isinstance(step, _Done):
                 self._out.append(Reply(None))
             elif isinstance(step, _Swap):
@@ -1160,20 +1167,21 @@ class Supervisor:
         incarnation: int | None = None,
         detail: str = "",
     ) -> None:
-        self._out.append(
-            Report(
-                Event(
-                    time=self._now,
-                    supervisor=self.name,
-                    context=context,
-                    offender=child.id if child is not None else offender,
-                    reason=reason,
-                    pid=pid,
-                    incarnation=incarnation,
-                    detail=detail,
-                )
-            )
+        # build(): one record per decision, made without the frozen init's per-field cost.
+        event = build(
+            Event,
+            {
+                "time": self._now,
+                "supervisor": self.name,
+                "context": context,
+                "offender": child.spec.id if child is not None else offender,
+                "reason": reason,
+                "pid": pid,
+                "incarnation": incarnation,
+                "detail": detail,
+            },
         )
+        self._out.append(build(Report, {"event": event}))
 
 
 def _limit(window: RestartWindow) -> str:
