@@ -44,7 +44,7 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
-from ._frozen import build
+from ._frozen import _new, _set, build
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
@@ -381,7 +381,7 @@ class Supervisor:
         applied at once, as `child_exited` would, before the next step of the plan."""
         step = self._answer(_Start, child_id)
         self._now = now
-        child = self._get(child_id)
+        child = self._children.get(child_id) or self._get(child_id)
         child.state, child.incarnation = "running", incarnation
         self._set_pid(child, pid)
         child.started_at, child.next_attempt = now, None
@@ -480,11 +480,11 @@ class Supervisor:
         """
         self._expect_idle()
         self._now = now
-        child = self._lookup(child_id)
+        child = self._children.get(child_id)
         if (
             self.mode != "running"
             or child is None
-            or not child.alive
+            or child.state not in ("running", "paused")  # not alive (inlined: every exit)
             or child.incarnation != incarnation
         ):
             self._report(
@@ -888,8 +888,13 @@ class Supervisor:
     def _apply_strategy(self, child: _Child) -> None:
         strategy = self.spec.strategy
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
-            group = [child]
-        elif child.own_restart:
+            # A group of one, the common case: its steps without building the group.
+            if child.alive:
+                self._plan.append(_Terminate(child.spec.id, "restart"))
+            if child.spec.restart is not Restart.TEMPORARY:
+                self._plan.append(_Start(child.spec.id, "restart"))
+            return
+        if child.own_restart:
             group = [child]  # restarted by a supervisor of its own: alone (section 4.1)
         else:
             if strategy is Strategy.ONE_FOR_ALL:
@@ -998,7 +1003,7 @@ class Supervisor:
         while self._plan and self._pending is None:
             step = self._plan.popleft()
             if isinstance(step, _Start):
-                child = self._lookup(step.child_id)
+                child = self._children.get(step.child_id)
                 if child is None:
                     continue
                 child.state = "starting"
@@ -1006,11 +1011,11 @@ class Supervisor:
                 self._out.append(
                     build(
                         StartChild,
-                        {"child_id": child.id, "spec": child.spec, "settle": step.settle},
+                        {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
                     )
                 )
             elif isinstance(step, _Terminate):
-                child = self._lookup(step.child_id)
+                child = self._children.get(step.child_id)
                 if child is None or not child.alive:
                     continue
                 child.state = "stopping"
@@ -1072,7 +1077,7 @@ class Supervisor:
             if found is None:
                 raise ChildNotFound(self.name, f"pid {key}")
             return found
-        child = self._lookup(key)
+        child = self._children.get(key)
         if child is None:
             raise ChildNotFound(self.name, key)
         return child
@@ -1136,7 +1141,7 @@ class Supervisor:
     # -- guards -----------------------------------------------------------------
 
     def _expect_idle(self) -> None:
-        if self.busy:
+        if self._pending is not None or self._plan:  # busy, without the property's call
             raise RuntimeError(
                 f"supervisor {self.name!r} is still carrying out actions; answer the last one first"
             )
@@ -1167,9 +1172,11 @@ class Supervisor:
         incarnation: int | None = None,
         detail: str = "",
     ) -> None:
-        # build(): one record per decision, made without the frozen init's per-field cost.
-        event = build(
-            Event,
+        # Two records per decision, made as build() makes them (inlined: the hot path).
+        event = _new(Event)
+        _set(
+            event,
+            "__dict__",
             {
                 "time": self._now,
                 "supervisor": self.name,
@@ -1181,7 +1188,9 @@ class Supervisor:
                 "detail": detail,
             },
         )
-        self._out.append(build(Report, {"event": event}))
+        report = _new(Report)
+        _set(report, "__dict__", {"event": event})
+        self._out.append(report)
 
 
 def _limit(window: RestartWindow) -> str:

@@ -338,7 +338,8 @@ class _Node:
             life = faults.lifetime()
         if life is not None:
             self.sim.at(now + life[0], self._process_exit, (child_id, proc, life[1]))
-        self._watch(child_id, proc, spec)
+        if spec.liveness is not None:
+            self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
 
     # -- liveness -----------------------------------------------------------------------

@@ -206,10 +206,17 @@ class Accounts:
             acc.uptime += now - acc.since
         acc.state, acc.since = state, now
         acc.changes.append((now, state))
-        if acc.type == "worker" and (old in _DOWN) != (state in _DOWN):
-            was_up = self.tree_up
-            self.bad += 1 if state in _DOWN else -1
-            self._tree_changed(was_up, now)
+        down = state in _DOWN
+        if acc.type == "worker" and (old in _DOWN) != down:
+            # _tree_changed inlined (a change per start and exit): the tree was up with
+            # no bad worker, is up again when the last one comes back.
+            was_up = self.bad == 0
+            self.bad += 1 if down else -1
+            if self.root_running:
+                if was_up:
+                    self.tree_uptime += now - self.tree_since
+                elif self.bad == 0:
+                    self.tree_since = now
 
     def set_root_running(self, running: bool, now: float) -> None:
         was_up = self.tree_up

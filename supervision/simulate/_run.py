@@ -329,8 +329,7 @@ class _Simulation:
         if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
             path = node.path(offender)
         # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
-        automatic = isinstance(node.current, _AUTOMATIC)
-        restart = kind is EventKind.CHILD_STARTED and automatic
+        restart = kind is EventKind.CHILD_STARTED and isinstance(node.current, _AUTOMATIC)
         finishes = False
         if path is not None and kind is EventKind.CHILD_EXITED:
             spec = self.specs[path]
