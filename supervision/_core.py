@@ -338,7 +338,8 @@ class Supervisor:
         )
 
     def get_childspec(self, key: str | int) -> AnySpec:
-        return self._find(key).spec
+        child = self._children.get(key) if isinstance(key, str) else None  # per start
+        return (child or self._find(key)).spec
 
     # -- inputs: life cycle --------------------------------------------------
 
@@ -478,7 +479,8 @@ class Supervisor:
         `now` minus the start): an exit sooner than the spec's `min_uptime` counts
         as a failed start (ExitKind.START_FAILURE) and is restarted as an abnormal exit.
         """
-        self._expect_idle()
+        if self._pending is not None or self._plan:
+            self._expect_idle()  # raises
         self._now = now
         child = self._children.get(child_id)
         if (
@@ -501,7 +503,8 @@ class Supervisor:
         self, child: _Child, reason: ExitReason, incarnation: int, uptime: float | None
     ) -> None:
         """A running child's process ended by itself: its restart type decides."""
-        reason = self._early_exit(child, reason, uptime)
+        if getattr(child.spec, "min_uptime", 0.0):
+            reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
         self._set_pid(child, None)
         self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
@@ -889,7 +892,7 @@ class Supervisor:
         strategy = self.spec.strategy
         if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
             # A group of one, the common case: its steps without building the group.
-            if child.alive:
+            if child.state in ("running", "paused"):  # alive
                 self._plan.append(_Terminate(child.spec.id, "restart"))
             if child.spec.restart is not Restart.TEMPORARY:
                 self._plan.append(_Start(child.spec.id, "restart"))
@@ -1008,12 +1011,13 @@ class Supervisor:
                     continue
                 child.state = "starting"
                 self._pending = step
-                self._out.append(
-                    build(
-                        StartChild,
-                        {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
-                    )
+                start = _new(StartChild)  # build(), inlined
+                _set(
+                    start,
+                    "__dict__",
+                    {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
                 )
+                self._out.append(start)
             elif isinstance(step, _Terminate):
                 child = self._children.get(step.child_id)
                 if child is None or not child.alive:
@@ -1041,7 +1045,8 @@ class Supervisor:
                 self.mode = "stopped"
                 self._report(EventKind.SUPERVISOR_STOPPED, reason=step.reason)
                 self._out.append(Exit(step.reason, step.error))
-        return self._flush()
+        out, self._out = self._out, []  # _flush, inlined: twice per restart
+        return out
 
     def _answer(self, kind: type[Any], child_id: str) -> Any:
         step = self._pending

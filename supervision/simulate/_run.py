@@ -110,7 +110,7 @@ class _Simulation:
     def faults_of(self, node: _Node, child_id: str) -> _Faults:
         """The faults of worker `child_id` of `node`, drawn from the model of its most
         specific key that `faults` has (`_Node.keys`); healthy if none."""
-        path = node.path(child_id)
+        path = node.paths[child_id]
         faults = self.faults.get(path)
         if faults is None:
             key = next((k for k in node.keys(child_id) if k in self.models), None)
@@ -327,7 +327,7 @@ class _Simulation:
         kind = event.context
         path = None
         if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
-            path = node.path(offender)
+            path = node.paths[offender]
         # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
         restart = kind is EventKind.CHILD_STARTED and isinstance(node.current, _AUTOMATIC)
         finishes = False
