@@ -66,6 +66,12 @@ _MASK64 = (1 << 64) - 1
 _NOT_THE_CHILDS_OWN_EXIT = frozenset(
     {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
 )
+# Members read on every decision, bound once: on Python 3.11 reading one from its enum
+# class costs several times a module global (the metaclass's __getattr__ hook).
+_CHILD_STARTED, _CHILD_EXITED = EventKind.CHILD_STARTED, EventKind.CHILD_EXITED
+_TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+_DAEMONIZED = ExitKind.DAEMONIZED
+_GROUP_OF_ONE = (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
 # "replace": replace_child's stop; the child stays (even a temporary one) for its new spec.
 TerminateContext = Literal["restart", "api", "api_dependent", "shutdown", "replace"]
@@ -389,7 +395,7 @@ class Supervisor:
         child.pending_since, child.placements = None, 0
         if step.ctx == "restart":
             child.restarts += 1
-        self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
+        self._report(_CHILD_STARTED, child, pid=pid, incarnation=incarnation)
         if step.ctx in ("api_start", "api_restart"):
             self._out.append(Reply(child.info()))
         if ended is not None:
@@ -507,7 +513,7 @@ class Supervisor:
             reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
         self._set_pid(child, None)
-        self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
+        self._report(_CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at
         if (
@@ -517,14 +523,14 @@ class Supervisor:
         ):
             child.failures = 0  # it had stayed up long enough: start counting again
         restart = child.spec.restart
-        if restart is Restart.TEMPORARY:
+        if restart is _TEMPORARY:
             self._remove(child)
             self._auto_shutdown(child)
-        elif restart is Restart.TRANSIENT and reason.is_normal:
+        elif restart is _TRANSIENT and reason.is_normal:
             if self._simple:  # a dynamic child without a process is gone (OTP's del_child)
                 self._remove(child)
             self._auto_shutdown(child)
-        elif reason.kind is ExitKind.DAEMONIZED:
+        elif reason.kind is _DAEMONIZED:
             # Beyond OTP: every restart would fork away again (a configuration error,
             # not a crash), so the child is left failed until the spec is fixed.
             self._fail(child, "a configuration error: set pid_file or run it in the foreground")
@@ -890,11 +896,11 @@ class Supervisor:
 
     def _apply_strategy(self, child: _Child) -> None:
         strategy = self.spec.strategy
-        if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
+        if strategy in _GROUP_OF_ONE:
             # A group of one, the common case: its steps without building the group.
             if child.state in ("running", "paused"):  # alive
                 self._plan.append(_Terminate(child.spec.id, "restart"))
-            if child.spec.restart is not Restart.TEMPORARY:
+            if child.spec.restart is not _TEMPORARY:
                 self._plan.append(_Start(child.spec.id, "restart"))
             return
         if child.own_restart:

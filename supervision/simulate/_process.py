@@ -3,6 +3,7 @@ run (each start's failure or lifetime, from its fault model and the run's seed).
 
 from __future__ import annotations
 
+from functools import cached_property
 from random import Random
 
 from .._reasons import ExitReason
@@ -22,11 +23,24 @@ class _Faults:
     def __init__(self, model: FaultModel, seed: int, path: str, key: str | None) -> None:
         self.model = model
         self.key = key  # the `faults` key its model came from (None: no model, healthy)
-        self.life = Random(f"{seed}/{path}/life")
-        self.starts = Random(f"{seed}/{path}/start")
-        self.probes = Random(f"{seed}/{path}/probe")  # a Flapping model's draws
+        self._streams = f"{seed}/{path}"
         self.attempts = 0
         self.successes = 0
+
+    # Each stream is made when first drawn from: seeding one costs more than most runs
+    # draw from it (a third of a 1,000-worker start), and most models use one or two.
+    @cached_property
+    def life(self) -> Random:
+        return Random(f"{self._streams}/life")
+
+    @cached_property
+    def starts(self) -> Random:
+        return Random(f"{self._streams}/start")
+
+    @cached_property
+    def probes(self) -> Random:
+        """A Flapping model's draws."""
+        return Random(f"{self._streams}/probe")
 
     def start_fails(self) -> bool:
         self.attempts += 1

@@ -59,6 +59,14 @@ from ._report import (
     SimulationResult,
 )
 
+# Read per event, bound once: an enum class's member costs several times a global on 3.11.
+_STALE, _STARTED, _EXITED = (
+    EventKind.STALE_EXIT_IGNORED,
+    EventKind.CHILD_STARTED,
+    EventKind.CHILD_EXITED,
+)
+_TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+
 
 class _Simulation:
     def __init__(
@@ -326,16 +334,16 @@ class _Simulation:
         offender = event.offender
         kind = event.context
         path = None
-        if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
+        if offender is not None and kind is not _STALE:
             path = node.paths[offender]
         # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
-        restart = kind is EventKind.CHILD_STARTED and isinstance(node.current, _AUTOMATIC)
+        restart = kind is _STARTED and isinstance(node.current, _AUTOMATIC)
         finishes = False
-        if path is not None and kind is EventKind.CHILD_EXITED:
+        if path is not None and kind is _EXITED:
             spec = self.specs[path]
             reason = event.reason
-            finishes = spec.restart is Restart.TEMPORARY or (
-                spec.restart is Restart.TRANSIENT and reason is not None and reason.is_normal
+            finishes = spec.restart is _TEMPORARY or (
+                spec.restart is _TRANSIENT and reason is not None and reason.is_normal
             )
         self.accounts.on_event(path, event, restart, finishes)
 
