@@ -79,3 +79,14 @@ def test_a_bar_asked_for_without_tqdm_names_the_extra(monkeypatch):
     # Not asked for: a terminal without tqdm gets no bar, and no error.
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     assert list(process_map(1)(abs, [-1, -2])) == [1, 2]
+
+
+def fails_on_seven(n: int) -> int:
+    if n == 7:
+        raise ValueError("run 7 failed")
+    return n
+
+
+def test_a_failing_run_fails_the_sweep_with_its_error():
+    with pytest.raises(ValueError, match="run 7 failed"):
+        list(process_map(2, progress=False)(fails_on_seven, range(40)))
