@@ -44,6 +44,7 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
+from ._frozen import _new, _set, build
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
@@ -65,6 +66,12 @@ _MASK64 = (1 << 64) - 1
 _NOT_THE_CHILDS_OWN_EXIT = frozenset(
     {ExitKind.MEMORY_LIMIT, ExitKind.LAUNCHER_DIED, ExitKind.ACTOR_CRASHED, ExitKind.SHUTDOWN}
 )
+# Members read on every decision, bound once: on Python 3.11 reading one from its enum
+# class costs several times a module global (the metaclass's __getattr__ hook).
+_CHILD_STARTED, _CHILD_EXITED = EventKind.CHILD_STARTED, EventKind.CHILD_EXITED
+_TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+_DAEMONIZED = ExitKind.DAEMONIZED
+_GROUP_OF_ONE = (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE)
 StartContext = Literal["init", "restart", "api_start", "api_restart"]
 # "replace": replace_child's stop; the child stays (even a temporary one) for its new spec.
 TerminateContext = Literal["restart", "api", "api_dependent", "shutdown", "replace"]
@@ -142,14 +149,15 @@ class _Child:
         )
 
 
-@dataclass(frozen=True)
+# The plan's steps: private, made per restart, so plain slotted records (never changed).
+@dataclass(slots=True)
 class _Start:
     child_id: str
     ctx: StartContext
     settle: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class _Terminate:
     child_id: str
     ctx: TerminateContext
@@ -336,7 +344,8 @@ class Supervisor:
         )
 
     def get_childspec(self, key: str | int) -> AnySpec:
-        return self._find(key).spec
+        child = self._children.get(key) if isinstance(key, str) else None  # per start
+        return (child or self._find(key)).spec
 
     # -- inputs: life cycle --------------------------------------------------
 
@@ -379,14 +388,14 @@ class Supervisor:
         applied at once, as `child_exited` would, before the next step of the plan."""
         step = self._answer(_Start, child_id)
         self._now = now
-        child = self._get(child_id)
+        child = self._children.get(child_id) or self._get(child_id)
         child.state, child.incarnation = "running", incarnation
         self._set_pid(child, pid)
         child.started_at, child.next_attempt = now, None
         child.pending_since, child.placements = None, 0
         if step.ctx == "restart":
             child.restarts += 1
-        self._report(EventKind.CHILD_STARTED, child, pid=pid, incarnation=incarnation)
+        self._report(_CHILD_STARTED, child, pid=pid, incarnation=incarnation)
         if step.ctx in ("api_start", "api_restart"):
             self._out.append(Reply(child.info()))
         if ended is not None:
@@ -476,13 +485,14 @@ class Supervisor:
         `now` minus the start): an exit sooner than the spec's `min_uptime` counts
         as a failed start (ExitKind.START_FAILURE) and is restarted as an abnormal exit.
         """
-        self._expect_idle()
+        if self._pending is not None or self._plan:
+            self._expect_idle()  # raises
         self._now = now
-        child = self._lookup(child_id)
+        child = self._children.get(child_id)
         if (
             self.mode != "running"
             or child is None
-            or not child.alive
+            or child.state not in ("running", "paused")  # not alive (inlined: every exit)
             or child.incarnation != incarnation
         ):
             self._report(
@@ -499,10 +509,11 @@ class Supervisor:
         self, child: _Child, reason: ExitReason, incarnation: int, uptime: float | None
     ) -> None:
         """A running child's process ended by itself: its restart type decides."""
-        reason = self._early_exit(child, reason, uptime)
+        if getattr(child.spec, "min_uptime", 0.0):
+            reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
         self._set_pid(child, None)
-        self._report(EventKind.CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
+        self._report(_CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at
         if (
@@ -512,14 +523,14 @@ class Supervisor:
         ):
             child.failures = 0  # it had stayed up long enough: start counting again
         restart = child.spec.restart
-        if restart is Restart.TEMPORARY:
+        if restart is _TEMPORARY:
             self._remove(child)
             self._auto_shutdown(child)
-        elif restart is Restart.TRANSIENT and reason.is_normal:
+        elif restart is _TRANSIENT and reason.is_normal:
             if self._simple:  # a dynamic child without a process is gone (OTP's del_child)
                 self._remove(child)
             self._auto_shutdown(child)
-        elif reason.kind is ExitKind.DAEMONIZED:
+        elif reason.kind is _DAEMONIZED:
             # Beyond OTP: every restart would fork away again (a configuration error,
             # not a crash), so the child is left failed until the spec is fixed.
             self._fail(child, "a configuration error: set pid_file or run it in the foreground")
@@ -885,9 +896,14 @@ class Supervisor:
 
     def _apply_strategy(self, child: _Child) -> None:
         strategy = self.spec.strategy
-        if strategy in (Strategy.ONE_FOR_ONE, Strategy.SIMPLE_ONE_FOR_ONE):
-            group = [child]
-        elif child.own_restart:
+        if strategy in _GROUP_OF_ONE:
+            # A group of one, the common case: its steps without building the group.
+            if child.state in ("running", "paused"):  # alive
+                self._plan.append(_Terminate(child.spec.id, "restart"))
+            if child.spec.restart is not _TEMPORARY:
+                self._plan.append(_Start(child.spec.id, "restart"))
+            return
+        if child.own_restart:
             group = [child]  # restarted by a supervisor of its own: alone (section 4.1)
         else:
             if strategy is Strategy.ONE_FOR_ALL:
@@ -996,19 +1012,25 @@ class Supervisor:
         while self._plan and self._pending is None:
             step = self._plan.popleft()
             if isinstance(step, _Start):
-                child = self._lookup(step.child_id)
+                child = self._children.get(step.child_id)
                 if child is None:
                     continue
                 child.state = "starting"
                 self._pending = step
-                self._out.append(StartChild(child.id, child.spec, step.settle))
+                start = _new(StartChild)  # build(), inlined
+                _set(
+                    start,
+                    "__dict__",
+                    {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
+                )
+                self._out.append(start)
             elif isinstance(step, _Terminate):
-                child = self._lookup(step.child_id)
+                child = self._children.get(step.child_id)
                 if child is None or not child.alive:
                     continue
                 child.state = "stopping"
                 self._pending = step
-                self._out.append(TerminateChild(child.id, child.spec))
+                self._out.append(build(TerminateChild, {"child_id": child.id, "spec": child.spec}))
             elif isinstance(step, _Done):
                 self._out.append(Reply(None))
             elif isinstance(step, _Swap):
@@ -1029,7 +1051,8 @@ class Supervisor:
                 self.mode = "stopped"
                 self._report(EventKind.SUPERVISOR_STOPPED, reason=step.reason)
                 self._out.append(Exit(step.reason, step.error))
-        return self._flush()
+        out, self._out = self._out, []  # _flush, inlined: twice per restart
+        return out
 
     def _answer(self, kind: type[Any], child_id: str) -> Any:
         step = self._pending
@@ -1065,7 +1088,7 @@ class Supervisor:
             if found is None:
                 raise ChildNotFound(self.name, f"pid {key}")
             return found
-        child = self._lookup(key)
+        child = self._children.get(key)
         if child is None:
             raise ChildNotFound(self.name, key)
         return child
@@ -1129,7 +1152,7 @@ class Supervisor:
     # -- guards -----------------------------------------------------------------
 
     def _expect_idle(self) -> None:
-        if self.busy:
+        if self._pending is not None or self._plan:  # busy, without the property's call
             raise RuntimeError(
                 f"supervisor {self.name!r} is still carrying out actions; answer the last one first"
             )
@@ -1160,20 +1183,25 @@ class Supervisor:
         incarnation: int | None = None,
         detail: str = "",
     ) -> None:
-        self._out.append(
-            Report(
-                Event(
-                    time=self._now,
-                    supervisor=self.name,
-                    context=context,
-                    offender=child.id if child is not None else offender,
-                    reason=reason,
-                    pid=pid,
-                    incarnation=incarnation,
-                    detail=detail,
-                )
-            )
+        # Two records per decision, made as build() makes them (inlined: the hot path).
+        event = _new(Event)
+        _set(
+            event,
+            "__dict__",
+            {
+                "time": self._now,
+                "supervisor": self.name,
+                "context": context,
+                "offender": child.spec.id if child is not None else offender,
+                "reason": reason,
+                "pid": pid,
+                "incarnation": incarnation,
+                "detail": detail,
+            },
         )
+        report = _new(Report)
+        _set(report, "__dict__", {"event": event})
+        self._out.append(report)
 
 
 def _limit(window: RestartWindow) -> str:

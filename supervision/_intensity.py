@@ -41,9 +41,11 @@ class RestartWindow:
 
     def add(self, now: float) -> bool:
         """Charge one restart at `now`; True when the intensity is exceeded."""
-        self._trim(now)
-        self._times.append(now)
-        return len(self._times) > self.intensity
+        times, oldest = self._times, now - self.period
+        while times and times[0] < oldest:  # _trim, inlined: one call per restart
+            times.popleft()
+        times.append(now)
+        return len(times) > self.intensity
 
     def resize(self, intensity: int, period: float) -> None:
         """New limits; the restarts charged so far stay (OTP's code_change keeps them)."""

@@ -47,6 +47,9 @@ def probe_ready_after(answers_after: float, period: float) -> float:
     return _tidy(math.ceil(_tidy(answers_after / period)) * period)
 
 
+_NUMBER = (int, float)  # a tuple: `int | float` would build a union per call
+
+
 def start_delay(spec: ChildSpec, model: Combination, fails: bool) -> tuple[float, bool]:
     """Seconds until a worker's start is decided, and whether it is by start_timeout.
 
@@ -55,7 +58,7 @@ def start_delay(spec: ChildSpec, model: Combination, fails: bool) -> tuple[float
     anything else the model's `start_duration`. Only "started" has no timeout.
     """
     ready = spec.ready
-    if isinstance(ready, int | float) and not isinstance(ready, bool):
+    if isinstance(ready, _NUMBER) and not isinstance(ready, bool):
         delay = float(ready)
     elif isinstance(ready, PROBES) and not fails:
         delay = probe_ready_after(model.answers_after, ready_period(ready))

@@ -66,6 +66,19 @@ from ._report import (
 # -- the simulated tree ------------------------------------------------------------------
 
 
+class _Paths(dict[str, str]):
+    """A supervisor's child ids -> their paths below the root, each made once: a plain
+    dict lookup on the paths that take one per event."""
+
+    def __init__(self, prefix: str) -> None:
+        super().__init__()
+        self.prefix = prefix
+
+    def __missing__(self, child_id: str) -> str:
+        path = self[child_id] = self.prefix + child_id
+        return path
+
+
 class _World(Protocol):
     """What a simulated supervisor needs of the run that drives it (_run.py's
     `_Simulation`): the clock and its heap, pids, faults, accounts and the record."""
@@ -125,13 +138,10 @@ class _Node:
         self.procs: dict[str, _Process] = {}
         self.nested: dict[str, _Node] = {}
         self.incarnations: dict[str, int] = {}
-        self.paths: dict[str, str] = {}  # child id -> path below the root
+        self.paths = _Paths(prefix)  # child id -> path below the root
 
     def path(self, child_id: str) -> str:
-        path = self.paths.get(child_id)
-        if path is None:
-            path = self.paths[child_id] = self.prefix + child_id
-        return path
+        return self.paths[child_id]
 
     def keys(self, child_id: str) -> tuple[str, ...]:
         """The `faults` keys that may describe `child_id`, most specific first."""
@@ -170,7 +180,11 @@ class _Node:
         try:
             while not self.dead and not self.waiting:
                 if self.queue:
-                    self._step(self.queue.popleft())
+                    action = self.queue.popleft()
+                    if type(action) is Report:  # two actions in three: no dispatch for them
+                        self.sim.record(self, action.event)
+                    else:
+                        self._step(action)
                 elif self.current is not None:
                     self._finished(self.current)
                     self.current = None
@@ -264,7 +278,7 @@ class _Node:
     def _start(self, child_id: str, spec: AnySpec) -> None:
         incarnation = self.incarnations.get(child_id, 0) + 1
         self.incarnations[child_id] = incarnation
-        path = self.path(child_id)
+        path = self.paths[child_id]
         if path not in self.sim.specs:  # added by start_child: account for it from now on
             self.sim.specs[path] = spec
             self.sim.accounts.add(path, spec.type)
@@ -330,7 +344,8 @@ class _Node:
             self.sim.at(now + after, self.hang, (child_id, proc))
         if life is not None:
             self.sim.at(now + life[0], self._life_ends, (child_id, proc, life[1]))
-        self._watch(child_id, proc, spec)
+        if spec.liveness is not None:
+            self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
 
     # -- liveness -----------------------------------------------------------------------
@@ -419,7 +434,7 @@ class _Node:
         if self.dead or not proc.alive or self.procs.get(child_id) is not proc:
             return False
         proc.alive, proc.reason = False, reason
-        self.sim.accounts.set_state(self.path(child_id), "down", self.sim.now)
+        self.sim.accounts.set_state(self.paths[child_id], "down", self.sim.now)
         return True
 
     def exited(self, child_id: str, proc: _Process) -> None:

@@ -36,14 +36,37 @@ def _tag(models: tuple[FaultModel, ...], i: int) -> str:
 
 class _Streams:
     """One model's random streams for one worker: its processes' lives and hangs, its
-    start failures and its probes (each drawn only by what needs it)."""
+    start failures and its probes (each drawn only by what needs it).
 
-    __slots__ = ("life", "probes", "starts")
+    Each stream is made when first drawn from: seeding one costs more than most runs
+    draw from it (a third of a 1,000-worker start), and most models use one or two."""
+
+    __slots__ = ("_life", "_name", "_probes", "_starts")
 
     def __init__(self, seed: int, path: str, tag: str) -> None:
-        self.life = Random(f"{seed}/{path}{tag}/life")
-        self.starts = Random(f"{seed}/{path}{tag}/start")
-        self.probes = Random(f"{seed}/{path}{tag}/probe")  # a Flapping model's draws
+        self._name = f"{seed}/{path}{tag}"
+        self._life: Random | None = None
+        self._starts: Random | None = None
+        self._probes: Random | None = None
+
+    @property
+    def life(self) -> Random:
+        if self._life is None:
+            self._life = Random(f"{self._name}/life")
+        return self._life
+
+    @property
+    def starts(self) -> Random:
+        if self._starts is None:
+            self._starts = Random(f"{self._name}/start")
+        return self._starts
+
+    @property
+    def probes(self) -> Random:
+        """A Flapping model's draws."""
+        if self._probes is None:
+            self._probes = Random(f"{self._name}/probe")
+        return self._probes
 
 
 class _Faults:

@@ -30,7 +30,10 @@ State = Literal["down", "up", "hung", "done"]
 """A child's state in a run's record: `hung` is alive but not answering (down for
 availability, drawn apart); `done` a worker that ended normally for good."""
 _DOWN: frozenset[State] = frozenset(("down", "hung"))
-_GIVE_UP = frozenset((EventKind.MAX_INTENSITY_REACHED, EventKind.AUTO_SHUTDOWN))
+# Read per event, bound once: an enum class's member costs several times a global on 3.11.
+_GAVE_UP = EventKind.MAX_INTENSITY_REACHED
+_AUTO_SHUTDOWN, _SUPERVISOR_STOPPED = EventKind.AUTO_SHUTDOWN, EventKind.SUPERVISOR_STOPPED
+_STARTED, _EXITED = EventKind.CHILD_STARTED, EventKind.CHILD_EXITED
 
 
 @dataclass(frozen=True)
@@ -227,10 +230,17 @@ class Accounts:
             acc.uptime += now - acc.since
         acc.state, acc.since = state, now
         acc.changes.append((now, state))
-        if acc.type == "worker" and (old in _DOWN) != (state in _DOWN):
-            was_up = self.tree_up
-            self.bad += 1 if state in _DOWN else -1
-            self._tree_changed(was_up, now)
+        down = state in _DOWN
+        if acc.type == "worker" and (old in _DOWN) != down:
+            # _tree_changed inlined (a change per start and exit): the tree was up with
+            # no bad worker, is up again when the last one comes back.
+            was_up = self.bad == 0
+            self.bad += 1 if down else -1
+            if self.root_running:
+                if was_up:
+                    self.tree_uptime += now - self.tree_since
+                elif self.bad == 0:
+                    self.tree_since = now
 
     def set_root_running(self, running: bool, now: float) -> None:
         was_up = self.tree_up
@@ -296,12 +306,16 @@ class Accounts:
         temporary, normal reason).
         """
         kind = event.context
-        if kind is EventKind.MAX_INTENSITY_REACHED:
+        if kind is _GAVE_UP:
             self.intensity_reached += 1
-        if kind in _GIVE_UP or (
-            kind is EventKind.SUPERVISOR_STOPPED
-            and event.reason is not None
-            and event.reason.kind is ExitKind.START_FAILURE
+        if (
+            kind is _GAVE_UP
+            or kind is _AUTO_SHUTDOWN
+            or (
+                kind is _SUPERVISOR_STOPPED
+                and event.reason is not None
+                and event.reason.kind is ExitKind.START_FAILURE
+            )
         ):
             # A supervisor stops by itself; the root's are counted as root exits.
             _, _, sup = event.supervisor.partition("/")
@@ -310,11 +324,11 @@ class Accounts:
         acc = self.children.get(path) if path is not None else None
         if acc is None or path is None:
             return
-        if kind is EventKind.CHILD_STARTED:
+        if kind is _STARTED:
             acc.starts += 1
             acc.restarts += restart
             self.set_state(path, "up", event.time)
-        elif kind is EventKind.CHILD_EXITED:
+        elif kind is _EXITED:
             acc.exits += 1
             if event.reason is not None and not event.reason.is_normal:
                 acc.failures += 1

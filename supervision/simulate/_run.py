@@ -57,6 +57,14 @@ from ._report import (
     SimulationResult,
 )
 
+# Read per event, bound once: an enum class's member costs several times a global on 3.11.
+_STALE, _STARTED, _EXITED = (
+    EventKind.STALE_EXIT_IGNORED,
+    EventKind.CHILD_STARTED,
+    EventKind.CHILD_EXITED,
+)
+_TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+
 
 class _Simulation:
     def __init__(
@@ -107,7 +115,7 @@ class _Simulation:
     def faults_of(self, node: _Node, child_id: str) -> _Faults:
         """The faults of worker `child_id` of `node`, drawn from the model of its most
         specific key that `faults` has (`_Node.keys`); healthy if none."""
-        path = node.path(child_id)
+        path = node.paths[child_id]
         faults = self.faults.get(path)
         if faults is None:
             key = next((k for k in node.keys(child_id) if k in self.models), None)
@@ -323,17 +331,16 @@ class _Simulation:
         offender = event.offender
         kind = event.context
         path = None
-        if offender is not None and kind is not EventKind.STALE_EXIT_IGNORED:
-            path = node.path(offender)
+        if offender is not None and kind is not _STALE:
+            path = node.paths[offender]
         # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
-        automatic = isinstance(node.current, _AUTOMATIC)
-        restart = kind is EventKind.CHILD_STARTED and automatic
+        restart = kind is _STARTED and isinstance(node.current, _AUTOMATIC)
         finishes = False
-        if path is not None and kind is EventKind.CHILD_EXITED:
+        if path is not None and kind is _EXITED:
             spec = self.specs[path]
             reason = event.reason
-            finishes = spec.restart is Restart.TEMPORARY or (
-                spec.restart is Restart.TRANSIENT and reason is not None and reason.is_normal
+            finishes = spec.restart is _TEMPORARY or (
+                spec.restart is _TRANSIENT and reason is not None and reason.is_normal
             )
         self.accounts.on_event(path, event, restart, finishes)
 

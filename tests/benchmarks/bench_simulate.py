@@ -3,6 +3,9 @@
 1. Events per wall-clock second (median and p95 over samples) for a 10-child
    and a 1,000-child one_for_one tree whose workers crash at random (24
    virtual hours, events kept).
+1b. CPU-seconds per simulated hour and events per CPU-second at 1,000 children:
+   a one_for_one root of 10 supervisors x 100 workers, each crashing with an MTBF
+   of an hour (Exponential), 24 virtual hours, events kept (issue 39's trial).
 2. The decision core's cost per exit and restart (one_for_one and rest_for_one
    with the last child failing; intensity 10^6) at 1 and at 10,000 children:
    it must not grow with N or with the restart window.
@@ -72,6 +75,42 @@ def events_per_second(n: int, mtbf: float, samples: int) -> None:
         f"{n:>5} children (MTBF {mtbf:g} s each), 24 h, {events:,} events a run: "
         f"{events / statistics.median(walls):,.0f} events/s at the median run, "
         f"{events / p95(walls):,.0f} at the p95 run"
+    )
+
+
+def nested_thousand() -> tuple[SupervisorSpec, dict[str, FaultModel]]:
+    """A one_for_one root of 10 supervisors x 100 workers, each with an MTBF of 1 h."""
+    subs = [
+        SupervisorSpec(
+            f"s{j}",
+            intensity=10**6,
+            period=5.0,
+            children=[ChildSpec(f"w{i}", target=noop) for i in range(100)],
+        )
+        for j in range(10)
+    ]
+    faults: dict[str, FaultModel] = {
+        f"s{j}/w{i}": Exponential(mtbf=3600.0) for j in range(10) for i in range(100)
+    }
+    return SupervisorSpec("root", intensity=10**6, period=5.0, children=subs), faults
+
+
+def cpu_per_simulated_hour(samples: int) -> None:
+    spec, faults = nested_thousand()
+    hours = 24.0
+    cpus = []
+    events = 0
+    for seed in range(samples):
+        started = time.process_time()
+        result = simulate(spec, faults, duration=hours * 3600.0, seed=seed)
+        cpus.append(time.process_time() - started)
+        events = len(result.events)
+    median, slow = statistics.median(cpus), p95(cpus)
+    print(
+        f"1,000 children (10 x 100, MTBF 1 h each), {hours:g} h, {events:,} events a run: "
+        f"{median / hours * 1000:.1f} CPU-ms per simulated hour ({hours / median:.1f} h per "
+        f"CPU-second), {events / median:,.0f} events per CPU-second at the median run; "
+        f"{slow / hours * 1000:.1f} CPU-ms per hour at the p95 run"
     )
 
 
@@ -188,6 +227,7 @@ def main() -> None:
     trial_week(args.samples)
     events_per_second(10, 600.0, args.samples)
     events_per_second(1000, 60_000.0, args.samples)
+    cpu_per_simulated_hour(args.samples)
     for strategy in ("one_for_one", "rest_for_one"):
         one, many = (core_exit_cost(n, strategy, args.samples) for n in (1, 10_000))
         print(
