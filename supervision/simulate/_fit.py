@@ -376,15 +376,6 @@ class ChildFit:
         first = found[0] if found else Healthy()
         return [dataclasses.replace(first, **self._common()), *found[1:]]
 
-    @property
-    def model(self) -> FaultModel:
-        """The dominant model (most events), with the child's start and stop times: what
-        the simulator takes while a child takes one model."""
-        counts = {Exponential: self.crashes.events, Hang: self.hangs.events}
-        counts[Flapping] = self.flaps.hits
-        dominant = max(self.models, key=lambda m: counts.get(type(m), 0))  # ties: the first
-        return dataclasses.replace(dominant, **self._common())
-
     def _common(self) -> dict[str, Any]:
         return {
             "start_duration": self.start_duration.mean if self.start_duration else 0.0,
@@ -442,15 +433,13 @@ class Fit:
     truncated: bool = False
     notes: tuple[str, ...] = field(default=())
 
-    def faults(self) -> dict[str, FaultModel]:
-        """The simulator's `faults`: each worker's dominant model.
-        TODO(op-faults): `combined_faults()` once a child takes several models."""
-        return {path: child.model for path, child in self.children.items()}
-
-    def combined_faults(self) -> dict[str, list[FaultModel]]:
-        """Each worker's list of models, for a simulator whose children take several
-        (op-faults' combined models)."""
-        return {path: child.models for path, child in self.children.items()}
+    def faults(self) -> dict[str, FaultModel | list[FaultModel]]:
+        """The simulator's `faults`: each worker's model, or its models combined when
+        several apply (crashes, hangs, a flapping probe: supervision/simulate/_faults.py)."""
+        return {
+            path: models[0] if len(models) == 1 else models
+            for path, models in ((p, c.models) for p, c in self.children.items())
+        }
 
     def __getitem__(self, path: str) -> ChildFit:
         try:

@@ -88,7 +88,7 @@ def test_start_and_stop_durations_are_the_gaps_to_the_supervisors_previous_event
     assert child.start_duration.mean == pytest.approx((0.2 + 10 * 0.1) / 11)
     assert child.stop_duration is not None and child.stop_duration.n == 1
     assert child.stop_duration.mean == pytest.approx(0.003)
-    model = child.model
+    (model,) = child.models
     assert model.start_duration == pytest.approx((0.2 + 1.0) / 11)
     assert model.stop_duration == pytest.approx(0.003)
 
@@ -158,13 +158,13 @@ def test_liveness_kills_are_hangs_and_recovered_streaks_are_flaps() -> None:
     assert child.flaps.hits == 1 and child.flaps.trials == 67  # a probe a second
     kinds = [type(m) for m in child.models]
     assert kinds == [Hang, Flapping]
-    assert isinstance(child.model, Hang)  # the dominant one, while a child takes one model
     assert child.models[0].mean == pytest.approx(67.5 / 2)  # type: ignore[attr-defined]
-    # A combined list (op-faults): the child's start fields on its first model only.
+    # A combined list: the child's start fields on its first model only.
     hang, flapping = child.models
     assert flapping == Flapping(probability=flapping.probability)  # type: ignore[attr-defined]
-    assert hang.start_duration == child.model.start_duration
-    assert fit(lines, spec).combined_faults() == {"db": child.models}
+    assert hang.start_duration == child.start_duration.mean  # type: ignore[union-attr]
+    assert fit(lines, spec).faults() == {"db": child.models}
+    assert simulate(spec, fit(lines, spec).faults(), duration=600).children["db"].unhealthy
 
 
 def test_each_failed_attempt_of_a_recovered_streak_counts_where_the_journal_has_them() -> None:
