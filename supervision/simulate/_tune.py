@@ -28,7 +28,7 @@ from .._errors import NannyError, SpecError
 from ..spec._fields import Backoff
 from ..spec._restart_limit import RestartLimit
 from ..spec._spec import ChildSpec, SupervisorSpec
-from ._faults import FaultModel, Healthy
+from ._faults import FaultEntry, FaultModel, Healthy
 from ._fit import Fit, shown
 from ._metrics import Kind, KOfN, Metric, kind_of, metric
 from ._run import simulate
@@ -148,13 +148,13 @@ class Knob:
         return f"{self.path} {self.field}"
 
 
-def default_knobs(spec: SupervisorSpec, faults: Mapping[str, FaultModel]) -> list[Knob]:
+def default_knobs(spec: SupervisorSpec, faults: Mapping[str, FaultEntry]) -> list[Knob]:
     """A grid around the current values: each supervisor's intensity (x1/2 to x10) and
     period (x1/2, x2); each worker with a fault model: backoff (none, 0.1 s, 1 s) and
     restart_limit (none, 10 in 60 s); each worker with a liveness probe: its period
     (x1/2, x2) by failures (1, 2, 3, 5)."""
     knobs: list[Knob] = []
-    failing = {p for p, m in faults.items() if not isinstance(m, Healthy)}
+    failing = {p for p, m in faults.items() if not _healthy(m)}
     for path, node, below in _walk(spec):
         if isinstance(node, SupervisorSpec):
             i, p = node.intensity, node.period
@@ -177,6 +177,11 @@ def default_knobs(spec: SupervisorSpec, faults: Mapping[str, FaultModel]) -> lis
             pairs = [(pp, f) for pp in (period / 2, period, 2 * period) for f in (1, 2, 3, 5)]
             knobs.append(Knob(path, "liveness", _around((period, failures), pairs)))
     return knobs
+
+
+def _healthy(entry: FaultEntry) -> bool:
+    models = [entry] if isinstance(entry, FaultModel) else entry
+    return all(isinstance(m, Healthy) for m in models)
 
 
 def _around(current: Any, others: Iterable[Any]) -> tuple[Any, ...]:
@@ -378,7 +383,7 @@ def _shown(estimate: Estimate | None) -> str:
 
 def tune(
     spec: SupervisorSpec,
-    fitted: Fit | Mapping[str, FaultModel],
+    fitted: Fit | Mapping[str, FaultEntry],
     *,
     objective: str | Objective,
     require: Iterable[str | Constraint] = (),
