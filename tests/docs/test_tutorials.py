@@ -384,8 +384,8 @@ def test_experiment_with_restart_strategies(tmp_path: Path, monkeypatch: Any) ->
             compared += 1
         else:
             assert printed.getvalue() == "", f"prints what the page does not show:\n{code}"
-    assert compared == 8
-    for picture in ("timeline.png", "sweep.png"):
+    assert compared == 11
+    for picture in ("timeline.png", "sweep.png", "served.png"):
         assert (tmp_path / picture).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
