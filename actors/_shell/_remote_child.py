@@ -35,6 +35,8 @@ from typing import Any
 import pykka
 
 from supervision import (
+    Event,
+    EventKind,
     ExitKind,
     ExitReason,
     Fencing,
@@ -42,6 +44,7 @@ from supervision import (
     StartError,
     SupervisorSpec,
     choose_node,
+    unknown_nodes,
 )
 
 from .._remote._port import (
@@ -103,6 +106,17 @@ class _Renew:
 
 
 @dataclass(frozen=True)
+class _Renewed:
+    """A periodic renewal's answer: when it returned, or why it failed (and when it
+    was sent: the far side has not answered since)."""
+
+    returned: float | None = None
+    sent: float = 0.0
+    dead: ExitReason | None = None
+    failure: str = ""
+
+
+@dataclass(frozen=True)
 class _Ping:
     pass
 
@@ -144,6 +158,8 @@ def start_remote(
     except Exception as e:
         raise StartError(supervisor, spec.id, ExitReason.start_failure(f"{e}")) from e
     node = choose_node(spec.placement, live, nodes.get(link.name))
+    if link.name not in nodes:  # its first start: a misspelt node name is said, once
+        _note_unknown_nodes(spec, supervisor, live, node, context.log, engine)
     if node is None:
         names = ", ".join(n.name or n.id for n in live) or "none"
         message = f"no live node fits placement {spec.placement} (live nodes: {names})"
@@ -171,6 +187,40 @@ def start_remote(
         spec, engine, handle, link, status, context.scheduler, down.add, context.log
     )
     return ref, status
+
+
+def _note_unknown_nodes(
+    spec: SupervisorSpec,
+    supervisor: str,
+    live: list[Any],
+    chosen: str | None,
+    log_: Any,
+    engine: Any,
+) -> None:
+    """A child_note (and a warning) for each node the placement names that no live node
+    has: "prefer" would fall back without a word, "pinned" wait as pending."""
+    assert spec.placement is not None
+    notes = unknown_nodes(spec.placement, live)
+    if not notes:
+        return
+    namer = getattr(engine, "node_name", None)
+    where = "pending until one does" if chosen is None else f"placed on {chosen}"
+    if chosen is not None and namer is not None:
+        with contextlib.suppress(Exception):
+            where = f"placed on {namer(chosen)}"
+    for note in notes:
+        detail = f"{note}; {where}"
+        log.warning("remote subtree %s/%s: %s", supervisor, spec.id, detail)
+        if log_ is not None:
+            log_.append(
+                Event(
+                    time=time.monotonic(),
+                    supervisor=supervisor,
+                    context=EventKind.CHILD_NOTE,
+                    offender=spec.id,
+                    detail=detail,
+                )
+            )
 
 
 def _listed(engine: Engine, node: str) -> bool:
@@ -216,6 +266,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         self._renew_every = self._fencing.renew_every
         self._last_renewal: float | None = time.monotonic() if self._renew_every else None
         self._pinging = False
+        self._renewing = False
         self._killed = False
         self._exiting: ExitReason | None = None  # the exit it will tell
         # Beyond the port: an engine whose far side can say its fence is complete.
@@ -256,6 +307,8 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             self._probe(message.delay)
         elif isinstance(message, _Renew):
             self._renew()
+        elif isinstance(message, _Renewed):
+            self._on_renewed(message)
         elif isinstance(message, _Declare):
             self._tell_exit(message.reason)
         elif isinstance(message, _Confirm):
@@ -301,11 +354,13 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             reason = outcome.reason
         self._exit(reason)
 
-    def _unreachable(self, why: str) -> None:
+    def _unreachable(self, why: str, since: float | None = None) -> None:
+        """Not answering since `since` (the failed call's sending time; now if None):
+        the bounds that count silence (Fencing.verdict) count from there."""
         if self._state == "running":
             log.info("remote child %r unreachable: %s", self._name, why)
             self._state = "unreachable"
-            self.status.unreachable_since = time.monotonic()
+            self.status.unreachable_since = time.monotonic() if since is None else since
             self._later(PROBE_FIRST, _Probe(PROBE_FIRST))
 
     def _probe(self, delay: float) -> None:
@@ -355,15 +410,45 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             return
         # Not while unreachable: a renewal stuck on the way could reach the far side
         # late and stretch its lease past the parent's bound; the probe renews on
-        # the first answer.
-        if self._state == "running":
-            self._renew_once()
+        # the first answer. On a thread: a far side that does not answer would hold
+        # this actor for the call's timeout, and with it the liveness verdict.
+        if self._state == "running" and not self._renewing:
+            self._renewing = True
+            ref, engine, handle = self.actor_ref, self._engine, self._handle
+
+            def renew() -> None:
+                sent = time.monotonic()
+                try:
+                    engine.call(handle, "renew_lease", time.time(), timeout=every)
+                    answer = _Renewed(returned=time.monotonic())
+                except RemoteDead as e:
+                    answer = _Renewed(sent=sent, dead=e.reason)
+                except Exception as e:
+                    answer = _Renewed(sent=sent, failure=f"{type(e).__name__}: {e}")
+                with contextlib.suppress(pykka.ActorDeadError):
+                    ref.tell(answer)
+
+            threading.Thread(
+                target=renew, name=f"nannytree-lease-{self._name}", daemon=True
+            ).start()
         self._later(every, _Renew())
+
+    def _on_renewed(self, message: _Renewed) -> None:
+        self._renewing = False
+        if message.returned is not None:
+            if self._last_renewal is None or message.returned > self._last_renewal:
+                self._last_renewal = message.returned
+        elif message.dead is not None:
+            if self._state in ("running", "unreachable"):
+                self._exit(message.dead)
+        else:
+            self._unreachable(f"lease renewal failed: {message.failure}", message.sent)
 
     def _renew_once(self) -> None:
         every = self._renew_every
         if not every:
             return
+        sent = time.monotonic()
         try:
             # With its sending time: the far side refuses it if it comes too late.
             self._engine.call(self._handle, "renew_lease", time.time(), timeout=every)
@@ -371,7 +456,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         except RemoteDead as e:
             self._exit(e.reason)
         except Exception as e:
-            self._unreachable(f"lease renewal failed: {e}")
+            self._unreachable(f"lease renewal failed: {e}", sent)
 
     def _forward_events(self) -> None:
         """The remote tree's events, into the parent's log, under this child's path and on
@@ -401,12 +486,14 @@ class RemoteChild(RemoteCalls, ThreadedActor):
                 )
 
     def _ping(self) -> None:
-        """The liveness check, on a thread of its own: the API stays answered meanwhile."""
+        """The liveness check, on a thread of its own: the API stays answered meanwhile.
+        Asked while unreachable too: a question unanswered for `liveness_timeout` is
+        the verdict, so it comes within twice that of the last answer."""
         limit = self._liveness
         if limit is None or self._state not in ("running", "unreachable"):
             return
-        if self._state == "unreachable" or self._pinging:
-            self._later(limit, _Ping())  # the probe is in charge while it is unreachable
+        if self._pinging:
+            self._later(limit, _Ping())
             return
         self._pinging = True
         ref, engine, handle = self.actor_ref, self._engine, self._handle
@@ -426,10 +513,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
 
     def _on_pong(self, message: _Pong) -> None:
         self._pinging = False
-        if self._state != "running" or self._liveness is None:
-            # Unreachable: the probe decides (Fencing.verdict counts the silence).
-            if self._state == "unreachable" and self._liveness is not None:
-                self._later(self._liveness, _Ping())
+        if self._state not in ("running", "unreachable") or self._liveness is None:
             return
         if message.dead is not None:
             self._exit(message.dead)

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,6 +30,7 @@ from actors.ray import RayEngine  # noqa: E402
 from actors.testing import wait_gone  # noqa: E402
 from supervision import (  # noqa: E402
     ChildSpec,
+    EventKind,
     ExitKind,
     Placement,
     Strategy,
@@ -225,3 +227,44 @@ def test_a_killed_parent_driver_leaves_nothing_on_any_node(nodes: Nodes) -> None
             proc.stdout.close()
     assert len(pids) == 4
     assert wait_gone([*pids, *launchers], timeout=30) == []
+
+
+def test_a_frozen_node_is_remote_unresponsive_by_the_liveness_check_first(
+    nodes: Nodes, trees: list[Tree], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A whole node SIGSTOPped (its raylet, workers and the remote host) with the opt-in
+    liveness check: a liveness question unanswered for T is the verdict, reachable or
+    not, and the lease renewal that hangs meanwhile holds nothing back, so the verdict
+    comes within 2T of the last answer, before Ray's tuned health check (about 3-4.5 s
+    here) declares the node dead. The exit is told once the lease has run out (the
+    kill cannot reach a frozen node), with the liveness reason."""
+    b, c = nodes.add(), nodes.add()
+    engine = RayEngine(lease_timeout=6.0, liveness_timeout=1.0)
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    old = remote_processes(tree)
+    frozen = [*nodes.pids(b), old[0]]
+    caplog.set_level("INFO", logger="nannytree")
+    frozen_at = time.time()
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: info(tree).node == c.node_id and info(tree).state == "running", 60)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    verdicts = [r.created for r in caplog.records if "did not answer" in r.getMessage()]
+    declared = f"declared {verdicts[0] - frozen_at:.2f}s after the freeze" if verdicts else "?"
+    exits = [
+        e.reason
+        for e in tree.events()
+        if e.context is EventKind.CHILD_EXITED and e.offender == "ingest"
+    ]
+    assert exits[0] is not None and exits[0].kind is ExitKind.REMOTE_UNRESPONSIVE, (
+        f"{exits[0]} ({declared})"
+    )
+    assert wait_gone(old, timeout=60) == []
