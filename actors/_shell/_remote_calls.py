@@ -8,6 +8,7 @@ subtree.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, NoReturn
 
 from supervision import ChildNotRunning, NotForwarded, SupervisorSpec
@@ -19,6 +20,8 @@ from .._remote._port import (
     RemoteDead,
     RemoteUnreachable,
 )
+
+TREE_TIMEOUT = 2.0  # seconds the remote subtree's which_tree may take
 
 
 class RemoteCalls:
@@ -33,7 +36,7 @@ class RemoteCalls:
     _state: str
     status: Any  # its RemoteStatus
 
-    def _unreachable(self, why: str) -> None:
+    def _unreachable(self, why: str, since: float | None = None) -> None:
         raise NotImplementedError  # RemoteChild's: a failed call, nothing charged
 
     # -- forwarded --
@@ -84,9 +87,12 @@ class RemoteCalls:
 
     def which_tree(self) -> Any:
         """The remote subtree, with paths under this child's path and each node named;
-        nothing while it cannot be reached (the parent shows it "unreachable")."""
+        nothing while it cannot be reached (the parent shows it "unreachable"). Asked
+        often (each `status`): an answer it did not get in TREE_TIMEOUT makes it
+        unreachable at once, rather than holding this actor for CALL_TIMEOUT."""
         try:
-            return [self._relocate(n) for n in self._api("which_tree")]
+            listing = self._api("which_tree", timeout=TREE_TIMEOUT)
+            return [self._relocate(n) for n in listing]
         except ChildNotRunning:
             return []
 
@@ -146,13 +152,14 @@ class RemoteCalls:
         children = tuple(self._relocate(c) for c in tree_node.children)
         return dataclasses.replace(tree_node, info=info, path=path, children=children)
 
-    def _api(self, method: str, *args: Any) -> Any:
+    def _api(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT) -> Any:
         if self._state != "running":
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {self._state}")
+        sent = time.monotonic()
         try:
-            return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
+            return self._engine.call(self._handle, "api", method, *args, timeout=timeout)
         except RemoteUnreachable as e:
-            self._unreachable(f"call {method} failed: {e}")
+            self._unreachable(f"call {method} failed: {e}", sent)
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
         except RemoteDead as e:
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e

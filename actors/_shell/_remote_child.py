@@ -133,6 +133,14 @@ class _Declare:
 
 
 @dataclass(frozen=True)
+class _NodeLost:
+    """Another remote subtree of the tree declared this one's node down."""
+
+    node: str
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
 class _Confirm:
     """Ask whether the killed incarnation is gone yet (then its exit is told)."""
 
@@ -153,6 +161,14 @@ def start_remote(
     assert spec.placement is not None
     nodes: dict[str, str] = context.previous_nodes
     down: set[str] = context.nodes_down
+
+    def node_lost(lost: str, reason: ExitReason) -> None:
+        # Every subtree on the node is told at once (its own exit still waits for
+        # its own fence); this one too, which is exiting already and lets it pass.
+        for other in context.node_lost(lost):
+            with contextlib.suppress(pykka.ActorDeadError):
+                other.tell(_NodeLost(lost, reason))
+
     try:
         live = [n for n in engine.nodes() if n.id not in down]
     except Exception as e:
@@ -184,8 +200,9 @@ def start_remote(
         pid = None
     status = RemoteStatus(node, pid)
     ref = RemoteChild.start(
-        spec, engine, handle, link, status, context.scheduler, down.add, context.log
+        spec, engine, handle, link, status, context.scheduler, node_lost, context.log
     )
+    context.remote_started(node, ref)
     return ref, status
 
 
@@ -244,7 +261,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         link: Any,
         status: RemoteStatus,
         scheduler: Scheduler,
-        node_down: Callable[[str], None] = lambda node: None,
+        node_down: Callable[[str, ExitReason], None] = lambda node, reason: None,
         log: Any = None,
     ) -> None:
         super().__init__()
@@ -256,7 +273,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         self._supervisor = link.name.rsplit("/", 1)[0]
         self._incarnation = link.incarnation
         self.status = status
-        self._node_down = node_down  # the tree's: never placed there again
+        self._node_down = node_down  # the tree's: never placed there again, all told
         self._scheduler = scheduler  # the tree's timers
         self._state = "running"  # running, unreachable, exiting, stopped
         # Opt-in (off by default): a hung remote supervisor is invisible to the engine;
@@ -313,6 +330,8 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             self._tell_exit(message.reason)
         elif isinstance(message, _Confirm):
             self._confirm(message)
+        elif isinstance(message, _NodeLost):
+            self._on_node_lost(message)
         elif isinstance(message, _Ping):
             self._ping()
         elif isinstance(message, _Pong):
@@ -381,7 +400,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
                 "every child stopped",
             )
             self._state, self._exiting = "exiting", reason
-            self._node_down(node)
+            self._node_down(node, reason)
             self._tell_exit(reason)
             return
         verdict = self._fencing.verdict(time.monotonic(), node, since, listed=listed)
@@ -528,6 +547,17 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         else:
             self._later(self._liveness, _Ping())
 
+    def _on_node_lost(self, message: _NodeLost) -> None:
+        if self._state not in ("running", "unreachable") or message.node != self.status.node:
+            return
+        self._exit(
+            ExitReason(
+                ExitKind.NODE_DOWN,
+                message=f"node {message.node} is down (a sibling subtree there: "
+                f"{message.reason.message})",
+            )
+        )
+
     def _exit(self, reason: ExitReason) -> None:
         self._state, self._exiting = "exiting", reason
         if reason.kind is ExitKind.REMOTE_UNRESPONSIVE:
@@ -537,7 +567,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             self._killed = True
             threading.Thread(target=self._kill, daemon=True).start()
         if reason.kind is ExitKind.NODE_DOWN:
-            self._node_down(self.status.node)
+            self._node_down(self.status.node, reason)
         wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
         if wait is not None and wait <= 0:
             self._tell_exit(reason)

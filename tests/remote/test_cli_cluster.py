@@ -92,6 +92,13 @@ def no_process_left_behind() -> Iterator[None]:
     yield
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("children", []):
@@ -124,9 +131,15 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         tree = ask("status")["tree"]
         return next(n for n in _walk(tree) if n["path"] == "ct/ingest")
 
+    shown: set[int] = set()  # every pid an answer showed running
+    node_ids: set[str] = set()
+
     def poll() -> None:
+        """Status and detail, again and again; a pid already dead when the question
+        was sent must not come back as running, and no node shows as its hex id."""
         while not done.is_set():
             for op, kw in (("status", {}), ("detail", {"id": "reader"})):
+                gone = {pid for pid in list(shown) if not _alive(pid)}
                 try:
                     answer = ask(op, **kw)
                 except Exception as e:
@@ -135,6 +148,18 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
                 if not answer.get("ok"):
                     failures.append(f"{op}: {answer}")
                 answers.append(answer)
+                rows = list(_walk(answer["tree"])) if "tree" in answer else [answer["detail"]]
+                for row in rows:
+                    if row.get("state") == "running" and row.get("pid"):
+                        if row["pid"] in gone:
+                            failures.append(f"{op}: dead pid {row['pid']} shown running: {row}")
+                        shown.add(row["pid"])
+                    if row.get("node"):
+                        node_ids.add(row["node"])
+                    for key in ("node_name", "last_exit"):
+                        text = str(row.get(key) or "")
+                        if any(node in text for node in node_ids):
+                            failures.append(f"{op}: {key} shows a node's id: {text!r}")
 
     remote: list[int] = []
     try:
