@@ -21,7 +21,7 @@ from .._remote._port import (
     RemoteUnreachable,
 )
 
-TREE_TIMEOUT = 2.0  # seconds the remote subtree's which_tree may take
+TREE_TIMEOUT = 1.0  # seconds the remote subtree's which_tree may take (a few ms when well)
 
 
 class RemoteCalls:
