@@ -21,7 +21,11 @@ from .._remote._port import (
     RemoteUnreachable,
 )
 
-TREE_TIMEOUT = 1.0  # seconds the remote subtree's which_tree may take (a few ms when well)
+# Seconds a read of the remote supervisor's state may take (a few ms when well). Reads
+# are what `status` asks, again and again: one the far side does not answer makes the
+# subtree unreachable at once (and the next fail fast), rather than holding this
+# actor, and its lease and liveness timers, for CALL_TIMEOUT.
+READ_TIMEOUT = 1.0
 
 
 class RemoteCalls:
@@ -42,16 +46,16 @@ class RemoteCalls:
     # -- forwarded --
 
     def which_children(self) -> Any:
-        return self._api("which_children")
+        return self._api("which_children", timeout=READ_TIMEOUT)
 
     def which_child(self, key: Any) -> Any:
-        return self._api("which_child", key)
+        return self._api("which_child", key, timeout=READ_TIMEOUT)
 
     def count_children(self) -> Any:
-        return self._api("count_children")
+        return self._api("count_children", timeout=READ_TIMEOUT)
 
     def get_childspec(self, key: Any) -> Any:
-        return self._api("get_childspec", key)
+        return self._api("get_childspec", key, timeout=READ_TIMEOUT)
 
     def start_child(self, spec_or_args: Any = None) -> Any:
         return self._api("start_child", spec_or_args)
@@ -87,11 +91,9 @@ class RemoteCalls:
 
     def which_tree(self) -> Any:
         """The remote subtree, with paths under this child's path and each node named;
-        nothing while it cannot be reached (the parent shows it "unreachable"). Asked
-        often (each `status`): an answer it did not get in TREE_TIMEOUT makes it
-        unreachable at once, rather than holding this actor for CALL_TIMEOUT."""
+        nothing while it cannot be reached (the parent shows it "unreachable")."""
         try:
-            listing = self._api("which_tree", timeout=TREE_TIMEOUT)
+            listing = self._api("which_tree", timeout=READ_TIMEOUT)
             return [self._relocate(n) for n in listing]
         except ChildNotRunning:
             return []

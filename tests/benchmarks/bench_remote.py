@@ -25,7 +25,8 @@ with Ray's default one (3 s period, 10 s timeout, 5 misses; a silent node once).
     .venv/bin/python -m tests.benchmarks.bench_remote --liveness [--samples 3]
 
 measures the opt-in liveness check (T = 2 s, a 6 s lease, Ray's default health
-check): the remote host alone, or its whole node, SIGSTOPped -> the verdict
+check): the remote host alone, or its whole node, SIGSTOPped, or the host alone
+while `status`-like reads poll the tree every 50 ms -> the verdict
 (`remote_unresponsive`, from the log), -> the parent's child_exited (then it is
 thawed), -> running again.
 """
@@ -41,6 +42,7 @@ import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -282,6 +284,16 @@ class _Verdicts(logging.Handler):
             self.times.append(time.monotonic())
 
 
+def _poll(tree: Any, done: threading.Event) -> None:
+    """What `status` and `status ID` ask, every 50 ms, until `done`."""
+    while not done.is_set():
+        with contextlib.suppress(Exception):
+            tree.nanny.which_tree().get(timeout=15)
+        with contextlib.suppress(Exception):
+            tree.nanny.child_nanny("sub").get().proxy().which_child("w").get(timeout=15)
+        done.wait(0.05)
+
+
 def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str, Any]:
     """The liveness check's bound: a frozen remote host or node -> its verdict, its
     child_exited and the subtree running again (Ray's default health check, so the
@@ -293,7 +305,7 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
     bench = Bench(None)
     try:
         spare = bench.add_node()
-        for what in ("host", "node"):
+        for what in ("host", "node", "host_polled"):
             verdict, down, back = [], [], []
             for _ in range(samples):
                 victim = bench.add_node()
@@ -302,6 +314,9 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
                 if what == "node":
                     frozen += [p.process.pid for ps in victim.all_processes.values() for p in ps]
                 verdicts.times.clear()
+                polling = threading.Event()
+                if what == "host_polled":
+                    threading.Thread(target=_poll, args=(tree, polling), daemon=True).start()
                 t0 = time.monotonic()
                 for pid in frozen:
                     os.kill(pid, signal.SIGSTOP)
@@ -315,6 +330,7 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
                             os.kill(pid, signal.SIGCONT)
                 wait_for(partial(restarted, tree), timeout=300)
                 back.append(time.monotonic() - t0)
+                polling.set()
                 verdict.append(verdicts.times[0] - t0)
                 tree.stop(timeout=60)
                 with contextlib.suppress(Exception):
