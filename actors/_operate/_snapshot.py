@@ -290,7 +290,7 @@ class TreeInspector:
             seen = last.get(child_path)
             if seen is not None and since is not None and seen.time < since:
                 seen = None  # of an earlier run of its supervisor
-            state = _STATE_OF[seen.context] if seen is not None else "starting"
+            state = _state_of(seen) if seen is not None else "starting"
             if isinstance(child, SupervisorSpec):
                 node = self._supervisor_node(child.id, child_path, state, now)
                 if state == "running":
@@ -445,9 +445,19 @@ def health_dict(health: Health | None) -> dict[str, Any] | None:
 _STATE_OF = {
     EventKind.CHILD_STARTED: "running",
     EventKind.CHILD_EXITED: "restarting",
+    EventKind.RESTART_SCHEDULED: "restarting",
     EventKind.CHILD_TERMINATED: "stopped",
     EventKind.CHILD_FAILED: "failed",
 }
+
+
+def _state_of(event: Event) -> str:
+    """A child's state as its last event tells: a put-off restart says whether it
+    waits for a node ("pending") or a backoff (its detail's first word)."""
+    if event.context is EventKind.RESTART_SCHEDULED:
+        first = event.detail.split(" ", 1)[0]
+        return first if first in ("pending", "backoff") else "restarting"
+    return _STATE_OF[event.context]
 
 
 class EventFeed:
