@@ -240,6 +240,13 @@ def _note_unknown_nodes(
             )
 
 
+def _next_tick(every: float) -> float:
+    """Seconds to the next multiple of `every` on the monotonic clock: every remote
+    subtree of the process renews its lease at the same instants, so the subtrees of
+    one lost node run out of lease, and are told down, together."""
+    return every - time.monotonic() % every
+
+
 def _listed(engine: Engine, node: str) -> bool:
     """Whether the engine lists `node` as alive (True when it cannot say)."""
     try:
@@ -298,7 +305,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
     def on_start(self) -> None:
         self._park()
         if self._renew_every:
-            self._later(self._renew_every, _Renew())
+            self._later(_next_tick(self._renew_every), _Renew())
         if self._liveness:
             self._later(self._liveness, _Ping())
         if self._log is not None:
@@ -450,7 +457,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             threading.Thread(
                 target=renew, name=f"nannytree-lease-{self._name}", daemon=True
             ).start()
-        self._later(every, _Renew())
+        self._later(_next_tick(every), _Renew())
 
     def _on_renewed(self, message: _Renewed) -> None:
         self._renewing = False
