@@ -328,7 +328,11 @@ QUIET_DRIVER = textwrap.dedent(
         while tree.nanny.which_child("ingest").get().incarnation < 2:
             assert time.monotonic() < deadline, "no restart in 60 s"
             time.sleep(0.05)  # a subprocess of the test: it polls its own tree
-        time.sleep(1)  # Ray's error listener prints the death report a moment later
+        # Ray's error listener writes the death report a moment later: wait for it.
+        deadline = time.monotonic() + 30
+        while "worker died" not in open(engine.log_file).read().lower():
+            assert time.monotonic() < deadline, "no death report in Ray's log in 30 s"
+            time.sleep(0.05)
     print(engine.log_file, flush=True)
     """
 )
