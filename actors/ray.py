@@ -28,11 +28,13 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import sys
+import tempfile
 import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import ray
 from ray.exceptions import (
@@ -59,7 +61,7 @@ from ._remote._port import (
 from ._remote._ship import unshippable_targets
 from ._tree import Tree
 
-__all__ = ["NannyHost", "RayEngine", "RayHandle", "unshippable_targets"]
+__all__ = ["NannyHost", "RayAuthError", "RayEngine", "RayHandle", "unshippable_targets"]
 
 log = logging.getLogger("nannytree")
 
@@ -84,6 +86,76 @@ HEALTH_CHECK_KEYS = {
     "health_check_timeout": "health_check_timeout_ms",
     "health_check_failure_threshold": "health_check_failure_threshold",
 }
+
+
+class RayAuthError(ConnectionError):
+    """The Ray cluster refused this process's connection for its authentication token
+    (Ray's InvalidAuthToken): none was given, or not the cluster's."""
+
+    def __init__(self, address: str | None, log_file: str | None) -> None:
+        given = os.environ.get("RAY_AUTH_MODE") == "token"
+        what = (
+            "refused the authentication token given"
+            if given
+            else "requires an authentication token"
+        )
+        where = f"; Ray's own lines are in {log_file}" if log_file else ""
+        super().__init__(
+            f"the Ray cluster at {address or 'the default address'} {what} "
+            "(Ray: InvalidAuthToken): "
+            "set RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN (or a file named "
+            f"by RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token) before starting{where}"
+        )
+
+
+def default_log_file() -> str:
+    """Where a RayEngine sends Ray's output unless told: a file per process in the
+    temporary folder (`nannytree run` names its own, beside its control socket)."""
+    folder = os.path.join(tempfile.gettempdir(), f"nannytree-ray-{os.getuid()}")
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    return os.path.join(folder, f"driver-{os.getpid()}.log")
+
+
+@contextlib.contextmanager
+def _stderr_to(path: str | None) -> Any:
+    """File descriptor 2 into `path` (appended) meanwhile: what Ray's C++ client writes
+    while it connects (a refused token is one warning a second for 20 s) is Ray's
+    log, not the terminal's. Nothing when `path` is None."""
+    if path is None:
+        yield
+        return
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            os.dup2(fd, 2)
+        finally:
+            os.close(fd)
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def _refused_for_auth(error: BaseException, log_file: str | None, since: int) -> bool:
+    """Whether a failed connection was Ray refusing the token: its message, or the lines
+    its client wrote into `log_file` from offset `since`."""
+    marks = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError")
+    if any(m in f"{type(error).__name__} {error}" for m in marks):
+        return True
+    if log_file is None:
+        return False
+    try:
+        with open(log_file, "rb") as f:
+            f.seek(since)
+            tail = f.read(1 << 20)
+    except OSError:
+        return False
+    return any(m.encode() in tail for m in marks)
 
 
 def _fence_key(token: str) -> bytes:
@@ -228,9 +300,13 @@ class RayEngine:
       about threshold x (period + timeout): 65 s by default. A cluster's own is
       set where its head starts: `ray start --head --system-config='{...}'`.
 
-    Operating it: `log_file` sends Ray's driver-side log lines, the error messages
-    it prints (a node marked dead...) and the workers' forwarded output to that
-    file instead of the terminal. `runtime_env` (a Ray runtime environment) is
+    Operating it: `log_file` is where Ray's driver-side log lines, the error
+    messages it prints (a node marked dead, a raylet's state dump...), the workers'
+    forwarded output and what Ray's client writes while it connects go, instead of
+    the terminal: by default a file per process in the temporary folder
+    (`default_log_file()`, `engine.log_file`); False keeps them on the terminal.
+    A cluster that refuses the connection for its token raises RayAuthError, which
+    says how to give one. `runtime_env` (a Ray runtime environment) is
     given to every remote subtree's actor, for what shipping by value cannot
     carry (data files, packages not installed on every node). `detach=False` is
     for tests only: it shows what a launcher that stays a direct child of the Ray
@@ -248,7 +324,7 @@ class RayEngine:
         health_check_timeout: float | None = None,
         health_check_failure_threshold: int | None = None,
         health_check_initial_delay: float | None = None,
-        log_file: str | os.PathLike[str] | None = None,
+        log_file: str | os.PathLike[str] | Literal[False] | None = None,
         runtime_env: dict[str, Any] | None = None,
         init_kwargs: dict[str, Any] | None = None,
         detach: bool = True,
@@ -281,7 +357,10 @@ class RayEngine:
         self.unreachable_timeout = unreachable_timeout
         self.liveness_timeout = liveness_timeout
         self.health_check = given
-        self.log_file = None if log_file is None else os.fspath(log_file)
+        if log_file is False:
+            self.log_file: str | None = None  # the terminal, as Ray prints
+        else:
+            self.log_file = default_log_file() if log_file is None else os.fspath(log_file)
         self._runtime_env = dict(runtime_env) if runtime_env else None
         self._init_kwargs = dict(init_kwargs or {})
         self._detach = detach
@@ -317,7 +396,14 @@ class RayEngine:
                     key = HEALTH_CHECK_KEYS[name]
                     config[key] = int(value) if key.endswith("threshold") else int(value * 1000)
                 kwargs["_system_config"] = config
-            ray.init(address=self._address, **kwargs)
+            since = _size(self.log_file)
+            try:
+                with _stderr_to(self.log_file):
+                    ray.init(address=self._address, **kwargs)
+            except Exception as e:
+                if _refused_for_auth(e, self.log_file, since):
+                    raise RayAuthError(self._address, self.log_file) from e
+                raise
             self._warned = True  # ours: its health check is the one asked for
 
     # -- the port -----------------------------------------------------------------
@@ -471,6 +557,14 @@ class RayEngine:
 
 
 # -- Ray's output, away from the terminal ---------------------------------------------------
+
+
+def _size(path: str | None) -> int:
+    try:
+        return os.path.getsize(path) if path else 0
+    except OSError:
+        return 0
+
 
 _redirected: list[str] = []  # the file Ray's output goes to, once redirected
 

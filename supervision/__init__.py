@@ -103,7 +103,7 @@ from .spec._fields import (
     Strategy,
     parse_signal,
 )
-from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node
+from .spec._placement import NodeInfo, Placement, PlacementPolicy, choose_node, unknown_nodes
 from .spec._probes import ExecProbe, HttpProbe, Liveness, LogLine, TcpProbe
 from .spec._restart_limit import NoRestartLimit, RestartLimit
 from .spec._sockets import ListenSocket
@@ -226,6 +226,7 @@ __all__ = [
     "starting_workers",
     "stops_the_update",
     "taken_after_a_stop",
+    "unknown_nodes",
 ]
 
 

@@ -74,7 +74,8 @@ EVENT_KIND_MEANINGS: dict[EventKind, str] = {
     EventKind.AUTO_SHUTDOWN: "A supervisor shut itself down: its significant children "
     "ended (detail: its auto_shutdown).",
     EventKind.SUPERVISOR_STOPPED: "A supervisor stopped.",
-    EventKind.CHILD_NOTE: "A child misbehaved, without a decision (a closed channel).",
+    EventKind.CHILD_NOTE: "A child misbehaved, or needs a word, without a decision (a "
+    "closed channel; a placement naming a node no node has).",
     EventKind.CHILD_SIGNALLED: "signal_child: which signal went to the child.",
     EventKind.CHILD_RELOADED: "reload_child: the check passed and the signal went.",
     EventKind.CHILD_UNHEALTHY: "A liveness probe failed (detail: which, and why).",

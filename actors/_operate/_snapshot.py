@@ -160,6 +160,9 @@ class TreeInspector:
         self._specs = dict(_supervisor_specs(spec, spec.id))
         self._asking = threading.Lock()
         self._which: tuple[pykka.ActorRef[Any], pykka.Future[Any]] | None = None
+        # Each remote subtree's node as last seen, by path: shown while its supervisor
+        # is too busy to say (a restart under way).
+        self._last_node: dict[str, str] = {}
 
     @property
     def ref(self) -> pykka.ActorRef[Any] | None:
@@ -265,26 +268,60 @@ class TreeInspector:
             self.stats.prune({n.pid for _, n in root.walk() if n.pid is not None})
         return root
 
-    def _from_events(self, spec: SupervisorSpec, path: str, now: float) -> list[Node]:
-        """The children of `spec` as its events tell (the nanny being busy)."""
+    def _from_events(
+        self, spec: SupervisorSpec, path: str, now: float, since: float | None = None
+    ) -> list[Node]:
+        """The children of `spec` as its events tell (the nanny being busy).
+
+        `since`: when the supervisor `spec` last ended (None: never, or the root): an
+        event of a child from before then is of the children it had, which its exit
+        ended. A supervisor that is not running shows its children as it is, no pids.
+        """
         last: dict[str, Event] = {}
+        ended: dict[str, float] = {}
         for event in self.log.snapshot():
             if event.offender and event.context in _STATE_OF:
                 last[f"{event.supervisor}/{event.offender}"] = event
+                if event.context is not EventKind.CHILD_STARTED:
+                    ended[f"{event.supervisor}/{event.offender}"] = event.time
         nodes = []
         for child in spec.children:
             child_path = f"{path}/{child.id}"
             seen = last.get(child_path)
-            state = _STATE_OF[seen.context] if seen is not None else "starting"
+            if seen is not None and since is not None and seen.time < since:
+                seen = None  # of an earlier run of its supervisor
+            state = _state_of(seen) if seen is not None else "starting"
             if isinstance(child, SupervisorSpec):
                 node = self._supervisor_node(child.id, child_path, state, now)
-                node.children = self._from_events(child, child_path, now)
+                if state == "running":
+                    node.children = self._from_events(child, child_path, now, ended.get(child_path))
+                else:
+                    node.children = self._below(child, child_path, state)
+                if child.placement is not None:
+                    node.node = self._last_node.get(child_path)
+                    if node.node is not None and self.nodes is not None:
+                        node.node_name = self.nodes.name(node.node)
             else:
                 node = Node(id=child.id, path=child_path, type="worker", state=state)
                 if state == "running" and seen is not None:
                     node.pid = seen.pid
             node.restart = child.restart.value
             node.uptime = self.starts.uptime(child_path, now) if state == "running" else None
+            nodes.append(node)
+        return nodes
+
+    def _below(self, spec: SupervisorSpec, path: str, state: str) -> list[Node]:
+        """The children of a supervisor in `state` (not running): each in that state, no
+        pid (its exit ended them; they start again with it)."""
+        nodes = []
+        for child in spec.children:
+            child_path = f"{path}/{child.id}"
+            if isinstance(child, SupervisorSpec):
+                node = Node(id=child.id, path=child_path, type="supervisor", state=state)
+                node.children = self._below(child, child_path, state)
+            else:
+                node = Node(id=child.id, path=child_path, type="worker", state=state)
+            node.restart = child.restart.value
             nodes.append(node)
         return nodes
 
@@ -320,7 +357,8 @@ class TreeInspector:
             node.children = [self._node(t, now, stats) for t in tree.children]
             if info.node is not None:  # a remote subtree: its host process on its node
                 node.pid = info.pid
-                if info.state == "unreachable" and not tree.children:
+                if info.state in ("unreachable", "running") and not tree.children:
+                    # Cut off, or too slow to list them now: not running for all we know.
                     node.children = self._unknown(tree.path, now)
         else:
             node = Node(id=info.id, path=tree.path, type="worker", state=info.state)
@@ -329,8 +367,10 @@ class TreeInspector:
                 if info.node is None and stats:  # a remote child's pid means nothing here
                     node.cpu, node.rss = self.stats.sample(info.pid)
         node.node = info.node
-        if info.node is not None and self.nodes is not None:
-            node.node_name = self.nodes.name(info.node)
+        if info.node is not None:
+            self._last_node[tree.path] = info.node
+            if self.nodes is not None:
+                node.node_name = self.nodes.name(info.node)
         node.state_for = _state_for(info, now)
         node.status = tree.status
         running = info.state in ("running", "paused")
@@ -339,7 +379,10 @@ class TreeInspector:
         node.incarnation = info.incarnation
         node.restart = info.restart.value
         if info.last_exit is not None:
+            # A node_down's reason names its node by id: shown by name, as the node is.
             node.last_exit = str(info.last_exit)
+            if self.nodes is not None:
+                node.last_exit = self.nodes.rename(node.last_exit)
             node.last_exit_normal = info.last_exit.is_normal
             node.last_exit_kind = info.last_exit.kind.value
         node.health = health_dict(info.health)
@@ -402,9 +445,19 @@ def health_dict(health: Health | None) -> dict[str, Any] | None:
 _STATE_OF = {
     EventKind.CHILD_STARTED: "running",
     EventKind.CHILD_EXITED: "restarting",
+    EventKind.RESTART_SCHEDULED: "restarting",
     EventKind.CHILD_TERMINATED: "stopped",
     EventKind.CHILD_FAILED: "failed",
 }
+
+
+def _state_of(event: Event) -> str:
+    """A child's state as its last event tells: a put-off restart says whether it
+    waits for a node ("pending") or a backoff (its detail's first word)."""
+    if event.context is EventKind.RESTART_SCHEDULED:
+        first = event.detail.split(" ", 1)[0]
+        return first if first in ("pending", "backoff") else "restarting"
+    return _STATE_OF[event.context]
 
 
 class EventFeed:

@@ -43,6 +43,9 @@ class TreeContext:
         # added by a RemoteChild before it tells its parent (one set operation each).
         self.previous_nodes: dict[str, str] = {}
         self.nodes_down: set[str] = set()
+        # Multi-host: the remote subtrees' stand-ins (RemoteChild refs) by node, so that
+        # a node one of them declares down is down for every subtree on it at once.
+        self.remote_on: dict[str, set[Any]] = {}
         # Each local supervisor's charged restarts (newest first, on the monotonic
         # clock), by path, as a reader callable from any thread: for metrics, which
         # must not wait on a busy supervisor. Registered by each nanny as it starts.
@@ -65,6 +68,22 @@ class TreeContext:
         self._ended = threading.Event()
         self._reason: ExitReason | None = None
         self._budgets = 0
+
+    def remote_started(self, node: str, ref: Any) -> None:
+        """A remote subtree's stand-in now runs on `node` (those that stopped are let go)."""
+        with self._lock:
+            on = self.remote_on.setdefault(node, set())
+            on.difference_update([r for r in on if not r.is_alive()])
+            on.add(ref)
+
+    def node_lost(self, node: str) -> list[Any]:
+        """`node` is down for this tree: never chosen again. The stand-ins of the remote
+        subtrees that ran there, to be told; [] if it was already down."""
+        with self._lock:
+            if node in self.nodes_down:
+                return []
+            self.nodes_down.add(node)
+            return list(self.remote_on.pop(node, ()))
 
     def new_budget(self) -> int:
         """An id for one supervisor of the tree, for the launcher's restart budgets."""

@@ -26,7 +26,11 @@ from ._messages import ChildExited, ChildHealth, ChildNote, ChildStatus
 # The events as log lines: a logger of their own, which a test report (whose own
 # section shows the events) can leave out.
 events_log = logging.getLogger("nannytree.events")
-REMOTE_TREE_TIMEOUT = 2.0  # seconds a remote subtree's which_tree may take
+# Seconds a supervisor's which_tree waits for its remote subtrees' listings, all asked
+# at once: less than a status's patience with a busy supervisor (TreeInspector.QUICK),
+# so a silent node shows as such (its subtree with its node, no children), never as
+# the events' guess. A healthy one answers in a few ms.
+REMOTE_TREE_WAIT = 0.15
 
 
 def window_reader(core: Supervisor) -> Callable[[], tuple[float, ...]]:
@@ -162,17 +166,26 @@ class Observations:
         return [self.with_health(i) for i in infos] if self._health else infos
 
     def which_tree(self) -> list[TreeNode]:
-        nodes = []
-        for info in self._core.children():
-            path = f"{self._core.name}/{info.id}"
+        infos = self._core.children()
+        asked: dict[str, pykka.Future[Any]] = {}
+        for info in infos:  # every nested supervisor at once, remote ones included
             nested = self._children.nested.get(info.id)
-            below: list[TreeNode] = []
             if nested is not None and info.state == "running":
+                with contextlib.suppress(pykka.ActorDeadError):
+                    asked[info.id] = nested.proxy().which_tree()
+        deadline = time.monotonic() + REMOTE_TREE_WAIT
+        nodes = []
+        for info in infos:
+            path = f"{self._core.name}/{info.id}"
+            below: list[TreeNode] = []
+            future = asked.get(info.id)
+            if future is not None:
                 # A remote subtree's far side may be frozen: it is shown without its
                 # children rather than holding this nanny (and every caller) up.
-                timeout = REMOTE_TREE_TIMEOUT if info.id in self._children.remote else None
+                remote = info.id in self._children.remote
+                timeout = max(0.0, deadline - time.monotonic()) if remote else None
                 with contextlib.suppress(pykka.ActorDeadError, pykka.Timeout, NannyError):
-                    below = cast(list[TreeNode], nested.proxy().which_tree().get(timeout=timeout))
+                    below = cast(list[TreeNode], future.get(timeout=timeout))
             view = self.with_health(self.view(info))
             nodes.append(TreeNode(view, path, tuple(below), self._statuses.get(info.id, "")))
         return nodes

@@ -8,6 +8,7 @@ subtree.
 from __future__ import annotations
 
 import dataclasses
+import time
 from typing import Any, NoReturn
 
 from supervision import ChildNotRunning, NotForwarded, SupervisorSpec
@@ -19,6 +20,12 @@ from .._remote._port import (
     RemoteDead,
     RemoteUnreachable,
 )
+
+# Seconds a read of the remote supervisor's state may take (a few ms when well). Reads
+# are what `status` asks, again and again: one the far side does not answer makes the
+# subtree unreachable at once (and the next fail fast), rather than holding this
+# actor, and its lease and liveness timers, for CALL_TIMEOUT.
+READ_TIMEOUT = 1.0
 
 
 class RemoteCalls:
@@ -33,22 +40,22 @@ class RemoteCalls:
     _state: str
     status: Any  # its RemoteStatus
 
-    def _unreachable(self, why: str) -> None:
+    def _unreachable(self, why: str, since: float | None = None) -> None:
         raise NotImplementedError  # RemoteChild's: a failed call, nothing charged
 
     # -- forwarded --
 
     def which_children(self) -> Any:
-        return self._api("which_children")
+        return self._api("which_children", timeout=READ_TIMEOUT)
 
     def which_child(self, key: Any) -> Any:
-        return self._api("which_child", key)
+        return self._api("which_child", key, timeout=READ_TIMEOUT)
 
     def count_children(self) -> Any:
-        return self._api("count_children")
+        return self._api("count_children", timeout=READ_TIMEOUT)
 
     def get_childspec(self, key: Any) -> Any:
-        return self._api("get_childspec", key)
+        return self._api("get_childspec", key, timeout=READ_TIMEOUT)
 
     def start_child(self, spec_or_args: Any = None) -> Any:
         return self._api("start_child", spec_or_args)
@@ -86,7 +93,8 @@ class RemoteCalls:
         """The remote subtree, with paths under this child's path and each node named;
         nothing while it cannot be reached (the parent shows it "unreachable")."""
         try:
-            return [self._relocate(n) for n in self._api("which_tree")]
+            listing = self._api("which_tree", timeout=READ_TIMEOUT)
+            return [self._relocate(n) for n in listing]
         except ChildNotRunning:
             return []
 
@@ -146,13 +154,14 @@ class RemoteCalls:
         children = tuple(self._relocate(c) for c in tree_node.children)
         return dataclasses.replace(tree_node, info=info, path=path, children=children)
 
-    def _api(self, method: str, *args: Any) -> Any:
+    def _api(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT) -> Any:
         if self._state != "running":
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {self._state}")
+        sent = time.monotonic()
         try:
-            return self._engine.call(self._handle, "api", method, *args, timeout=CALL_TIMEOUT)
+            return self._engine.call(self._handle, "api", method, *args, timeout=timeout)
         except RemoteUnreachable as e:
-            self._unreachable(f"call {method} failed: {e}")
+            self._unreachable(f"call {method} failed: {e}", sent)
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e
         except RemoteDead as e:
             raise ChildNotRunning(self._supervisor, self._spec.id, f"call {method}: {e}") from e

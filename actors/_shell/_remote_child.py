@@ -35,6 +35,8 @@ from typing import Any
 import pykka
 
 from supervision import (
+    Event,
+    EventKind,
     ExitKind,
     ExitReason,
     Fencing,
@@ -42,6 +44,7 @@ from supervision import (
     StartError,
     SupervisorSpec,
     choose_node,
+    unknown_nodes,
 )
 
 from .._remote._port import (
@@ -103,6 +106,17 @@ class _Renew:
 
 
 @dataclass(frozen=True)
+class _Renewed:
+    """A periodic renewal's answer: when it returned, or why it failed (and when it
+    was sent: the far side has not answered since)."""
+
+    returned: float | None = None
+    sent: float = 0.0
+    dead: ExitReason | None = None
+    failure: str = ""
+
+
+@dataclass(frozen=True)
 class _Ping:
     pass
 
@@ -115,6 +129,14 @@ class _Pong:
 
 @dataclass(frozen=True)
 class _Declare:
+    reason: ExitReason
+
+
+@dataclass(frozen=True)
+class _NodeLost:
+    """Another remote subtree of the tree declared this one's node down."""
+
+    node: str
     reason: ExitReason
 
 
@@ -139,11 +161,21 @@ def start_remote(
     assert spec.placement is not None
     nodes: dict[str, str] = context.previous_nodes
     down: set[str] = context.nodes_down
+
+    def node_lost(lost: str, reason: ExitReason) -> None:
+        # Every subtree on the node is told at once (its own exit still waits for
+        # its own fence); this one too, which is exiting already and lets it pass.
+        for other in context.node_lost(lost):
+            with contextlib.suppress(pykka.ActorDeadError):
+                other.tell(_NodeLost(lost, reason))
+
     try:
         live = [n for n in engine.nodes() if n.id not in down]
     except Exception as e:
         raise StartError(supervisor, spec.id, ExitReason.start_failure(f"{e}")) from e
     node = choose_node(spec.placement, live, nodes.get(link.name))
+    if link.name not in nodes:  # its first start: a misspelt node name is said, once
+        _note_unknown_nodes(spec, supervisor, live, node, context.log, engine)
     if node is None:
         names = ", ".join(n.name or n.id for n in live) or "none"
         message = f"no live node fits placement {spec.placement} (live nodes: {names})"
@@ -168,9 +200,51 @@ def start_remote(
         pid = None
     status = RemoteStatus(node, pid)
     ref = RemoteChild.start(
-        spec, engine, handle, link, status, context.scheduler, down.add, context.log
+        spec, engine, handle, link, status, context.scheduler, node_lost, context.log
     )
+    context.remote_started(node, ref)
     return ref, status
+
+
+def _note_unknown_nodes(
+    spec: SupervisorSpec,
+    supervisor: str,
+    live: list[Any],
+    chosen: str | None,
+    log_: Any,
+    engine: Any,
+) -> None:
+    """A child_note (and a warning) for each node the placement names that no live node
+    has: "prefer" would fall back without a word, "pinned" wait as pending."""
+    assert spec.placement is not None
+    notes = unknown_nodes(spec.placement, live)
+    if not notes:
+        return
+    namer = getattr(engine, "node_name", None)
+    where = "pending until one does" if chosen is None else f"placed on {chosen}"
+    if chosen is not None and namer is not None:
+        with contextlib.suppress(Exception):
+            where = f"placed on {namer(chosen)}"
+    for note in notes:
+        detail = f"{note}; {where}"
+        log.warning("remote subtree %s/%s: %s", supervisor, spec.id, detail)
+        if log_ is not None:
+            log_.append(
+                Event(
+                    time=time.monotonic(),
+                    supervisor=supervisor,
+                    context=EventKind.CHILD_NOTE,
+                    offender=spec.id,
+                    detail=detail,
+                )
+            )
+
+
+def _next_tick(every: float) -> float:
+    """Seconds to the next multiple of `every` on the monotonic clock: every remote
+    subtree of the process renews its lease at the same instants, so the subtrees of
+    one lost node run out of lease, and are told down, together."""
+    return every - time.monotonic() % every
 
 
 def _listed(engine: Engine, node: str) -> bool:
@@ -194,7 +268,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         link: Any,
         status: RemoteStatus,
         scheduler: Scheduler,
-        node_down: Callable[[str], None] = lambda node: None,
+        node_down: Callable[[str, ExitReason], None] = lambda node, reason: None,
         log: Any = None,
     ) -> None:
         super().__init__()
@@ -206,7 +280,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         self._supervisor = link.name.rsplit("/", 1)[0]
         self._incarnation = link.incarnation
         self.status = status
-        self._node_down = node_down  # the tree's: never placed there again
+        self._node_down = node_down  # the tree's: never placed there again, all told
         self._scheduler = scheduler  # the tree's timers
         self._state = "running"  # running, unreachable, exiting, stopped
         # Opt-in (off by default): a hung remote supervisor is invisible to the engine;
@@ -216,6 +290,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         self._renew_every = self._fencing.renew_every
         self._last_renewal: float | None = time.monotonic() if self._renew_every else None
         self._pinging = False
+        self._renewing = False
         self._killed = False
         self._exiting: ExitReason | None = None  # the exit it will tell
         # Beyond the port: an engine whose far side can say its fence is complete.
@@ -230,7 +305,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
     def on_start(self) -> None:
         self._park()
         if self._renew_every:
-            self._later(self._renew_every, _Renew())
+            self._later(_next_tick(self._renew_every), _Renew())
         if self._liveness:
             self._later(self._liveness, _Ping())
         if self._log is not None:
@@ -256,10 +331,14 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             self._probe(message.delay)
         elif isinstance(message, _Renew):
             self._renew()
+        elif isinstance(message, _Renewed):
+            self._on_renewed(message)
         elif isinstance(message, _Declare):
             self._tell_exit(message.reason)
         elif isinstance(message, _Confirm):
             self._confirm(message)
+        elif isinstance(message, _NodeLost):
+            self._on_node_lost(message)
         elif isinstance(message, _Ping):
             self._ping()
         elif isinstance(message, _Pong):
@@ -301,11 +380,13 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             reason = outcome.reason
         self._exit(reason)
 
-    def _unreachable(self, why: str) -> None:
+    def _unreachable(self, why: str, since: float | None = None) -> None:
+        """Not answering since `since` (the failed call's sending time; now if None):
+        the bounds that count silence (Fencing.verdict) count from there."""
         if self._state == "running":
             log.info("remote child %r unreachable: %s", self._name, why)
             self._state = "unreachable"
-            self.status.unreachable_since = time.monotonic()
+            self.status.unreachable_since = time.monotonic() if since is None else since
             self._later(PROBE_FIRST, _Probe(PROBE_FIRST))
 
     def _probe(self, delay: float) -> None:
@@ -326,7 +407,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
                 "every child stopped",
             )
             self._state, self._exiting = "exiting", reason
-            self._node_down(node)
+            self._node_down(node, reason)
             self._tell_exit(reason)
             return
         verdict = self._fencing.verdict(time.monotonic(), node, since, listed=listed)
@@ -355,15 +436,45 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             return
         # Not while unreachable: a renewal stuck on the way could reach the far side
         # late and stretch its lease past the parent's bound; the probe renews on
-        # the first answer.
-        if self._state == "running":
-            self._renew_once()
-        self._later(every, _Renew())
+        # the first answer. On a thread: a far side that does not answer would hold
+        # this actor for the call's timeout, and with it the liveness verdict.
+        if self._state == "running" and not self._renewing:
+            self._renewing = True
+            ref, engine, handle = self.actor_ref, self._engine, self._handle
+
+            def renew() -> None:
+                sent = time.monotonic()
+                try:
+                    engine.call(handle, "renew_lease", time.time(), timeout=every)
+                    answer = _Renewed(returned=time.monotonic())
+                except RemoteDead as e:
+                    answer = _Renewed(sent=sent, dead=e.reason)
+                except Exception as e:
+                    answer = _Renewed(sent=sent, failure=f"{type(e).__name__}: {e}")
+                with contextlib.suppress(pykka.ActorDeadError):
+                    ref.tell(answer)
+
+            threading.Thread(
+                target=renew, name=f"nannytree-lease-{self._name}", daemon=True
+            ).start()
+        self._later(_next_tick(every), _Renew())
+
+    def _on_renewed(self, message: _Renewed) -> None:
+        self._renewing = False
+        if message.returned is not None:
+            if self._last_renewal is None or message.returned > self._last_renewal:
+                self._last_renewal = message.returned
+        elif message.dead is not None:
+            if self._state in ("running", "unreachable"):
+                self._exit(message.dead)
+        else:
+            self._unreachable(f"lease renewal failed: {message.failure}", message.sent)
 
     def _renew_once(self) -> None:
         every = self._renew_every
         if not every:
             return
+        sent = time.monotonic()
         try:
             # With its sending time: the far side refuses it if it comes too late.
             self._engine.call(self._handle, "renew_lease", time.time(), timeout=every)
@@ -371,7 +482,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         except RemoteDead as e:
             self._exit(e.reason)
         except Exception as e:
-            self._unreachable(f"lease renewal failed: {e}")
+            self._unreachable(f"lease renewal failed: {e}", sent)
 
     def _forward_events(self) -> None:
         """The remote tree's events, into the parent's log, under this child's path and on
@@ -401,12 +512,14 @@ class RemoteChild(RemoteCalls, ThreadedActor):
                 )
 
     def _ping(self) -> None:
-        """The liveness check, on a thread of its own: the API stays answered meanwhile."""
+        """The liveness check, on a thread of its own: the API stays answered meanwhile.
+        Asked while unreachable too: a question unanswered for `liveness_timeout` is
+        the verdict, so it comes within twice that of the last answer."""
         limit = self._liveness
         if limit is None or self._state not in ("running", "unreachable"):
             return
-        if self._state == "unreachable" or self._pinging:
-            self._later(limit, _Ping())  # the probe is in charge while it is unreachable
+        if self._pinging:
+            self._later(limit, _Ping())
             return
         self._pinging = True
         ref, engine, handle = self.actor_ref, self._engine, self._handle
@@ -426,10 +539,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
 
     def _on_pong(self, message: _Pong) -> None:
         self._pinging = False
-        if self._state != "running" or self._liveness is None:
-            # Unreachable: the probe decides (Fencing.verdict counts the silence).
-            if self._state == "unreachable" and self._liveness is not None:
-                self._later(self._liveness, _Ping())
+        if self._state not in ("running", "unreachable") or self._liveness is None:
             return
         if message.dead is not None:
             self._exit(message.dead)
@@ -444,6 +554,17 @@ class RemoteChild(RemoteCalls, ThreadedActor):
         else:
             self._later(self._liveness, _Ping())
 
+    def _on_node_lost(self, message: _NodeLost) -> None:
+        if self._state not in ("running", "unreachable") or message.node != self.status.node:
+            return
+        self._exit(
+            ExitReason(
+                ExitKind.NODE_DOWN,
+                message=f"node {message.node} is down (a sibling subtree there: "
+                f"{message.reason.message})",
+            )
+        )
+
     def _exit(self, reason: ExitReason) -> None:
         self._state, self._exiting = "exiting", reason
         if reason.kind is ExitKind.REMOTE_UNRESPONSIVE:
@@ -453,7 +574,7 @@ class RemoteChild(RemoteCalls, ThreadedActor):
             self._killed = True
             threading.Thread(target=self._kill, daemon=True).start()
         if reason.kind is ExitKind.NODE_DOWN:
-            self._node_down(self.status.node)
+            self._node_down(self.status.node, reason)
         wait = self._fencing.tell_after(reason, time.monotonic(), self._last_renewal)
         if wait is not None and wait <= 0:
             self._tell_exit(reason)

@@ -23,6 +23,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         daemon_warnings,
         far_side_warnings,
         loose_problems,
+        names_nodes,
         problems,
         root_run_notes,
     )
@@ -77,6 +78,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         return FAILED
     for warning in far_side_warnings(spec, path.resolve().parent, _engine_check):
         error(f"{path}: {warning}")
+    engine = load_engine(read_tree_file(path), str(path), vars=dict(os.environ))
+    if engine is not None and names_nodes(spec):
+        for warning in _node_warnings(spec, engine):
+            error(f"{path}: {warning}")
     nodes = list(_walk_spec(spec))
     workers = sum(1 for n in nodes if n == "worker")
     supervisors = len(nodes) - workers
@@ -87,7 +92,6 @@ def cmd_check(args: argparse.Namespace) -> int:
         )
     )
     write(sys.stdout, spec_lines(Painter(sys.stdout), spec))
-    engine = load_engine(read_tree_file(path), str(path), vars=dict(os.environ))
     if engine is not None:
         print(printable(f"engine: {engine_text(engine)}"))
     return OK
@@ -99,6 +103,18 @@ def _engine_check() -> Callable[[Any], Any] | None:
     from actors.host import _engine
 
     return _engine.engine_check()
+
+
+def _node_warnings(spec: Any, engine: Any) -> list[str]:
+    """The placed subtrees' node names that no node of the engine's cluster has (asks
+    the cluster: only for a tree whose placements name nodes)."""
+    from actors.host import _engine
+    from actors.host._check import node_warnings
+
+    nodes = _engine.engine_nodes(engine)
+    if isinstance(nodes, str):
+        return [f"note: node names not checked: {nodes}"]
+    return node_warnings(spec, nodes)
 
 
 def _plural(n: int, word: str) -> str:

@@ -292,6 +292,30 @@ def far_side_warnings(
     return warnings
 
 
+# -- node names no node has ---------------------------------------------------------------
+
+
+def node_warnings(spec: Any, nodes: list[Any]) -> list[str]:
+    """A warning for each node a placed subtree names (`node`, `fallback`) that no node
+    of `nodes` (the engine's, as `supervision.NodeInfo`) has as its id or name: the
+    names there are, and the likeliest one meant."""
+    from supervision import unknown_nodes
+
+    return [
+        f"warning: placed subtree {path!r}: {note}"
+        for path, sub in _placed(spec, spec.id)
+        for note in unknown_nodes(sub.placement, nodes)
+    ]
+
+
+def names_nodes(spec: Any) -> bool:
+    """Whether a placed subtree of `spec` names a node (then `check` asks the engine)."""
+    return any(
+        sub.placement.node is not None or sub.placement.fallback
+        for _, sub in _placed(spec, spec.id)
+    )
+
+
 def _placed(spec: Any, path: str) -> Iterator[tuple[str, Any]]:
     """Each placed subtree (a supervisor with a placement), by its path; not those
     inside one (they run where it runs)."""

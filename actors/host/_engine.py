@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..ray import RayEngine
 
 NAME_WAIT = 0.3  # seconds a lookup waits for the engine's node list, then shows the id
+NODES_WAIT = 30.0  # seconds `check` waits for a cluster's node list
 
 
 def merged(
@@ -168,6 +169,43 @@ def _shown(names: Mapping[str, str]) -> dict[str, str]:
         else:
             shown[node] = node
     return shown
+
+
+def engine_nodes(config: EngineConfig, timeout: float = NODES_WAIT) -> Any:
+    """The nodes of the cluster `config` names (supervision.NodeInfo), for `check`; a
+    sentence saying why not instead (no address to ask: a Ray started for the run has
+    only this host; no answer in `timeout` s; an error, an auth failure said as one).
+    Ray's own lines go to the engine's default log file."""
+    if config.address is None:
+        return "the [engine] table names no address to ask"
+    if config.address == "local":
+        return "the engine starts its own Ray (address local): only this host is a node"
+    try:
+        make = ray_engine()
+    except ValueError as e:
+        return str(e)
+    answer: list[Any] = []
+
+    def ask() -> None:
+        try:
+            engine = make(config.address, lease_timeout=None)
+            answer.append(engine.nodes())
+        except BaseException as e:  # Ray raises ConnectionError, RuntimeError, ...
+            answer.append(e)
+
+    asker = threading.Thread(target=ask, name="nannytree-check-nodes", daemon=True)
+    asker.start()
+    asker.join(timeout)
+    if not answer:
+        return f"the cluster at {config.address} did not answer within {timeout:g}s"
+    if isinstance(answer[0], BaseException):
+        error = answer[0]
+        return f"{error}" if "Ray" in type(error).__name__ else f"{type(error).__name__}: {error}"
+    with contextlib.suppress(Exception):
+        import ray
+
+        ray.shutdown()
+    return answer[0]
 
 
 def ray_engine() -> type[RayEngine]:

@@ -25,6 +25,7 @@ start like any other (OTP's retry loop, charged). docs/multihost.md section 2.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -205,3 +206,35 @@ def choose_node(
             return candidate.id
     ordered = sorted(eligible, key=lambda n: n.id)
     return ordered[0].id if ordered else None
+
+
+def unknown_nodes(placement: Placement, nodes: Sequence[NodeInfo]) -> list[str]:
+    """One sentence for each node that `placement` names (`node`, `fallback`) and no
+    node of `nodes` has as its id or name: the names there are, and the likeliest
+    one meant (a misspelt name is not an error: "prefer" falls back without it, so
+    it is said instead). [] when every name is found, or `nodes` is empty."""
+    if not nodes:
+        return []
+    counts: dict[str, int] = {}
+    for n in nodes:
+        counts[n.name] = counts.get(n.name, 0) + 1
+    names = sorted(
+        n.name if n.name and counts[n.name] == 1 else f"{n.name}#{n.id[:8]}" if n.name else n.id
+        for n in nodes
+    )
+    keys = [n.id for n in nodes] + [n.name for n in nodes if n.name]
+    notes = []
+    for field_name, key in [("node", placement.node)] + [
+        ("fallback", f) for f in placement.fallback
+    ]:
+        if key is None or _find(key, nodes) is not None:
+            continue
+        close = difflib.get_close_matches(key, keys, n=1, cutoff=0.5)
+        if not close:  # a short name ("zz") is far from any by ratio: its first letter
+            close = [k for k in keys if k[:1].lower() == key[:1].lower()][:1]
+        meant = f"; did you mean {close[0]!r}?" if close else ""
+        notes.append(
+            f"placement.{field_name} {key!r} is no node's id or name "
+            f"(nodes: {', '.join(names)}){meant}"
+        )
+    return notes

@@ -21,6 +21,14 @@ its processes die, the remote host's worker outlives its raylet and fences
 itself) or silent (its Ray processes and the remote host SIGSTOPped), for each
 lease (off, 3 s, the default 30 s), with the health check tuned as above and
 with Ray's default one (3 s period, 10 s timeout, 5 misses; a silent node once).
+
+    .venv/bin/python -m tests.benchmarks.bench_remote --liveness [--samples 3]
+
+measures the opt-in liveness check (T = 2 s, a 6 s lease, Ray's default health
+check): the remote host alone, or its whole node, SIGSTOPped, or the host alone
+while `status`-like reads poll the tree every 50 ms -> the verdict
+(`remote_unresponsive`, from the log), -> the parent's child_exited (then it is
+thawed), -> running again.
 """
 
 from __future__ import annotations
@@ -28,11 +36,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import os
 import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from functools import partial
@@ -88,7 +98,9 @@ class Bench:
         self.cluster.wait_for_nodes()
         return node
 
-    def start(self, nodes: list[Any], lease: float | None = None) -> Any:
+    def start(
+        self, nodes: list[Any], lease: float | None = None, liveness: float | None = None
+    ) -> Any:
         from actors import Tree
         from actors.ray import RayEngine
 
@@ -104,7 +116,8 @@ class Bench:
                 )
             ],
         )
-        return Tree.start(spec, engine=RayEngine(lease_timeout=lease))
+        engine = RayEngine(lease_timeout=lease, liveness_timeout=liveness)
+        return Tree.start(spec, engine=engine)
 
     def exited_after(self, tree: Any, since: float) -> float:
         def seen() -> bool:
@@ -259,6 +272,79 @@ def node_loss(samples: int) -> dict[str, Any]:
     return results
 
 
+class _Verdicts(logging.Handler):
+    """The times (time.monotonic()) the liveness verdicts were logged."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.times: list[float] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "did not answer" in record.getMessage():
+            self.times.append(time.monotonic())
+
+
+def _poll(tree: Any, done: threading.Event) -> None:
+    """What `status` and `status ID` ask, every 50 ms, until `done`."""
+    while not done.is_set():
+        with contextlib.suppress(Exception):
+            tree.nanny.which_tree().get(timeout=15)
+        with contextlib.suppress(Exception):
+            tree.nanny.child_nanny("sub").get().proxy().which_child("w").get(timeout=15)
+        done.wait(0.05)
+
+
+def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str, Any]:
+    """The liveness check's bound: a frozen remote host or node -> its verdict, its
+    child_exited and the subtree running again (Ray's default health check, so the
+    node is not declared dead meanwhile)."""
+    verdicts = _Verdicts()
+    logging.getLogger("nannytree").addHandler(verdicts)
+    logging.getLogger("nannytree").setLevel(logging.INFO)
+    results: dict[str, Any] = {}
+    bench = Bench(None)
+    try:
+        spare = bench.add_node()
+        for what in ("host", "node", "host_polled"):
+            verdict, down, back = [], [], []
+            for _ in range(samples):
+                victim = bench.add_node()
+                tree = bench.start([victim, spare], lease, timeout)
+                frozen = [tree.nanny.which_child("sub").get().pid]
+                if what == "node":
+                    frozen += [p.process.pid for ps in victim.all_processes.values() for p in ps]
+                verdicts.times.clear()
+                polling = threading.Event()
+                if what == "host_polled":
+                    threading.Thread(target=_poll, args=(tree, polling), daemon=True).start()
+                t0 = time.monotonic()
+                for pid in frozen:
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+                    down.append(bench.exited_after(tree, t0))
+                finally:
+                    # Thawed once its exit is told: a frozen node that Ray still lists
+                    # is where "prefer" starts the subtree again.
+                    for pid in frozen:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.kill(pid, signal.SIGCONT)
+                wait_for(partial(restarted, tree), timeout=300)
+                back.append(time.monotonic() - t0)
+                polling.set()
+                verdict.append(verdicts.times[0] - t0)
+                tree.stop(timeout=60)
+                with contextlib.suppress(Exception):
+                    bench.cluster.remove_node(victim, allow_graceful=False)
+            name = f"liveness_{timeout:g}s_lease_{lease:g}s_frozen_{what}"
+            results[name + "_to_verdict"] = summary(verdict)
+            results[name + "_to_exit"] = summary(down)
+            results[name + "_to_running"] = summary(back)
+            progress(name)
+    finally:
+        bench.close()
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--samples", type=int, default=10)
@@ -266,10 +352,16 @@ def main() -> None:
     parser.add_argument(
         "--node-loss", action="store_true", help="time a lost node's node_down per setting"
     )
+    parser.add_argument(
+        "--liveness", action="store_true", help="time the liveness check on a frozen host"
+    )
     args = parser.parse_args()
     import ray
 
-    figures = node_loss(args.samples) if args.node_loss else run(args.samples)
+    if args.liveness:
+        figures = liveness(args.samples)
+    else:
+        figures = node_loss(args.samples) if args.node_loss else run(args.samples)
     results = {"ray": ray.__version__, **figures}
     for name, value in results.items():
         if isinstance(value, dict):

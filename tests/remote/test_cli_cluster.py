@@ -92,6 +92,13 @@ def no_process_left_behind() -> Iterator[None]:
     yield
 
 
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def _walk(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield node
     for child in node.get("children", []):
@@ -124,9 +131,15 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
         tree = ask("status")["tree"]
         return next(n for n in _walk(tree) if n["path"] == "ct/ingest")
 
+    shown: set[int] = set()  # every pid an answer showed running
+    node_ids: set[str] = set()
+
     def poll() -> None:
+        """Status and detail, again and again; a pid already dead when the question
+        was sent must not come back as running, and no node shows as its hex id."""
         while not done.is_set():
             for op, kw in (("status", {}), ("detail", {"id": "reader"})):
+                gone = {pid for pid in list(shown) if not _alive(pid)}
                 try:
                     answer = ask(op, **kw)
                 except Exception as e:
@@ -135,6 +148,18 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
                 if not answer.get("ok"):
                     failures.append(f"{op}: {answer}")
                 answers.append(answer)
+                rows = list(_walk(answer["tree"])) if "tree" in answer else [answer["detail"]]
+                for row in rows:
+                    if row.get("state") == "running" and row.get("pid"):
+                        if row["pid"] in gone:
+                            failures.append(f"{op}: dead pid {row['pid']} shown running: {row}")
+                        shown.add(row["pid"])
+                    if row.get("node"):
+                        node_ids.add(row["node"])
+                    for key in ("node_name", "last_exit"):
+                        text = str(row.get(key) or "")
+                        if any(node in text for node in node_ids):
+                            failures.append(f"{op}: {key} shows a node's id: {text!r}")
 
     remote: list[int] = []
     try:
@@ -217,3 +242,65 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
     assert ray_lines == []  # Ray's own lines are in its log file
     assert (tmp_path / "ct.ray.log").stat().st_size > 0
     assert wait_gone([p for p in remote if p], timeout=30) == []
+
+
+MISSPELT = """
+[engine]
+address = "{address}"
+lease_timeout = 6
+
+[supervisor]
+id = "mt"
+
+[[supervisor.children]]
+id = "ingest"
+placement = {{ node = "node-bb" }}
+
+[[supervisor.children.children]]
+id = "reader"
+command = ["sleep", "300"]
+"""
+
+
+def test_a_node_name_no_node_has_is_a_check_warning_and_a_run_event(
+    cluster: tuple[Any, str], tmp_path: Path
+) -> None:
+    """`node = "node-bb"` on a cluster whose worker is "node-b": `check` asks the cluster
+    and warns, naming the nodes there are and the likeliest one; `run` places the
+    subtree on another node ("prefer") and says so in a child_note event."""
+    head, tmp = cluster
+    tree = tmp_path / "tree.toml"
+    tree.write_text(MISSPELT.format(address=head.address))
+    env = {**os.environ, "RAY_TMPDIR": tmp}
+    checked = subprocess.run(
+        [sys.executable, "-m", "actors.cli", "check", str(tree)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert checked.returncode == 0, checked.stderr
+    warning = [line for line in checked.stderr.splitlines() if "node-bb" in line]
+    assert len(warning) == 1, checked.stderr
+    assert "placement.node 'node-bb' is no node's id or name" in warning[0]
+    assert "node-b" in warning[0].split("nodes:")[1] and "did you mean 'node-b'?" in warning[0]
+    assert "InvalidAuthToken" not in checked.stderr and "INFO" not in checked.stderr
+
+    sock = tmp_path / "mt.sock"
+    argv = [sys.executable, "-m", "actors.cli", "run", str(tree), "--plain", "--socket", str(sock)]
+    run = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        wait_until(sock.exists, 120, what="the run's control socket")
+
+        def ingest() -> dict[str, Any]:
+            tree = call(sock, {"op": "status"}, timeout=60)["tree"]
+            return next(n for n in _walk(tree) if n["path"] == "mt/ingest")
+
+        wait_until(lambda: ingest()["state"] == "running", 120, what="the subtree running")
+    finally:
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=120)
+    notes = [line for line in out.splitlines() if "child_note" in line]
+    assert len(notes) == 1, out + err
+    assert "'node-bb' is no node's id or name" in notes[0], notes
+    assert "did you mean 'node-b'?" in notes[0] and "placed on" in notes[0], notes

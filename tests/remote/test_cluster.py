@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,10 +26,12 @@ from tests.support import import_ray
 ray = import_ray()
 
 from actors import Tree  # noqa: E402
+from actors._operate._snapshot import TreeInspector  # noqa: E402
 from actors.ray import RayEngine  # noqa: E402
 from actors.testing import wait_gone  # noqa: E402
 from supervision import (  # noqa: E402
     ChildSpec,
+    EventKind,
     ExitKind,
     Placement,
     Strategy,
@@ -225,3 +228,87 @@ def test_a_killed_parent_driver_leaves_nothing_on_any_node(nodes: Nodes) -> None
             proc.stdout.close()
     assert len(pids) == 4
     assert wait_gone([*pids, *launchers], timeout=30) == []
+
+
+def test_a_frozen_node_is_remote_unresponsive_by_the_liveness_check_first(
+    nodes: Nodes, trees: list[Tree], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A whole node SIGSTOPped (its raylet, workers and the remote host) with the opt-in
+    liveness check: a liveness question unanswered for T is the verdict, reachable or
+    not, and the lease renewal that hangs meanwhile holds nothing back, so the verdict
+    comes within 2T of the last answer, before Ray's tuned health check (about 3-4.5 s
+    here) declares the node dead. The exit is told once the lease has run out (the
+    kill cannot reach a frozen node), with the liveness reason."""
+    b, c = nodes.add(), nodes.add()
+    engine = RayEngine(lease_timeout=6.0, liveness_timeout=1.0)
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    old = remote_processes(tree)
+    frozen = [*nodes.pids(b), old[0]]
+    caplog.set_level("INFO", logger="nannytree")
+    frozen_at = time.time()
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: info(tree).node == c.node_id and info(tree).state == "running", 60)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    verdicts = [r.created for r in caplog.records if "did not answer" in r.getMessage()]
+    declared = f"declared {verdicts[0] - frozen_at:.2f}s after the freeze" if verdicts else "?"
+    exits = [
+        e.reason
+        for e in tree.events()
+        if e.context is EventKind.CHILD_EXITED and e.offender == "ingest"
+    ]
+    assert exits[0] is not None and exits[0].kind is ExitKind.REMOTE_UNRESPONSIVE, (
+        f"{exits[0]} ({declared})"
+    )
+    assert wait_gone(old, timeout=60) == []
+
+
+def test_status_shows_a_silent_node_unreachable_with_its_node_before_node_down(
+    nodes: Nodes, trees: list[Tree]
+) -> None:
+    """`status` asked again and again while a node is frozen (lease off: nothing but the
+    asking finds it): the subtree keeps its node, its children are never shown
+    running from stale events, and it shows `unreachable` before Ray's health check
+    declares the node dead (`node_down`, then running on the fallback)."""
+    b, c = nodes.add(), nodes.add()
+    engine = RayEngine(lease_timeout=None)
+    spec = SupervisorSpec(
+        id="root", children=[remote(Placement(node=b.node_id, fallback=[c.node_id]))]
+    )
+    tree = Tree.start(spec, engine=engine)
+    trees.append(tree)
+    inspector = TreeInspector(tree.ref, spec, tree.log)
+    old = remote_processes(tree)
+    frozen = [*nodes.pids(b), old[0]]
+    seen: list[tuple[str, str | None, list[tuple[str, int | None]]]] = []
+
+    def ingest_now() -> Any:
+        root = inspector.snapshot(stats=False)
+        row = next(n for _, n in root.walk() if n.path == "root/ingest")
+        children = [(k.state, k.pid) for k in row.children]
+        seen.append((row.state, row.node, children))
+        return row
+
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: ingest_now().node == c.node_id and info(tree).state == "running", 60)
+    finally:
+        for pid in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+    on_b = [s for s in seen if s[1] != c.node_id]
+    assert all(node == b.node_id for _, node, _ in on_b), on_b
+    assert "unreachable" in [state for state, _, _ in on_b], on_b
+    for state, _, children in on_b:  # no child's pid shown while its subtree is not running
+        assert state == "running" or all(pid is None for _, pid in children), (state, children)
+    assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
+    assert wait_gone(old, timeout=60) == []

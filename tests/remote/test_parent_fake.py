@@ -17,6 +17,7 @@ from supervision import (
     ChildSpec,
     EventKind,
     ExitKind,
+    ExitReason,
     NodeInfo,
     Placement,
     SupervisorSpec,
@@ -289,3 +290,60 @@ def test_a_fence_the_far_side_confirms_ends_the_wait_for_the_lease(trees: list[T
     assert told - renewed < 4.0 - 0.1  # before the lease's end
     assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
     assert engine.alive_at_spawn[-1] == []
+
+
+class OneReport(FakeEngine):
+    """The engine reports node "a" dead for the first subtree started there only: the
+    others hear nothing of it (Ray's reports of one node's actors come one by one)."""
+
+    def __init__(self, nodes: list[str]) -> None:
+        super().__init__(nodes)
+        self.first: Any = None
+        self.lost = False
+
+    def spawn(self, spec: SupervisorSpec, node: str, *args: Any) -> Any:
+        handle = super().spawn(spec, node, *args)
+        if self.first is None:
+            self.first = handle
+        return handle
+
+    def _dead_reason(self, handle: Any, node: Any) -> Any:
+        if self.lost and handle is self.first:
+            return ExitReason(ExitKind.NODE_DOWN, message="node 'a' is dead")
+        return super()._dead_reason(handle, node)
+
+    def lose_a(self) -> None:
+        self.lost = True
+        self._wake()
+
+
+def test_two_subtrees_on_a_lost_node_are_declared_down_together(trees: list[Tree]) -> None:
+    """One subtree's node_down is the node's for the whole tree: the other subtree on it
+    is declared down at once, before its own engine says anything, and both restart
+    on the fallback node."""
+    engine = OneReport(["a", "b"])
+    subtrees = [
+        SupervisorSpec(
+            id=name,
+            placement=Placement(node="a", fallback=["b"]),
+            children=[ChildSpec(id="reader", command=SLEEP)],
+        )
+        for name in ("s1", "s2")
+    ]
+    tree = start(trees, SupervisorSpec(id="root", intensity=5, children=subtrees), engine)
+    assert {info(tree, s).node for s in ("s1", "s2")} == {"a"}
+    engine.lose_a()
+    wait_until(
+        lambda: all(
+            info(tree, s).node == "b" and info(tree, s).state == "running" for s in ("s1", "s2")
+        ),
+        what="both subtrees running on b",
+    )
+    exits = {
+        e.offender: e.reason
+        for e in tree.events()
+        if e.context is EventKind.CHILD_EXITED and e.reason is not None
+    }
+    assert exits["s1"].kind is ExitKind.NODE_DOWN and "is dead" in exits["s1"].message
+    assert exits["s2"].kind is ExitKind.NODE_DOWN
+    assert "a sibling subtree there" in exits["s2"].message, exits["s2"]

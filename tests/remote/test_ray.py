@@ -15,6 +15,7 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -309,3 +310,53 @@ def test_nannytree_run_takes_an_engine_address(ray_session: str, tmp_path: Any) 
     assert any("child_started" in line for line in started), done.stdout
     # It ran under a Ray worker's detached launcher: a session that is not ours.
     assert int(sidfile.read_text()) != os.getsid(0)
+
+
+QUIET_DRIVER = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    from actors import Tree
+    from actors.ray import RayEngine
+    from supervision import ChildSpec, Placement, SupervisorSpec
+    engine = RayEngine(address=sys.argv[1], lease_timeout=None)  # no log_file given
+    spec = SupervisorSpec(id="root", children=[SupervisorSpec(id="ingest",
+        placement=Placement(), children=[ChildSpec(id="r", command=["sleep", "300"])])])
+    with Tree(spec, engine=engine) as tree:
+        host = tree.nanny.which_child("ingest").get().pid
+        os.kill(host, signal.SIGKILL)  # Ray reports the worker's death to the driver
+        deadline = time.monotonic() + 60
+        while tree.nanny.which_child("ingest").get().incarnation < 2:
+            assert time.monotonic() < deadline, "no restart in 60 s"
+            time.sleep(0.05)  # a subprocess of the test: it polls its own tree
+        # Ray's error listener writes the death report a moment later: wait for it.
+        deadline = time.monotonic() + 30
+        while "worker died" not in open(engine.log_file).read().lower():
+            assert time.monotonic() < deadline, "no death report in Ray's log in 30 s"
+            time.sleep(0.05)
+    print(engine.log_file, flush=True)
+    """
+)
+
+
+def test_the_python_api_keeps_rays_output_in_a_log_file_by_default(
+    ray_session: str,
+) -> None:
+    """RayEngine without log_file: Ray's lines (a worker's death report, its log lines)
+    go to a file of its own, as `nannytree run`'s do, not the user's terminal."""
+    address = ray.get_runtime_context().gcs_address
+    done = subprocess.run(
+        [sys.executable, "-c", QUIET_DRIVER, address],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "RAY_TMPDIR": ray_session},
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    terminal = [
+        line
+        for line in (done.stdout + done.stderr).splitlines()
+        if "(raylet)" in line or " -- " in line or "worker died" in line.lower()
+    ]
+    assert terminal == [], terminal
+    log_file = done.stdout.strip().splitlines()[-1]
+    assert "worker died" in Path(log_file).read_text(errors="replace").lower()

@@ -17,6 +17,7 @@ from supervision import (
     SupervisorSpec,
     choose_node,
     load_tree,
+    unknown_nodes,
 )
 
 A = NodeInfo("id-a", "node-a", {"zone": "1"}, {"CPU": 2.0, "gpu": 1.0})
@@ -175,3 +176,25 @@ def test_remote_reasons_are_abnormal_and_restart_by_type() -> None:
                 restart is Restart.TRANSIENT and not reason.is_normal
             )
             assert restarted == expected, (restart, reason)
+
+
+def test_a_node_name_no_node_has_is_said_with_the_names_there_are_and_the_closest() -> None:
+    nodes = [NodeInfo("a" * 56, "head"), NodeInfo("b" * 56, "node-b"), NodeInfo("c" * 56, "node-c")]
+    placement = Placement(node="zz", fallback=["node-c", "nod-b"])
+    assert unknown_nodes(placement, nodes) == [
+        "placement.node 'zz' is no node's id or name (nodes: head, node-b, node-c)",
+        "placement.fallback 'nod-b' is no node's id or name (nodes: head, node-b, node-c); "
+        "did you mean 'node-b'?",
+    ]
+    assert unknown_nodes(Placement(node="b" * 56, fallback=["head"]), nodes) == []
+    assert unknown_nodes(placement, []) == []  # no nodes known: nothing to say
+
+
+def test_nodes_that_share_a_name_are_listed_with_the_start_of_their_id() -> None:
+    nodes = [
+        NodeInfo("1234567890" + "0" * 46, "10.0.0.1"),
+        NodeInfo("abcdef1234" + "0" * 46, "10.0.0.1"),
+    ]
+    (note,) = unknown_nodes(Placement(node="10.0.0.2"), nodes)
+    assert "(nodes: 10.0.0.1#12345678, 10.0.0.1#abcdef12)" in note
+    assert "did you mean '10.0.0.1'?" in note
