@@ -214,7 +214,9 @@ class LiveTree(RuleBasedStateMachine):
             if how in sig:
                 os.kill(info.pid, sig[how])
             else:
-                inject_crash(info.pid, RuntimeError("injected"))
+                # A deadline for a hang, not for speed: a loaded machine's restarted
+                # child can take seconds to reach its target.
+                inject_crash(info.pid, RuntimeError("injected"), timeout=CALL_TIMEOUT)
 
     # -- rules --------------------------------------------------------------------------
 
