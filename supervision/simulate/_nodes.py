@@ -11,7 +11,8 @@ rule (`Fencing`, docs/multihost.md section 8):
   learns it as the abnormal exit `node_down` (Erlang's noconnection) by the
   first of: the far side's fence acknowledgement, `fence_ack` seconds later (the
   remote host outlives its raylet, stops its children and says so: with a lease
-  only, which gives it the time for an orderly stop), and the engine's verdict
+  only, which gives it the time for an orderly stop, and unless it had fenced
+  already or its node is cut off, when its word cannot get out), and the engine's verdict
   `detection` seconds later, told once the lease has run out since the last
   renewal if that is later (`Fencing.tell_after`). A node that died never
   comes back under its old identity (Ray's node ids are not reused); `NodeUp`
@@ -234,15 +235,17 @@ class Cluster:
         assert self.health_check is not None
         return self.fencing.declared_after(self.health_check)
 
-    def told_after(self, last_renewal: float) -> float:
+    def told_after(self, last_renewal: float, *, can_say: bool = True) -> float:
         """Seconds from a killed node to its subtree's `node_down` at its parent, when
-        the subtree's last renewal came `last_renewal` seconds before the loss."""
+        the subtree's last renewal came `last_renewal` seconds before the loss.
+        `can_say`: its far side can still acknowledge a fence (it had not fenced
+        already, and its node was not cut off)."""
         assert self.detection is not None
         lease = self.lease_timeout
         if lease is None:
             return self.detection  # the far side has no time to fence: the verdict
         after = max(self.detection, lease - last_renewal)
-        return after if self.fence_ack is None else min(after, self.fence_ack)
+        return after if self.fence_ack is None or not can_say else min(after, self.fence_ack)
 
     def schedule(self, seed: int, duration: float) -> list[NodeFault]:
         """The scripted faults and the seed's random ones, in time order."""

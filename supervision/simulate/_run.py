@@ -265,6 +265,7 @@ class _Simulation:
         or declared dead after a silence (nothing from it: told once the lease allows)."""
         cluster = self.cluster
         assert self.nodes is not None and cluster is not None
+        cut_off = bool(self.nodes.cut_off.get(node))  # its word could not get out
         if not self.nodes.declare_dead(node):
             return
         reason = ExitReason(ExitKind.NODE_DOWN, message=f"node {node!r} is dead")
@@ -273,7 +274,8 @@ class _Simulation:
                 subtree.lose()
             last = self._last_renewal(subtree, self.now)
             if killed:
-                after = cluster.told_after(self.now - last)
+                can_say = not subtree.fenced and not cut_off
+                after = cluster.told_after(self.now - last, can_say=can_say)
             else:
                 after = cluster.fencing.tell_after(reason, self.now, last) or 0.0
             self._tell(subtree, reason, self.now + after)

@@ -97,6 +97,18 @@ def test_a_killed_node_is_told_at_its_fence_acknowledgement_before_the_lease() -
     ]
 
 
+def test_a_node_killed_while_cut_off_cannot_say_it_fenced() -> None:
+    """Cut off at 10.5 (the last renewal through at 10), killed at 20: its far side's
+    word cannot get out, so the parent waits for Ray's verdict (15 s) and the lease's
+    end (40): told at 40, not 1.45 s after the kill."""
+    cluster = Cluster(
+        ["a", "b", "c"],
+        faults=[Unreachable(10.5, "b", 100.0), NodeDown(20.0, "b")],
+        health_check=60.0,
+    )
+    assert exits(simulate(tree(), duration=120.0, cluster=cluster)) == [(40.0, ExitKind.NODE_DOWN)]
+
+
 def test_a_silent_node_with_the_defaults_is_told_at_ray_s_verdict() -> None:
     """Nothing answers: no word of a fence; Ray declares it dead after 5 x (3 + 10) s,
     the 30 s lease ran out long before; with a 6 s lease and the tuned check, the
