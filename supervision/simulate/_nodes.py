@@ -6,13 +6,18 @@ same pure `choose_node` the live tree uses, and node faults reach it as the
 live tree sees them (actors/_shell/_remote_child.py), declared down by the same
 rule (`Fencing`, docs/multihost.md section 8):
 
-- `NodeDown(at, node)`: the node dies at `at`; everything on it stops at once
-  (down for availability), and its parent learns it `detection` seconds later
-  as the abnormal exit `node_down` (Erlang's noconnection), or, with a lease,
-  once the lease has run out since its last renewal if that is later (the
-  parent's wait for the fence, `Fencing.tell_after`). A node that died never
+- `NodeDown(at, node)`: the node is killed at `at` (its raylet dies, its OS still
+  answers); everything on it stops at once (down for availability). Its parent
+  learns it as the abnormal exit `node_down` (Erlang's noconnection) by the
+  first of: the far side's fence acknowledgement, `fence_ack` seconds later (the
+  remote host outlives its raylet, stops its children and says so: with a lease
+  only, which gives it the time for an orderly stop, and unless it had fenced
+  already or its node is cut off, when its word cannot get out), and the engine's verdict
+  `detection` seconds later, told once the lease has run out since the last
+  renewal if that is later (`Fencing.tell_after`). A node that died never
   comes back under its old identity (Ray's node ids are not reused); `NodeUp`
-  adds a node (a repaired host that joins again).
+  adds a node (a repaired host that joins again). A host that dies whole (power
+  cut) is silent to the rest: `Unreachable` for longer than the run.
 - `Unreachable(at, node, duration)`: a partition, or a silent node. Nothing is
   charged while it lasts. With a lease, renewals fail while it lasts, and a
   subtree there fences itself (its children stop) `FENCE_AT` of the lease after
@@ -31,11 +36,17 @@ Renewals are due every third of the lease from the subtree's start (as the
 live remote child makes them); one due while the node is cut off fails, and a
 heal that the parent noticed (a renewal failed) renews at once.
 
-Defaults, as measured with Ray 2.60 (docs/how-to/ray.md): `detection` 1.3 s
-(a node lost while its OS still answers), `health_check` 4.2 s (a silent node,
-with the tuned health check of the tests; Ray's own default is about 65 s),
-`unreachable_timeout` None (wait for the engine's verdict), `lease_timeout` 30 s
-(`RayEngine`'s default: a live tree with default settings waits for it).
+The settings are `RayEngine`'s, with its defaults: `lease_timeout` 30 s,
+`unreachable_timeout` None, and Ray's health check (`health_check_period` 3 s,
+`health_check_timeout` 10 s, `health_check_failure_threshold` 5). From them, as
+measured with Ray 2.60 (tests/benchmarks/bench_node_loss.py, docs/how-to/ray.md):
+Ray declares a silent node dead after threshold x (period + timeout) (65 s; 4.5 s
+with the tests' tuned check), a killed one, whose raylet refuses the checks at
+once, after threshold x period (15 s; 1.5 s); `health_check` and `detection`
+override them. `fence_ack`, 1.45 s: from a killed node to the parent reading
+its far side's fence acknowledgement (the host notices its raylet gone within
+0.2 s, stops its children, writes the word to Ray's KV store; the parent reads
+it while it probes the unreachable subtree).
 """
 
 from __future__ import annotations
@@ -50,9 +61,12 @@ from .._errors import SpecError
 from .._fencing import Fencing
 from ..spec._placement import NodeInfo
 
-DEFAULT_DETECTION = 1.3
-DEFAULT_HEALTH_CHECK = 4.2
 DEFAULT_LEASE = 30.0  # actors.ray.RayEngine's lease_timeout (tests/sim/test_lease.py)
+# Ray's own health check defaults, as RayEngine leaves them (tests/sim/test_nodes.py).
+DEFAULT_HEALTH_CHECK_PERIOD = 3.0
+DEFAULT_HEALTH_CHECK_TIMEOUT = 10.0
+DEFAULT_HEALTH_CHECK_FAILURE_THRESHOLD = 5
+DEFAULT_FENCE_ACK = 1.45  # measured: a killed node -> its fence acknowledgement read
 
 
 def _time(owner: str, name: str, value: Any, *, positive: bool = False) -> float:
@@ -132,20 +146,31 @@ class Cluster:
 
     `nodes`: names (or NodeInfo, for labels and resources), up at time 0;
     `faults`: scripted NodeDown / Unreachable / NodeUp; `failures`: random ones;
-    `detection`: seconds from a node's loss to its parent's `node_down`;
-    `health_check`: seconds after which a silent (unreachable) node is declared
-    dead; `unreachable_timeout`: declare it dead sooner, after this long (opt-in,
-    as `RayEngine(unreachable_timeout=...)`); `lease_timeout`: the remote subtrees'
-    lease (as `RayEngine(lease_timeout=...)`, 30 s by default; None: no lease).
+    `detection`: seconds from a killed node to the engine's verdict (None: from
+    the health check, threshold x period); `health_check`: seconds after which a
+    silent (unreachable) node is declared dead (None: threshold x (period +
+    timeout)); `unreachable_timeout`: declare it dead sooner, after this long
+    (opt-in, as `RayEngine(unreachable_timeout=...)`); `lease_timeout`: the remote
+    subtrees' lease (as `RayEngine(lease_timeout=...)`, 30 s by default; None: no
+    lease); `health_check_period`, `health_check_timeout`,
+    `health_check_failure_threshold`: Ray's node health check, as RayEngine's
+    parameters of those names (Ray's defaults: 3 s, 10 s, 5); `fence_ack`: seconds
+    from a killed node to its parent reading the far side's fence acknowledgement
+    (with a lease; None: the far side never says, the lease decides).
+    After construction `detection` and `health_check` hold the values in force.
     """
 
     nodes: Sequence[str | NodeInfo]
     faults: Sequence[NodeFault] = ()
     failures: NodeFailures | None = None
-    detection: float = DEFAULT_DETECTION
-    health_check: float = DEFAULT_HEALTH_CHECK
+    detection: float | None = None
+    health_check: float | None = None
     unreachable_timeout: float | None = None
     lease_timeout: float | None = DEFAULT_LEASE
+    health_check_period: float = DEFAULT_HEALTH_CHECK_PERIOD
+    health_check_timeout: float = DEFAULT_HEALTH_CHECK_TIMEOUT
+    health_check_failure_threshold: int = DEFAULT_HEALTH_CHECK_FAILURE_THRESHOLD
+    fence_ack: float | None = DEFAULT_FENCE_ACK
     infos: tuple[NodeInfo, ...] = field(init=False, repr=False, default=())
 
     def __post_init__(self) -> None:
@@ -170,10 +195,22 @@ class Cluster:
                 )
         if self.failures is not None and not isinstance(self.failures, NodeFailures):
             raise SpecError(None, "Cluster.failures", self.failures, "expected NodeFailures")
-        object.__setattr__(self, "detection", _time("Cluster", "detection", self.detection))
-        object.__setattr__(
-            self, "health_check", _time("Cluster", "health_check", self.health_check)
-        )
+        period = _time("Cluster", "health_check_period", self.health_check_period, positive=True)
+        timeout = _time("Cluster", "health_check_timeout", self.health_check_timeout, positive=True)
+        misses = self.health_check_failure_threshold
+        if isinstance(misses, bool) or not isinstance(misses, int) or misses < 1:
+            raise SpecError(
+                None, "Cluster.health_check_failure_threshold", misses, "expected an integer >= 1"
+            )
+        object.__setattr__(self, "health_check_period", period)
+        object.__setattr__(self, "health_check_timeout", timeout)
+        # A killed node's raylet refuses each check at once; a silent one lets it time out.
+        detection = misses * period if self.detection is None else self.detection
+        silent = misses * (period + timeout) if self.health_check is None else self.health_check
+        object.__setattr__(self, "detection", _time("Cluster", "detection", detection))
+        object.__setattr__(self, "health_check", _time("Cluster", "health_check", silent))
+        if self.fence_ack is not None:
+            object.__setattr__(self, "fence_ack", _time("Cluster", "fence_ack", self.fence_ack))
         if self.unreachable_timeout is not None:
             object.__setattr__(
                 self,
@@ -195,7 +232,20 @@ class Cluster:
     @property
     def declared_after(self) -> float:
         """How long a node stays unreachable before it is declared dead."""
+        assert self.health_check is not None
         return self.fencing.declared_after(self.health_check)
+
+    def told_after(self, last_renewal: float, *, can_say: bool = True) -> float:
+        """Seconds from a killed node to its subtree's `node_down` at its parent, when
+        the subtree's last renewal came `last_renewal` seconds before the loss.
+        `can_say`: its far side can still acknowledge a fence (it had not fenced
+        already, and its node was not cut off)."""
+        assert self.detection is not None
+        lease = self.lease_timeout
+        if lease is None:
+            return self.detection  # the far side has no time to fence: the verdict
+        after = max(self.detection, lease - last_renewal)
+        return after if self.fence_ack is None or not can_say else min(after, self.fence_ack)
 
     def schedule(self, seed: int, duration: float) -> list[NodeFault]:
         """The scripted faults and the seed's random ones, in time order."""

@@ -219,7 +219,7 @@ class _Simulation:
         if isinstance(fault, NodeUp):
             nodes.join(fault.node)
         elif isinstance(fault, NodeDown):
-            self._node_lost(fault.node, cluster.detection)
+            self._node_lost(fault.node, killed=True)
         elif fault.node in nodes.alive:
             node, until = fault.node, self.now + fault.duration
             nodes.cut_off[node] = nodes.cut_off.get(node, 0) + 1
@@ -258,19 +258,27 @@ class _Simulation:
     def _declare(self, node: str) -> None:
         """A silent node declared dead: its old incarnations stop, if their fence has
         not stopped them yet."""
-        self._node_lost(node, 0.0)
+        self._node_lost(node, killed=False)
 
-    def _node_lost(self, node: str, detection: float) -> None:
-        assert self.nodes is not None and self.cluster is not None
+    def _node_lost(self, node: str, *, killed: bool) -> None:
+        """`node` is dead: killed (its far side may say it fenced: `Cluster.told_after`)
+        or declared dead after a silence (nothing from it: told once the lease allows)."""
+        cluster = self.cluster
+        assert self.nodes is not None and cluster is not None
+        cut_off = bool(self.nodes.cut_off.get(node))  # its word could not get out
         if not self.nodes.declare_dead(node):
             return
         reason = ExitReason(ExitKind.NODE_DOWN, message=f"node {node!r} is dead")
-        fencing = self.cluster.fencing
         for subtree in self._subtrees_on(node):
             if not subtree.dead:
                 subtree.lose()
-            wait = fencing.tell_after(reason, self.now, self._last_renewal(subtree, self.now))
-            self._tell(subtree, reason, self.now + max(detection, wait or 0.0))
+            last = self._last_renewal(subtree, self.now)
+            if killed:
+                can_say = not subtree.fenced and not cut_off
+                after = cluster.told_after(self.now - last, can_say=can_say)
+            else:
+                after = cluster.fencing.tell_after(reason, self.now, last) or 0.0
+            self._tell(subtree, reason, self.now + after)
 
     def _tell(self, subtree: _Node, reason: ExitReason, at: float) -> None:
         """Its parent hears `reason` at `at` (once)."""

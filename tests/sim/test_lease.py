@@ -60,9 +60,10 @@ def test_the_default_lease_is_ray_engines() -> None:
 def test_a_lost_node_is_told_once_the_lease_has_run_out_since_its_last_renewal(
     lost: float, told: float
 ) -> None:
-    """Renewals every 10 s from the start; the parent waits 30 s after the last one
-    that came through, and at least the detection delay."""
-    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(lost, "b")])
+    """Renewals every 10 s from the start; with no word from the far side (its host's
+    processes died with it) the parent waits 30 s after the last renewal that came
+    through, and at least the detection delay."""
+    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(lost, "b")], fence_ack=None)
     result = simulate(tree(), duration=120.0, cluster=cluster)
     assert exits(result) == [(told, ExitKind.NODE_DOWN)]
     assert result.placements == [(0.0, "ingest", "b"), (told, "ingest", "c")]
@@ -71,15 +72,76 @@ def test_a_lost_node_is_told_once_the_lease_has_run_out_since_its_last_renewal(
     assert reader.availability == pytest.approx(1 - (told - lost) / 120.0)
 
 
+def test_a_killed_node_is_told_at_its_fence_acknowledgement_before_the_lease() -> None:
+    """Its far side outlives its raylet, stops its children and says so: the parent
+    tells node_down then (1.45 s, measured), lease or not, long before Ray's verdict."""
+    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(10.5, "b")])
+    assert cluster.fence_ack == 1.45 and cluster.detection == 15.0
+    result = simulate(tree(), duration=60.0, cluster=cluster)
+    assert exits(result) == [(pytest.approx(11.95), ExitKind.NODE_DOWN)]
+    assert result.placements == [(0.0, "ingest", "b"), (pytest.approx(11.95), "ingest", "c")]
+    # A word slower than Ray's verdict (tuned: 3 misses of 0.5 s) with a lease that
+    # has run out by then (1.2 s, renewed at 10.4): the verdict is told.
+    tuned = Cluster(
+        ["a", "b", "c"],
+        faults=[NodeDown(10.5, "b")],
+        lease_timeout=1.2,
+        health_check_period=0.5,
+        health_check_timeout=1.0,
+        health_check_failure_threshold=3,
+        fence_ack=2.0,
+    )
+    assert (tuned.detection, tuned.health_check) == (1.5, 4.5)
+    assert exits(simulate(tree(), duration=60.0, cluster=tuned)) == [
+        (pytest.approx(12.0), ExitKind.NODE_DOWN)
+    ]
+
+
+def test_a_node_killed_while_cut_off_cannot_say_it_fenced() -> None:
+    """Cut off at 10.5 (the last renewal through at 10), killed at 20: its far side's
+    word cannot get out, so the parent waits for Ray's verdict (15 s) and the lease's
+    end (40): told at 40, not 1.45 s after the kill."""
+    cluster = Cluster(
+        ["a", "b", "c"],
+        faults=[Unreachable(10.5, "b", 100.0), NodeDown(20.0, "b")],
+        health_check=60.0,
+    )
+    assert exits(simulate(tree(), duration=120.0, cluster=cluster)) == [(40.0, ExitKind.NODE_DOWN)]
+
+
+def test_a_silent_node_with_the_defaults_is_told_at_ray_s_verdict() -> None:
+    """Nothing answers: no word of a fence; Ray declares it dead after 5 x (3 + 10) s,
+    the 30 s lease ran out long before; with a 6 s lease and the tuned check, the
+    verdict (4.5 s) comes first and the lease's end (last renewal at 10) decides."""
+    silent = [Unreachable(10.5, "b", 600.0)]
+    cluster = Cluster(["a", "b", "c"], faults=silent)
+    assert exits(simulate(tree(), duration=120.0, cluster=cluster)) == [(75.5, ExitKind.NODE_DOWN)]
+    tuned = Cluster(
+        ["a", "b", "c"],
+        faults=silent,
+        lease_timeout=6.0,
+        health_check_period=0.5,
+        health_check_timeout=1.0,
+        health_check_failure_threshold=3,
+    )
+    assert exits(simulate(tree(), duration=120.0, cluster=tuned)) == [(16.0, ExitKind.NODE_DOWN)]
+
+
 def test_without_a_lease_it_is_told_at_detection() -> None:
-    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(10.5, "b")], lease_timeout=None)
+    """No lease: the far side has no time for an orderly fence, so no word; the
+    engine's verdict (here 1.3 s) is told at once."""
+    cluster = Cluster(
+        ["a", "b", "c"], faults=[NodeDown(10.5, "b")], lease_timeout=None, detection=1.3
+    )
     assert exits(simulate(tree(), duration=60.0, cluster=cluster)) == [
         (pytest.approx(11.8), ExitKind.NODE_DOWN)
     ]
 
 
 def test_a_short_lease_is_still_bounded_below_by_detection() -> None:
-    cluster = Cluster(["a", "b", "c"], faults=[NodeDown(10.5, "b")], lease_timeout=0.6)
+    cluster = Cluster(
+        ["a", "b", "c"], faults=[NodeDown(10.5, "b")], lease_timeout=0.6, detection=1.3
+    )
     assert exits(simulate(tree(), duration=60.0, cluster=cluster)) == [
         (pytest.approx(11.8), ExitKind.NODE_DOWN)
     ]
@@ -109,7 +171,7 @@ def test_a_partition_shorter_than_the_fence_changes_nothing() -> None:
 
 def test_a_declared_partition_is_told_after_the_lease() -> None:
     """Declared dead at 12 + 4.2; the lease (last renewal through at 10) runs out at 40."""
-    cluster = Cluster(["a", "b", "c"], faults=[Unreachable(12.0, "b", 100.0)])
+    cluster = Cluster(["a", "b", "c"], faults=[Unreachable(12.0, "b", 100.0)], health_check=4.2)
     result = simulate(tree(), duration=120.0, cluster=cluster)
     assert exits(result) == [(40.0, ExitKind.NODE_DOWN)]
     # Down from the declaration (its fence, at 10 + 22.5, would have come later).
@@ -125,6 +187,7 @@ def test_a_heal_the_parent_noticed_renews_at_once() -> None:
         faults=[Unreachable(5.5, "b", 1.7), NodeDown(8.1, "b")],
         lease_timeout=3.0,
         detection=0.0,
+        fence_ack=None,
     )
     assert exits(simulate(tree(), duration=60.0, cluster=cluster)) == [(11.0, ExitKind.NODE_DOWN)]
     one_cut = Cluster(
@@ -132,6 +195,7 @@ def test_a_heal_the_parent_noticed_renews_at_once() -> None:
         faults=[Unreachable(5.5, "b", 1.7), NodeDown(7.9, "b")],
         lease_timeout=3.0,
         detection=0.0,
+        fence_ack=None,
     )
     assert exits(simulate(tree(), duration=60.0, cluster=one_cut)) == [
         (pytest.approx(10.2), ExitKind.NODE_DOWN)
@@ -146,7 +210,9 @@ def test_a_sweep_over_lease_lengths_shows_its_cost_in_availability() -> None:
     failures = NodeFailures(mtbf=600.0, repair=120.0)
     down = {}
     for lease in (None, 8.0, 30.0, 90.0):
-        cluster = Cluster(["a", "b", "c"], failures=failures, lease_timeout=lease)
+        cluster = Cluster(
+            ["a", "b", "c"], failures=failures, lease_timeout=lease, detection=1.3, fence_ack=None
+        )
         runs = [simulate(spec, duration=20000.0, seed=s, cluster=cluster) for s in range(3)]
         down[lease] = sum(1 - r.children["ingest/reader"].availability for r in runs)
     assert down[None] < down[8.0] < down[30.0] < down[90.0]
@@ -193,8 +259,13 @@ def test_live_and_simulated_node_loss_agree_with_a_lease() -> None:
         live = [(s, k, o) for s, k, o in event_sequence(live_tree.events()) if s == "root"]
     finally:
         live_tree.stop(timeout=30)
+    # FakeEngine's far side says nothing of its fence (no fence_confirmed).
     cluster = Cluster(
-        ["a", "b", "c"], faults=[NodeDown(cut, "b")], detection=0.0, lease_timeout=lease
+        ["a", "b", "c"],
+        faults=[NodeDown(cut, "b")],
+        detection=0.0,
+        lease_timeout=lease,
+        fence_ack=None,
     )
     simulated = simulate(tree(), duration=30.0, cluster=cluster)
     sim_told = [t for t, k in exits(simulated)]

@@ -25,6 +25,7 @@ from supervision.simulate import (
     event_sequence,
     simulate,
 )
+from tests.support import import_ray
 
 SLEEP = ["sleep", "600"]
 
@@ -172,6 +173,44 @@ def test_bad_cluster_input_is_refused_clearly() -> None:
         NodeDown(-1.0, "a")
     with pytest.raises(SpecError, match="cluster"):
         simulate(tree(), duration=1.0, cluster=["a"])  # type: ignore[arg-type]
+    with pytest.raises(SpecError, match=r"Cluster\.health_check_failure_threshold.*integer"):
+        Cluster(["a"], health_check_failure_threshold=0)
+    with pytest.raises(SpecError, match=r"Cluster\.health_check_period.*> 0"):
+        Cluster(["a"], health_check_period=0.0)
+    with pytest.raises(SpecError, match=r"Cluster\.fence_ack"):
+        Cluster(["a"], fence_ack=-1.0)
+
+
+def test_ray_s_verdicts_come_from_its_health_check_settings() -> None:
+    """A silent node: threshold x (period + timeout) (the checks time out); a killed
+    one: threshold x period (its raylet refuses them at once). Given values win."""
+    ray_default = Cluster(["a"])
+    assert (ray_default.health_check, ray_default.detection) == (65.0, 15.0)
+    tuned = Cluster(
+        ["a"],
+        health_check_period=0.5,
+        health_check_timeout=1.0,
+        health_check_failure_threshold=3,
+    )
+    assert (tuned.health_check, tuned.detection) == (4.5, 1.5)
+    assert Cluster(["a"], health_check=4.2, detection=1.3).declared_after == 4.2
+
+
+def test_the_settings_are_named_as_ray_engine_s() -> None:
+    import_ray()
+    import inspect
+
+    from actors.ray import RayEngine
+
+    engine = inspect.signature(RayEngine).parameters
+    for name in (
+        "lease_timeout",
+        "unreachable_timeout",
+        "health_check_period",
+        "health_check_timeout",
+        "health_check_failure_threshold",
+    ):
+        assert name in engine and name in Cluster.__dataclass_fields__, name
 
 
 def test_live_fake_engine_and_simulation_agree_on_a_node_loss() -> None:

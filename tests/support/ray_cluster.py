@@ -51,9 +51,10 @@ class Nodes:
         return [p.process.pid for procs in node.all_processes.values() for p in procs]
 
 
-def module_cluster(prefix: str) -> Iterator[Nodes]:
+def module_cluster(prefix: str, health: dict[str, int] | None = HEALTH) -> Iterator[Nodes]:
     """The body of a module-scoped fixture: the cluster, Ray connected to it; at the
-    end Ray shut down and every process any of its nodes ran killed."""
+    end Ray shut down and every process any of its nodes ran killed. `health`: the
+    GCS health check (None: Ray's own defaults)."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -62,7 +63,11 @@ def module_cluster(prefix: str) -> Iterator[Nodes]:
     os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
     cluster = Cluster(
         initialize_head=True,
-        head_node_args={"include_dashboard": False, "_system_config": HEALTH, **NODE},
+        head_node_args={
+            "include_dashboard": False,
+            **({"_system_config": health} if health else {}),
+            **NODE,
+        },
     )
     recorded: set[int] = set()
     try:
