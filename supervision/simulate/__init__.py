@@ -103,7 +103,9 @@ what a table of kept runs does (paired comparisons, export), `_faults`
 and `_ops` the fault models and scripted calls, `_health` the readiness
 and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
-`_nodes.py`. This module only re-exports (tests/sim/test_facade.py
+`_nodes.py`. A tree's history: `_journal` reads an event journal back,
+`_rates` estimates rates with their intervals, `_fit` turns them into fault
+models per worker, `_tune` searches settings on them. This module only re-exports (tests/sim/test_facade.py
 checks it).
 """
 
@@ -123,7 +125,8 @@ from ._faults import (
     MemoryGrowth,
     Scripted,
 )
-from ._fit import ChildFit, Fit, NotEnoughHistory, Proportion, Rate, fit, read_journal
+from ._fit import ChildFit, Fit, NotEnoughHistory, fit
+from ._journal import read_journal
 from ._metrics import (
     BUILTIN_METRICS,
     Availability,
@@ -142,6 +145,7 @@ from ._metrics import (
 from ._nodes import Cluster, NodeDown, NodeFailures, NodeUp, Unreachable
 from ._nodes import NodeFault as NodeFault
 from ._ops import Call, CallResult, PidOf, call, pid_of
+from ._rates import Proportion, Rate
 from ._report import ChildReport, SimulationResult, TreeReport, event_sequence
 from ._report import ChildType as ChildType
 from ._run import simulate

@@ -29,7 +29,8 @@ from ..spec._fields import Backoff
 from ..spec._restart_limit import RestartLimit
 from ..spec._spec import ChildSpec, SupervisorSpec
 from ._faults import FaultEntry, FaultModel, Healthy
-from ._fit import Fit, shown
+from ._fit import Fit
+from ._journal import shown
 from ._metrics import Kind, KOfN, Metric, kind_of, metric
 from ._run import simulate
 from ._stats import Estimate, paired

@@ -23,7 +23,7 @@ from supervision.simulate import (
     read_journal,
     simulate,
 )
-from supervision.simulate._fit import chi2_quantile, fit_weibull
+from supervision.simulate._rates import chi2_quantile, fit_weibull
 
 
 def line(t: float, who: str, what: str, reason: str | None = None, detail: str = "") -> str:
