@@ -81,10 +81,20 @@ class _Faults:
         self.flapping = [(m, s.probes) for m, s in self.streams if isinstance(m, Flapping)]
         self.attempts = 0
         self.successes = 0
+        # What each start asks of the models, found once (a start draws a crash, the
+        # common case, with no loop over models that cannot fail it, leak or hang).
+        self.hangs = [(m, s) for m, s in self.streams if isinstance(m, Hang)]
+        self.leaks = [m for m, _ in self.streams if isinstance(m, MemoryGrowth)]
+        self.may_fail_start = any(
+            m.failed_starts or m.start_failure_probability > 0.0 for m in models
+        )
+        self.single = self.streams[0] if len(self.streams) == 1 else None
 
     def start_fails(self) -> bool:
         """Whether the next start attempt fails: if any model's fails (each draws)."""
         self.attempts += 1
+        if not self.may_fail_start:
+            return False
         fails = False
         for model, streams in self.streams:
             if self.attempts in model.failed_starts:
@@ -98,6 +108,8 @@ class _Faults:
         """How the next process ends by itself: the soonest of the models' drawn ends and
         leaks (the earlier model's on a tie); None: it runs until stopped."""
         drawn = self.drawn_lifetime()
+        if not self.leaks:
+            return drawn
         leak = self.memory_limit_time(memory_limit)
         if leak is not None and (drawn is None or leak[0] < drawn[0]):
             return leak
@@ -107,6 +119,9 @@ class _Faults:
         """A one-shot step's drawn end (a relative Scripted entry, an Exponential draw),
         the soonest; a memory limit is not one (see _health.step_run)."""
         self.successes += 1
+        if self.single is not None:
+            model, streams = self.single
+            return model.lifetime(streams.life, self.successes)
         soonest: tuple[float, ExitReason] | None = None
         for model, streams in self.streams:
             end = model.lifetime(streams.life, self.successes)
@@ -117,21 +132,19 @@ class _Faults:
     def memory_limit_time(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
         """When the fastest leak reaches `memory_limit`, if a model leaks."""
         soonest: tuple[float, ExitReason] | None = None
-        for model, _ in self.streams:
-            if isinstance(model, MemoryGrowth):
-                end = model.time_to_limit(memory_limit)
-                if end is not None and (soonest is None or end[0] < soonest[0]):
-                    soonest = end
+        for model in self.leaks:
+            end = model.time_to_limit(memory_limit)
+            if end is not None and (soonest is None or end[0] < soonest[0]):
+                soonest = end
         return soonest
 
     def hang_time(self) -> float | None:
         """Seconds from a start to its process's hang: the soonest Hang's (each draws)."""
         soonest: float | None = None
-        for model, streams in self.streams:
-            if isinstance(model, Hang):
-                after = model.hang_time(streams.life)
-                if after is not None and (soonest is None or after < soonest):
-                    soonest = after
+        for model, streams in self.hangs:
+            after = model.hang_time(streams.life)
+            if after is not None and (soonest is None or after < soonest):
+                soonest = after
         return soonest
 
     def probe_passes(self, index: int) -> bool:
