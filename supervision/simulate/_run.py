@@ -64,6 +64,7 @@ _STALE, _STARTED, _EXITED = (
     EventKind.CHILD_EXITED,
 )
 _TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+_NORMAL = (ExitKind.NORMAL, ExitKind.SHUTDOWN)  # ExitReason.is_normal's kinds, bound once
 
 
 class _Simulation:
@@ -330,6 +331,21 @@ class _Simulation:
             self.events.append(event)
         offender = event.offender
         kind = event.context
+        # A crash's two events first, straight to their accounts (on_event's cases).
+        if kind is _STARTED and offender is not None:
+            # Automatic restarts only: not a fresh supervisor's starts, nor a call's.
+            restart = isinstance(node.current, _AUTOMATIC)
+            self.accounts.started(node.paths[offender], event.time, restart)
+            return
+        if kind is _EXITED and offender is not None:
+            path = node.paths[offender]
+            spec = self.specs[path]
+            reason = event.reason
+            finishes = spec.restart is _TEMPORARY or (
+                spec.restart is _TRANSIENT and reason is not None and reason.kind in _NORMAL
+            )
+            self.accounts.exited(path, reason, event.time, finishes)
+            return
         path = None
         if offender is not None and kind is not _STALE:
             path = node.paths[offender]
