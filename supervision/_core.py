@@ -386,11 +386,19 @@ class Supervisor:
         """A start done. `ended`: its process ended before the start counted (a one-shot
         step, whose start waits for its exit; `uptime` how long it ran): the exit is
         applied at once, as `child_exited` would, before the next step of the plan."""
-        step = self._answer(_Start, child_id)
+        step = self._pending
+        if not isinstance(step, _Start) or step.child_id != child_id:
+            self._answer(_Start, child_id)  # raises
+        self._pending = None  # _answer, inlined: once per start
         self._now = now
         child = self._children.get(child_id) or self._get(child_id)
         child.state, child.incarnation = "running", incarnation
-        self._set_pid(child, pid)
+        old, by_pid = child.pid, self._by_pid  # _set_pid(child, pid), inlined
+        if old is not None and by_pid.get(old) is child:
+            del by_pid[old]
+        child.pid = pid
+        if pid is not None:
+            by_pid[pid] = child
         child.started_at, child.next_attempt = now, None
         child.pending_since, child.placements = None, 0
         if step.ctx == "restart":
@@ -512,7 +520,9 @@ class Supervisor:
         if getattr(child.spec, "min_uptime", 0.0):
             reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
-        self._set_pid(child, None)
+        if pid is not None and self._by_pid.get(pid) is child:  # _set_pid(child, None), inlined
+            del self._by_pid[pid]
+        child.pid = None
         self._report(_CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at

@@ -310,10 +310,13 @@ class _Node:
             node.deliver(_Init())
             return
         faults = self.faults.get(child_id) or self._faults(child_id)
-        fails = faults.start_fails()
+        fails = faults.may_fail_start and faults.start_fails()
         failure: ExitReason | None = START_FAILURE if fails else None
         step: ExitReason | None = None  # a one-shot step's exit (ready="exited")
-        if spec.ready == "exited" and not fails:
+        ready = spec.ready
+        if ready == "started":  # the default: start_delay's model start, with no timeout
+            delay = faults.combo.start_duration
+        elif ready == "exited" and not fails:
             # Its start is its run: it is started when its process exits normally.
             hang = faults.hang_time()
             leak = faults.memory_limit_time(spec.memory_limit)

@@ -79,7 +79,7 @@ class _Faults:
         models = combo.models
         self.streams = [(m, _Streams(seed, path, _tag(models, i))) for i, m in enumerate(models)]
         self.flapping = [(m, s.probes) for m, s in self.streams if isinstance(m, Flapping)]
-        self.attempts = 0
+        self.attempts = 0  # start attempts (counted only if a model may fail one)
         self.successes = 0
         # What each start asks of the models, found once (a start draws a crash, the
         # common case, with no loop over models that cannot fail it, leak or hang).
@@ -89,9 +89,11 @@ class _Faults:
             m.failed_starts or m.start_failure_probability > 0.0 for m in models
         )
         self.single = self.streams[0] if len(self.streams) == 1 else None
+        self.single_life = None if self.leaks else self.single  # lifetime's fast case
 
     def start_fails(self) -> bool:
-        """Whether the next start attempt fails: if any model's fails (each draws)."""
+        """Whether the next start attempt fails: if any model's fails (each draws).
+        Never, without drawing, when `may_fail_start` is False (the caller may skip it)."""
         self.attempts += 1
         if not self.may_fail_start:
             return False
@@ -107,6 +109,10 @@ class _Faults:
     def lifetime(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
         """How the next process ends by itself: the soonest of the models' drawn ends and
         leaks (the earlier model's on a tie); None: it runs until stopped."""
+        single = self.single_life
+        if single is not None:  # one model that does not leak: its draw (drawn_lifetime's)
+            self.successes += 1
+            return single[0].lifetime(single[1].life, self.successes)
         drawn = self.drawn_lifetime()
         if not self.leaks:
             return drawn
