@@ -388,7 +388,7 @@ class Supervisor:
         applied at once, as `child_exited` would, before the next step of the plan."""
         step = self._pending
         if not isinstance(step, _Start) or step.child_id != child_id:
-            self._answer(_Start, child_id)  # raises
+            step = self._answer(_Start, child_id)  # raises: not the answer it waits for
         self._pending = None  # _answer, inlined: once per start
         self._now = now
         child = self._children.get(child_id) or self._get(child_id)

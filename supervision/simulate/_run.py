@@ -338,15 +338,15 @@ class _Simulation:
             self.accounts.started(node.paths[offender], event.time, restart)
             return
         if kind is _EXITED and offender is not None:
-            path = node.paths[offender]
-            spec = self.specs[path]
+            at = node.paths[offender]
+            spec = self.specs[at]
             reason = event.reason
             finishes = spec.restart is _TEMPORARY or (
                 spec.restart is _TRANSIENT and reason is not None and reason.kind in _NORMAL
             )
-            self.accounts.exited(path, reason, event.time, finishes)
+            self.accounts.exited(at, reason, event.time, finishes)
             return
-        path = None
+        path: str | None = None
         if offender is not None and kind is not _STALE:
             path = node.paths[offender]
         # Automatic restarts only: not a fresh supervisor's starts, nor a call's (start_child).
