@@ -44,7 +44,7 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
-from ._frozen import _new, _set, build
+from ._frozen import _new, build
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
@@ -408,7 +408,10 @@ class Supervisor:
             self._out.append(Reply(child.info()))
         if ended is not None:
             self._exited(child, ended, incarnation, uptime)
-        return self._advance()
+        if self._plan:
+            return self._advance()
+        out, self._out = self._out, []  # _advance with nothing planned (a restart), inlined
+        return out
 
     def main_pid_changed(self, child_id: str, incarnation: int, pid: int) -> bool:
         """A running child's main process is now `pid` (a daemon that forked itself:
@@ -866,7 +869,15 @@ class Supervisor:
             )
             self._shutdown(ExitReason.shutdown("reached_max_restart_intensity"))
             return
-        if child.spec.backoff is not None and child.state != "restarting":
+        backoff = child.spec.backoff
+        if backoff is None and self.spec.strategy in _GROUP_OF_ONE:
+            # _apply_strategy's group of one, inlined (every one_for_one restart).
+            if child.state in ("running", "paused"):  # alive
+                self._plan.append(_Terminate(child.spec.id, "restart"))
+            if child.spec.restart is not _TEMPORARY:
+                self._plan.append(_Start(child.spec.id, "restart"))
+            return
+        if backoff is not None and child.state != "restarting":
             child.failures += 1
             delay = self._backoff_delay(child)
             if delay > 0:
@@ -1027,12 +1038,11 @@ class Supervisor:
                     continue
                 child.state = "starting"
                 self._pending = step
-                start = _new(StartChild)  # build(), inlined
-                _set(
-                    start,
-                    "__dict__",
-                    {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
-                )
+                start = _new(StartChild)  # build(), inlined (as _report's records)
+                fields = start.__dict__
+                fields["child_id"] = step.child_id
+                fields["spec"] = child.spec
+                fields["settle"] = step.settle
                 self._out.append(start)
             elif isinstance(step, _Terminate):
                 child = self._children.get(step.child_id)
@@ -1193,24 +1203,20 @@ class Supervisor:
         incarnation: int | None = None,
         detail: str = "",
     ) -> None:
-        # Two records per decision, made as build() makes them (inlined: the hot path).
+        # Two records per decision, equal to build()'s, their fields written straight into
+        # the instance's own dict, in field order (no dict to make and set: the hot path).
         event = _new(Event)
-        _set(
-            event,
-            "__dict__",
-            {
-                "time": self._now,
-                "supervisor": self.name,
-                "context": context,
-                "offender": child.spec.id if child is not None else offender,
-                "reason": reason,
-                "pid": pid,
-                "incarnation": incarnation,
-                "detail": detail,
-            },
-        )
+        fields = event.__dict__
+        fields["time"] = self._now
+        fields["supervisor"] = self.name
+        fields["context"] = context
+        fields["offender"] = child.spec.id if child is not None else offender
+        fields["reason"] = reason
+        fields["pid"] = pid
+        fields["incarnation"] = incarnation
+        fields["detail"] = detail
         report = _new(Report)
-        _set(report, "__dict__", {"event": event})
+        report.__dict__["event"] = event
         self._out.append(report)
 
 
