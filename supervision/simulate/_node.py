@@ -140,6 +140,7 @@ class _Node:
         self.incarnations: dict[str, int] = {}
         self.paths = _Paths(prefix)  # child id -> path below the root
         self.faults: dict[str, _Faults] = {}  # child id -> its faults (the run's, by path)
+        self.life_ends = self._life_ends  # one bound method for every process's end
 
     def path(self, child_id: str) -> str:
         return self.paths[child_id]
@@ -369,12 +370,18 @@ class _Node:
             proc.alive, proc.reason = False, step
             self.mailbox.append(_ChildExited(child_id, incarnation, step))
             return self.core.started(child_id, proc.pid, incarnation, now)
-        life = faults.lifetime(spec.memory_limit)
+        single = faults.single_life
+        if single is not None:  # faults.lifetime's first case, inlined: most starts
+            faults.successes += 1
+            life = single[0].lifetime(single[1].life, faults.successes)
+        else:
+            life = faults.lifetime(spec.memory_limit)
         after = faults.hang_time() if faults.hangs else None
         if after is not None and (life is None or after < life[0]):
             self.sim.at(now + after, self.hang, (child_id, proc))
         if life is not None:
-            self.sim.at(now + life[0], self._life_ends, (child_id, proc, life[1]))
+            proc.child_id, proc.end = child_id, life[1]  # its end's record: the process
+            self.sim.at(now + life[0], self.life_ends, proc)
         if spec.liveness is not None:
             self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
@@ -454,10 +461,11 @@ class _Node:
         if self.die(child_id, proc, reason):
             self.exited(child_id, proc)
 
-    def _life_ends(self, args: tuple[str, _Process, ExitReason]) -> None:
-        """A process reaches the end its models drew, unless it hung before: a hung
-        process does nothing, not even crash, until it is stopped."""
-        child_id, proc, reason = args
+    def _life_ends(self, proc: _Process) -> None:
+        """A process reaches the end its models drew (`proc.end`), unless it hung before:
+        a hung process does nothing, not even crash, until it is stopped."""
+        child_id, reason = proc.child_id, proc.end
+        assert reason is not None
         # _process_exit, die, exited and deliver inlined: once per crash.
         if proc.hung or self.dead or not proc.alive or self.procs.get(child_id) is not proc:
             return

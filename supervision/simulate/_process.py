@@ -168,6 +168,8 @@ class _Process:
         "alive",
         "answers_at",
         "attempts",
+        "child_id",
+        "end",
         "hung",
         "incarnation",
         "loop",
@@ -190,3 +192,6 @@ class _Process:
         self.attempts = 0  # liveness attempts so far (a Flapping pattern's index)
         self.stopping = False  # its liveness decided to stop it (reason unhealthy)
         self.watchdog_at: float | None = None  # when its watchdog decides to stop it
+        # Set when its models draw an end (the record `_Node._life_ends` is given).
+        self.child_id = ""
+        self.end: ExitReason | None = None
