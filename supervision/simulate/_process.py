@@ -39,34 +39,29 @@ class _Streams:
     start failures and its probes (each drawn only by what needs it).
 
     Each stream is made when first drawn from: seeding one costs more than most runs
-    draw from it (a third of a 1,000-worker start), and most models use one or two."""
+    draw from it (a third of a 1,000-worker start), and most models use one or two.
+    Made, it is a plain attribute (a slot): a draw reads it with no call."""
 
-    __slots__ = ("_life", "_name", "_probes", "_starts")
+    __slots__ = ("_name", "life", "probes", "starts")
+
+    life: Random
+    starts: Random
+    probes: Random  # a Flapping model's draws
 
     def __init__(self, seed: int, path: str, tag: str) -> None:
         self._name = f"{seed}/{path}{tag}"
-        self._life: Random | None = None
-        self._starts: Random | None = None
-        self._probes: Random | None = None
 
-    @property
-    def life(self) -> Random:
-        if self._life is None:
-            self._life = Random(f"{self._name}/life")
-        return self._life
+    def __getattr__(self, name: str) -> Random:
+        """A stream's first use (its slot is empty): seed it."""
+        suffix = _STREAMS.get(name)
+        if suffix is None:
+            raise AttributeError(name)
+        stream = Random(f"{self._name}/{suffix}")
+        setattr(self, name, stream)
+        return stream
 
-    @property
-    def starts(self) -> Random:
-        if self._starts is None:
-            self._starts = Random(f"{self._name}/start")
-        return self._starts
 
-    @property
-    def probes(self) -> Random:
-        """A Flapping model's draws."""
-        if self._probes is None:
-            self._probes = Random(f"{self._name}/probe")
-        return self._probes
+_STREAMS = {"life": "life", "starts": "start", "probes": "probe"}  # attribute -> seed name
 
 
 class _Faults:

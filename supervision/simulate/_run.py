@@ -64,6 +64,7 @@ _STALE, _STARTED, _EXITED = (
     EventKind.CHILD_EXITED,
 )
 _TRANSIENT, _TEMPORARY = Restart.TRANSIENT, Restart.TEMPORARY
+_push = heapq.heappush  # once per scheduled step: no module attribute to read
 _NORMAL = (ExitKind.NORMAL, ExitKind.SHUTDOWN)  # ExitReason.is_normal's kinds, bound once
 
 
@@ -107,7 +108,7 @@ class _Simulation:
 
     def at(self, time: float, fn: Callable[[Any], None], arg: Any) -> None:
         self.seq += 1
-        heapq.heappush(self.heap, (time, self.seq, fn, arg))
+        _push(self.heap, (time, self.seq, fn, arg))
 
     def new_pid(self) -> int:
         self.last_pid += 1
@@ -138,12 +139,11 @@ class _Simulation:
         self._start_root(None)
         for c in self.calls:
             self.at(c.at, self._call, c)
-        heap, duration = self.heap, self.duration
+        heap, duration, pop = self.heap, self.duration, heapq.heappop
         while heap and self.ended_at is None:
-            when, _, fn, arg = heap[0]
-            if when > duration:
+            if heap[0][0] > duration:
                 break
-            heapq.heappop(heap)
+            when, _, fn, arg = pop(heap)
             self.now = when
             fn(arg)
         children, tree = self.accounts.report(duration)
