@@ -140,7 +140,6 @@ class _Node:
         self.incarnations: dict[str, int] = {}
         self.paths = _Paths(prefix)  # child id -> path below the root
         self.faults: dict[str, _Faults] = {}  # child id -> its faults (the run's, by path)
-        self.life_ends = self._life_ends  # one bound method for every process's end
 
     def path(self, child_id: str) -> str:
         return self.paths[child_id]
@@ -381,7 +380,7 @@ class _Node:
             self.sim.at(now + after, self.hang, (child_id, proc))
         if life is not None:
             proc.child_id, proc.end = child_id, life[1]  # its end's record: the process
-            self.sim.at(now + life[0], self.life_ends, proc)
+            self.sim.at(now + life[0], self._life_ends, proc)
         if spec.liveness is not None:
             self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)

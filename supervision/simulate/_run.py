@@ -9,6 +9,7 @@ module re-exports nothing: the public names are the package's.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -454,6 +455,17 @@ def simulate(
         call_list,
         cluster,
     )
-    result = sim.run()
+    # The cyclic collector paused for the run (as timeit does), restored after: a run
+    # keeps every event it reports, and the collector walked that growing list again
+    # and again (a sixth of a 1,000-child run), to find nothing: a run's records hold
+    # no cycles (the run as a whole is one, freed after, the collector back on).
+    paused = gc.isenabled()
+    if paused:
+        gc.disable()
+    try:
+        result = sim.run()
+    finally:
+        if paused:
+            gc.enable()
     result.metrics.update(measure(chosen, result))
     return result
