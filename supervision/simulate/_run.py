@@ -420,6 +420,9 @@ def simulate(
       ran. Without one, placements are ignored (as a live tree without an engine).
     - `metrics`: named metrics (`metric("availability(web)")`, a function of the
       run, or the text); `result.metrics` holds each one's figure in this run.
+
+    Python's cyclic garbage collector is paused while the run runs (not while
+    the metrics are measured) and given back as it was found, on or off.
     """
     if not isinstance(spec, SupervisorSpec):
         raise SpecError(None, "spec", spec, "simulate() takes a SupervisorSpec")
