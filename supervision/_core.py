@@ -44,7 +44,7 @@ from ._errors import (
     TooManyChildren,
 )
 from ._events import Event, EventKind
-from ._frozen import _new, _set, build
+from ._frozen import _new, build
 from ._info import ChildCounts, ChildInfo, ChildState, ExitPlan
 from ._intensity import RestartWindow
 from ._reasons import ExitKind, ExitReason
@@ -386,11 +386,19 @@ class Supervisor:
         """A start done. `ended`: its process ended before the start counted (a one-shot
         step, whose start waits for its exit; `uptime` how long it ran): the exit is
         applied at once, as `child_exited` would, before the next step of the plan."""
-        step = self._answer(_Start, child_id)
+        step = self._pending
+        if not isinstance(step, _Start) or step.child_id != child_id:
+            step = self._answer(_Start, child_id)  # raises: not the answer it waits for
+        self._pending = None  # _answer, inlined: once per start
         self._now = now
         child = self._children.get(child_id) or self._get(child_id)
         child.state, child.incarnation = "running", incarnation
-        self._set_pid(child, pid)
+        old, by_pid = child.pid, self._by_pid  # _set_pid(child, pid), inlined
+        if old is not None and by_pid.get(old) is child:
+            del by_pid[old]
+        child.pid = pid
+        if pid is not None:
+            by_pid[pid] = child
         child.started_at, child.next_attempt = now, None
         child.pending_since, child.placements = None, 0
         if step.ctx == "restart":
@@ -400,7 +408,10 @@ class Supervisor:
             self._out.append(Reply(child.info()))
         if ended is not None:
             self._exited(child, ended, incarnation, uptime)
-        return self._advance()
+        if self._plan:
+            return self._advance()
+        out, self._out = self._out, []  # _advance with nothing planned (a restart), inlined
+        return out
 
     def main_pid_changed(self, child_id: str, incarnation: int, pid: int) -> bool:
         """A running child's main process is now `pid` (a daemon that forked itself:
@@ -512,7 +523,9 @@ class Supervisor:
         if getattr(child.spec, "min_uptime", 0.0):
             reason = self._early_exit(child, reason, uptime)
         pid, child.state, child.last_exit = child.pid, "stopped", reason
-        self._set_pid(child, None)
+        if pid is not None and self._by_pid.get(pid) is child:  # _set_pid(child, None), inlined
+            del self._by_pid[pid]
+        child.pid = None
         self._report(_CHILD_EXITED, child, reason=reason, pid=pid, incarnation=incarnation)
         backoff = child.spec.backoff
         started_at = child.started_at
@@ -856,7 +869,15 @@ class Supervisor:
             )
             self._shutdown(ExitReason.shutdown("reached_max_restart_intensity"))
             return
-        if child.spec.backoff is not None and child.state != "restarting":
+        backoff = child.spec.backoff
+        if backoff is None and self.spec.strategy in _GROUP_OF_ONE:
+            # _apply_strategy's group of one, inlined (every one_for_one restart).
+            if child.state in ("running", "paused"):  # alive
+                self._plan.append(_Terminate(child.spec.id, "restart"))
+            if child.spec.restart is not _TEMPORARY:
+                self._plan.append(_Start(child.spec.id, "restart"))
+            return
+        if backoff is not None and child.state != "restarting":
             child.failures += 1
             delay = self._backoff_delay(child)
             if delay > 0:
@@ -1017,12 +1038,11 @@ class Supervisor:
                     continue
                 child.state = "starting"
                 self._pending = step
-                start = _new(StartChild)  # build(), inlined
-                _set(
-                    start,
-                    "__dict__",
-                    {"child_id": step.child_id, "spec": child.spec, "settle": step.settle},
-                )
+                start = _new(StartChild)  # build(), inlined (as _report's records)
+                fields = start.__dict__
+                fields["child_id"] = step.child_id
+                fields["spec"] = child.spec
+                fields["settle"] = step.settle
                 self._out.append(start)
             elif isinstance(step, _Terminate):
                 child = self._children.get(step.child_id)
@@ -1183,24 +1203,20 @@ class Supervisor:
         incarnation: int | None = None,
         detail: str = "",
     ) -> None:
-        # Two records per decision, made as build() makes them (inlined: the hot path).
+        # Two records per decision, equal to build()'s, their fields written straight into
+        # the instance's own dict, in field order (no dict to make and set: the hot path).
         event = _new(Event)
-        _set(
-            event,
-            "__dict__",
-            {
-                "time": self._now,
-                "supervisor": self.name,
-                "context": context,
-                "offender": child.spec.id if child is not None else offender,
-                "reason": reason,
-                "pid": pid,
-                "incarnation": incarnation,
-                "detail": detail,
-            },
-        )
+        fields = event.__dict__
+        fields["time"] = self._now
+        fields["supervisor"] = self.name
+        fields["context"] = context
+        fields["offender"] = child.spec.id if child is not None else offender
+        fields["reason"] = reason
+        fields["pid"] = pid
+        fields["incarnation"] = incarnation
+        fields["detail"] = detail
         report = _new(Report)
-        _set(report, "__dict__", {"event": event})
+        report.__dict__["event"] = event
         self._out.append(report)
 
 

@@ -50,6 +50,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._errors import SpecError
+from .._frozen import build
 from .._reasons import ExitKind, ExitReason
 
 CRASH = ExitReason(ExitKind.EXIT_CODE, code=1)
@@ -425,11 +426,22 @@ def combine(key: str, entry: object) -> Combination:
     `stop_duration`, `answers_after`: at most one model may set it; Hang's
     `answers_sigterm`: every Hang alike).
     """
-    names = ", ".join(m.__name__ for m in MODELS)
     if isinstance(entry, FaultModel):
-        models: tuple[FaultModel, ...] = (entry,)
-    elif isinstance(entry, list | tuple) and entry:
-        models = tuple(entry)
+        # A bare model (most keys: one per worker): its own values, nothing to disagree;
+        # the Combination the general case makes, built in one step.
+        return build(
+            Combination,
+            {
+                "models": (entry,),
+                "start_duration": entry.start_duration if entry.start_duration != 0.0 else 0.0,
+                "stop_duration": entry.stop_duration if entry.stop_duration != 0.0 else 0.0,
+                "answers_after": entry.answers_after if entry.answers_after != 0.0 else 0.0,
+                "answers_sigterm": isinstance(entry, Hang) and entry.answers_sigterm is True,
+            },
+        )
+    names = ", ".join(m.__name__ for m in MODELS)
+    if isinstance(entry, list | tuple) and entry:
+        models: tuple[FaultModel, ...] = tuple(entry)
         for model in models:
             if not isinstance(model, FaultModel):
                 raise SpecError(

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .._reasons import ExitReason
+from ..spec._spec import ChildSpec
 from ._ops import Call
 from ._process import (
     _Faults,
@@ -47,6 +48,7 @@ class _Starting:
     """A worker's start under way: what decides it when its delay is over."""
 
     child_id: str
+    spec: ChildSpec
     incarnation: int
     faults: _Faults
     failure: ExitReason | None

@@ -139,6 +139,7 @@ class _Node:
         self.nested: dict[str, _Node] = {}
         self.incarnations: dict[str, int] = {}
         self.paths = _Paths(prefix)  # child id -> path below the root
+        self.faults: dict[str, _Faults] = {}  # child id -> its faults (the run's, by path)
 
     def path(self, child_id: str) -> str:
         return self.paths[child_id]
@@ -178,19 +179,30 @@ class _Node:
             return  # the loop further up the stack carries on
         self.running = True
         try:
+            queue, mailbox, record = self.queue, self.mailbox, self.sim.record
             while not self.dead and not self.waiting:
-                if self.queue:
-                    action = self.queue.popleft()
+                if queue:
+                    action = queue.popleft()
                     if type(action) is Report:  # two actions in three: no dispatch for them
-                        self.sim.record(self, action.event)
+                        record(self, action.event)
+                    elif type(action) is StartChild:  # the next most common: a restart's start
+                        self._start(action.child_id, action.spec)
                     else:
                         self._step(action)
                 elif self.current is not None:
-                    self._finished(self.current)
+                    if type(self.current) in _FINISHING:  # nothing to do after the others
+                        self._finished(self.current)
                     self.current = None
-                elif self.mailbox:
-                    self.current = self.mailbox.popleft()
-                    self.queue.extend(self._handle(self.current))
+                elif mailbox:
+                    message = self.current = mailbox.popleft()
+                    if type(message) is _ChildExited:  # most messages: _handle's first case
+                        queue.extend(
+                            self.core.child_exited(
+                                message.child_id, message.incarnation, message.reason, self.sim.now
+                            )
+                        )
+                    else:
+                        queue.extend(self._handle(message))
                 else:
                     return
         finally:
@@ -297,11 +309,14 @@ class _Node:
             self.waiting = True
             node.deliver(_Init())
             return
-        faults = self.sim.faults_of(self, child_id)
-        fails = faults.start_fails()
+        faults = self.faults.get(child_id) or self._faults(child_id)
+        fails = faults.may_fail_start and faults.start_fails()
         failure: ExitReason | None = START_FAILURE if fails else None
         step: ExitReason | None = None  # a one-shot step's exit (ready="exited")
-        if spec.ready == "exited" and not fails:
+        ready = spec.ready
+        if ready == "started":  # the default: start_delay's model start, with no timeout
+            delay = faults.combo.start_duration
+        elif ready == "exited" and not fails:
             # Its start is its run: it is started when its process exits normally.
             hang = faults.hang_time()
             leak = faults.memory_limit_time(spec.memory_limit)
@@ -314,36 +329,58 @@ class _Node:
             delay, timed_out = start_delay(spec, faults.combo, fails)
             if timed_out:
                 delay, failure = spec.start_timeout, _start_timeout(spec)
-        starting = _Starting(child_id, incarnation, faults, failure, self.sim.now, step)
+        now = self.sim.now
         if delay > 0:
             self.waiting = True
-            self.sim.at(self.sim.now + delay, self._start_done, starting)
-        else:
-            self.queue.extend(self._started(starting))
+            starting = _Starting(child_id, spec, incarnation, faults, failure, now, step)
+            self.sim.at(now + delay, self._start_done, starting)
+        else:  # decided at once (most starts): no record of it
+            started = self._started(child_id, spec, incarnation, faults, failure, now, step)
+            self.queue.extend(started)
 
-    def _start_done(self, starting: _Starting) -> None:
-        self.answer(self._started(starting))
+    def _faults(self, child_id: str) -> _Faults:
+        faults = self.faults[child_id] = self.sim.faults_of(self, child_id)
+        return faults
 
-    def _started(self, starting: _Starting) -> list[Action]:
+    def _start_done(self, s: _Starting) -> None:
+        started = self._started(
+            s.child_id, s.spec, s.incarnation, s.faults, s.failure, s.began, s.step
+        )
+        self.answer(started)
+
+    def _started(
+        self,
+        child_id: str,
+        spec: ChildSpec,
+        incarnation: int,
+        faults: _Faults,
+        failure: ExitReason | None,
+        began: float,  # when its process was started (probes and `answers_after` count from it)
+        step: ExitReason | None,  # a one-shot step: how its run ended
+    ) -> list[Action]:
+        """A worker's start is decided: the core hears it. `spec` is the one its
+        StartChild carried: the core, waiting for this answer, cannot have changed it."""
         now = self.sim.now
-        child_id, incarnation, faults = starting.child_id, starting.incarnation, starting.faults
-        if starting.failure is not None:
-            return self.core.start_failed(child_id, starting.failure, now)
-        answers_at = starting.began + faults.combo.answers_after
-        proc = _Process(incarnation, self.sim.new_pid(), answers_at)
+        if failure is not None:
+            return self.core.start_failed(child_id, failure, now)
+        proc = _Process(incarnation, self.sim.new_pid(), began + faults.combo.answers_after)
         self.procs[child_id] = proc
-        spec = self.core.get_childspec(child_id)
-        assert isinstance(spec, ChildSpec)
-        if starting.step is not None:  # a finished one-shot step: its exit follows its start
-            proc.alive, proc.reason = False, starting.step
-            self.mailbox.append(_ChildExited(child_id, incarnation, starting.step))
+        if step is not None:  # a finished one-shot step: its exit follows its start
+            proc.alive, proc.reason = False, step
+            self.mailbox.append(_ChildExited(child_id, incarnation, step))
             return self.core.started(child_id, proc.pid, incarnation, now)
-        life = faults.lifetime(spec.memory_limit)
-        after = faults.hang_time()
+        single = faults.single_life
+        if single is not None:  # faults.lifetime's first case, inlined: most starts
+            faults.successes += 1
+            life = single[0].lifetime(single[1].life, faults.successes)
+        else:
+            life = faults.lifetime(spec.memory_limit)
+        after = faults.hang_time() if faults.hangs else None
         if after is not None and (life is None or after < life[0]):
             self.sim.at(now + after, self.hang, (child_id, proc))
         if life is not None:
-            self.sim.at(now + life[0], self._life_ends, (child_id, proc, life[1]))
+            proc.child_id, proc.end = child_id, life[1]  # its end's record: the process
+            self.sim.at(now + life[0], self._life_ends, proc)
         if spec.liveness is not None:
             self._watch(child_id, proc, spec)
         return self.core.started(child_id, proc.pid, incarnation, now)
@@ -372,7 +409,7 @@ class _Node:
         child_id, proc, loop = args
         if not self._watched(child_id, proc, loop):
             return
-        faults = self.sim.faults_of(self, child_id)
+        faults = self.faults.get(child_id) or self._faults(child_id)
         now = self.sim.now
         ok, took, error = loop.attempt(
             faults.probe_passes,
@@ -423,11 +460,18 @@ class _Node:
         if self.die(child_id, proc, reason):
             self.exited(child_id, proc)
 
-    def _life_ends(self, args: tuple[str, _Process, ExitReason]) -> None:
-        """A process reaches the end its models drew, unless it hung before: a hung
-        process does nothing, not even crash, until it is stopped."""
-        if not args[1].hung:
-            self._process_exit(args)
+    def _life_ends(self, proc: _Process) -> None:
+        """A process reaches the end its models drew (`proc.end`), unless it hung before:
+        a hung process does nothing, not even crash, until it is stopped."""
+        child_id, reason = proc.child_id, proc.end
+        assert reason is not None
+        # _process_exit, die, exited and deliver inlined: once per crash.
+        if proc.hung or self.dead or not proc.alive or self.procs.get(child_id) is not proc:
+            return
+        proc.alive, proc.reason = False, reason
+        self.sim.accounts.set_state(self.paths[child_id], "down", self.sim.now)
+        self.mailbox.append(_ChildExited(child_id, proc.incarnation, reason))
+        self.run()
 
     def die(self, child_id: str, proc: _Process, reason: ExitReason) -> bool:
         """The process ends with `reason`, if it still runs (not stopped, nor stopping)."""
@@ -578,6 +622,9 @@ class _Node:
         parent = self.parent
         if parent is not None:
             parent.answer(parent.core.terminated(self.child_id, reason, self.sim.now))
+
+
+_FINISHING = (_Init, _Shutdown)  # the messages `_finished` has something to do after
 
 
 def _start_timeout(spec: ChildSpec) -> ExitReason:

@@ -39,34 +39,29 @@ class _Streams:
     start failures and its probes (each drawn only by what needs it).
 
     Each stream is made when first drawn from: seeding one costs more than most runs
-    draw from it (a third of a 1,000-worker start), and most models use one or two."""
+    draw from it (a third of a 1,000-worker start), and most models use one or two.
+    Made, it is a plain attribute (a slot): a draw reads it with no call."""
 
-    __slots__ = ("_life", "_name", "_probes", "_starts")
+    __slots__ = ("_name", "life", "probes", "starts")
+
+    life: Random
+    starts: Random
+    probes: Random  # a Flapping model's draws
 
     def __init__(self, seed: int, path: str, tag: str) -> None:
         self._name = f"{seed}/{path}{tag}"
-        self._life: Random | None = None
-        self._starts: Random | None = None
-        self._probes: Random | None = None
 
-    @property
-    def life(self) -> Random:
-        if self._life is None:
-            self._life = Random(f"{self._name}/life")
-        return self._life
+    def __getattr__(self, name: str) -> Random:
+        """A stream's first use (its slot is empty): seed it."""
+        suffix = _STREAMS.get(name)
+        if suffix is None:
+            raise AttributeError(name)
+        stream = Random(f"{self._name}/{suffix}")
+        setattr(self, name, stream)
+        return stream
 
-    @property
-    def starts(self) -> Random:
-        if self._starts is None:
-            self._starts = Random(f"{self._name}/start")
-        return self._starts
 
-    @property
-    def probes(self) -> Random:
-        """A Flapping model's draws."""
-        if self._probes is None:
-            self._probes = Random(f"{self._name}/probe")
-        return self._probes
+_STREAMS = {"life": "life", "starts": "start", "probes": "probe"}  # attribute -> seed name
 
 
 class _Faults:
@@ -79,12 +74,24 @@ class _Faults:
         models = combo.models
         self.streams = [(m, _Streams(seed, path, _tag(models, i))) for i, m in enumerate(models)]
         self.flapping = [(m, s.probes) for m, s in self.streams if isinstance(m, Flapping)]
-        self.attempts = 0
+        self.attempts = 0  # start attempts (counted only if a model may fail one)
         self.successes = 0
+        # What each start asks of the models, found once (a start draws a crash, the
+        # common case, with no loop over models that cannot fail it, leak or hang).
+        self.hangs = [(m, s) for m, s in self.streams if isinstance(m, Hang)]
+        self.leaks = [m for m, _ in self.streams if isinstance(m, MemoryGrowth)]
+        self.may_fail_start = any(
+            m.failed_starts or m.start_failure_probability > 0.0 for m in models
+        )
+        self.single = self.streams[0] if len(self.streams) == 1 else None
+        self.single_life = None if self.leaks else self.single  # lifetime's fast case
 
     def start_fails(self) -> bool:
-        """Whether the next start attempt fails: if any model's fails (each draws)."""
+        """Whether the next start attempt fails: if any model's fails (each draws).
+        Never, without drawing, when `may_fail_start` is False (the caller may skip it)."""
         self.attempts += 1
+        if not self.may_fail_start:
+            return False
         fails = False
         for model, streams in self.streams:
             if self.attempts in model.failed_starts:
@@ -97,7 +104,13 @@ class _Faults:
     def lifetime(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
         """How the next process ends by itself: the soonest of the models' drawn ends and
         leaks (the earlier model's on a tie); None: it runs until stopped."""
+        single = self.single_life
+        if single is not None:  # one model that does not leak: its draw (drawn_lifetime's)
+            self.successes += 1
+            return single[0].lifetime(single[1].life, self.successes)
         drawn = self.drawn_lifetime()
+        if not self.leaks:
+            return drawn
         leak = self.memory_limit_time(memory_limit)
         if leak is not None and (drawn is None or leak[0] < drawn[0]):
             return leak
@@ -107,6 +120,9 @@ class _Faults:
         """A one-shot step's drawn end (a relative Scripted entry, an Exponential draw),
         the soonest; a memory limit is not one (see _health.step_run)."""
         self.successes += 1
+        if self.single is not None:
+            model, streams = self.single
+            return model.lifetime(streams.life, self.successes)
         soonest: tuple[float, ExitReason] | None = None
         for model, streams in self.streams:
             end = model.lifetime(streams.life, self.successes)
@@ -117,21 +133,19 @@ class _Faults:
     def memory_limit_time(self, memory_limit: int | None) -> tuple[float, ExitReason] | None:
         """When the fastest leak reaches `memory_limit`, if a model leaks."""
         soonest: tuple[float, ExitReason] | None = None
-        for model, _ in self.streams:
-            if isinstance(model, MemoryGrowth):
-                end = model.time_to_limit(memory_limit)
-                if end is not None and (soonest is None or end[0] < soonest[0]):
-                    soonest = end
+        for model in self.leaks:
+            end = model.time_to_limit(memory_limit)
+            if end is not None and (soonest is None or end[0] < soonest[0]):
+                soonest = end
         return soonest
 
     def hang_time(self) -> float | None:
         """Seconds from a start to its process's hang: the soonest Hang's (each draws)."""
         soonest: float | None = None
-        for model, streams in self.streams:
-            if isinstance(model, Hang):
-                after = model.hang_time(streams.life)
-                if after is not None and (soonest is None or after < soonest):
-                    soonest = after
+        for model, streams in self.hangs:
+            after = model.hang_time(streams.life)
+            if after is not None and (soonest is None or after < soonest):
+                soonest = after
         return soonest
 
     def probe_passes(self, index: int) -> bool:
@@ -149,6 +163,8 @@ class _Process:
         "alive",
         "answers_at",
         "attempts",
+        "child_id",
+        "end",
         "hung",
         "incarnation",
         "loop",
@@ -171,3 +187,6 @@ class _Process:
         self.attempts = 0  # liveness attempts so far (a Flapping pattern's index)
         self.stopping = False  # its liveness decided to stop it (reason unhealthy)
         self.watchdog_at: float | None = None  # when its watchdog decides to stop it
+        # Set when its models draw an end (the record `_Node._life_ends` is given).
+        self.child_id = ""
+        self.end: ExitReason | None = None
