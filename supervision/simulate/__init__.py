@@ -105,8 +105,8 @@ and liveness probes' schedules, `_keys` how `faults` keys name
 workers, `_defaults` the shared defaults; nodes and node faults are
 `_nodes.py`. A tree's history: `_journal` reads an event journal back,
 `_rates` estimates rates with their intervals, `_fit` turns them into fault
-models per worker, `_tune` searches settings on them. This module only re-exports (tests/sim/test_facade.py
-checks it).
+models per worker, `_tune` searches settings on them. This module only
+re-exports (tests/sim/test_facade.py checks it).
 """
 
 from __future__ import annotations
