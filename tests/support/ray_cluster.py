@@ -74,7 +74,8 @@ class NsNode:
 
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"namespaced node {self.resource} exited: {self.process.returncode}")
+                code = self.process.returncode
+                raise RuntimeError(f"namespaced node {self.resource} exited ({code})")
             if not self.namespace:
                 self.namespace = _namespace_of_child(self.process.pid)
             for node in ray.nodes():
