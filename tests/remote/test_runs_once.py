@@ -284,6 +284,45 @@ def test_a_frozen_node_never_leaves_two_copies(nodes: Nodes) -> None:
         assert copies.most() == 1, copies.report()
 
 
+def test_a_node_frozen_past_the_lease_stays_stopped_beside_its_replacement(
+    nodes: Nodes,
+) -> None:
+    """The worst case the lease leaves: b stays frozen (a paused VM) after Ray declared
+    it dead and after its lease ran out, so the parent restarts the subtree on c while
+    b's copy still exists, stopped. Nothing on c can reach it (b is another host);
+    once thawed, b's incarnation finds its lease gone and stops its child by itself.
+    Asserted: the old copy never ran beside the new one until the thaw (it was
+    stopped), and it ended after the thaw with the new one untouched; how long it
+    ran after the thaw is printed (docs/multihost.md section 5, the worst case)."""
+    b, c = nodes.add(namespaced=True), nodes.add(namespaced=True)
+    argv = ["sleep", "7008"]
+    with Copies(argv) as copies:
+        tree = start(RayEngine(lease_timeout=4.0), argv, b, c)
+        try:
+            wait_until(lambda: len(copies.alive()) == 1, 30, "the first copy")
+            (first,) = copies.alive()
+            host = host_of(tree, b)
+            old = [host, *remote_processes(b, host)]
+            frozen = b.pids()
+            signal_all(frozen, signal.SIGSTOP)
+            try:
+                wait_until(lambda: restarted_on(tree, c), 60, "the restart on c")
+                wait_until(lambda: len(copies.alive()) == 2, 10, "the new copy seen")
+                assert psutil.Process(first).status() == psutil.STATUS_STOPPED
+            finally:
+                thawed = _now()
+                signal_all(frozen, signal.SIGCONT)
+            assert info(tree).last_exit.kind is ExitKind.NODE_DOWN
+            assert wait_gone(old, timeout=30) == []
+            (second,) = copies.alive()
+            assert restarted_on(tree, c) and psutil.Process(second).is_running()
+        finally:
+            tree.stop(timeout=60)
+        print(copies.report())
+        ran = copies.lives[first][2] - thawed
+        print(f"the old copy ran {ran * 1000:.0f} ms after the thaw (at most)")
+
+
 @pytest.mark.parametrize("lease", [4.0, None], ids=["lease-4s", "lease-off"])
 def test_a_hung_remote_supervisor_is_restarted_without_two_copies(
     nodes: Nodes, lease: float | None
