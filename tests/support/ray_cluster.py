@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -63,7 +64,11 @@ class NsNode:
         ]
         with open(log, "ab") as out:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
             )
         self.node_id = ""
         self.namespace = ""
@@ -158,6 +163,14 @@ class Nodes:
         if isinstance(node, NsNode):
             return node.pids()
         return [p.process.pid for procs in node.all_processes.values() for p in procs]
+
+
+def _die_with_parent() -> None:
+    """In the forked `unshare`: killed if the test process dies (then --kill-child
+    takes the node's namespace with it), so no node outlives its test run."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _namespace_of_child(pid: int) -> str:
