@@ -130,7 +130,8 @@ class Bench:
         if not self.namespaced:
             self.cluster.remove_node(node, allow_graceful=False)
             return
-        starter = [p for p in node.pids() if " start " in _cmdline(p) and "ray" in _cmdline(p)]
+        init = node.host_pid(1)  # the namespace's init: ray start is its child
+        starter = [p for p in _children(init) if " start " in _cmdline(p)] if init else []
         daemons = [*starter, *(c for p in starter for c in _children(p))]
         for pid in daemons:
             with contextlib.suppress(ProcessLookupError):
@@ -299,7 +300,9 @@ def lose(bench: Bench, victim: Any, tree: Any, how: str) -> list[int]:
     return frozen
 
 
-def node_loss(samples: int, namespaced: bool = False) -> dict[str, Any]:
+def node_loss(
+    samples: int, namespaced: bool = False, losses: tuple[str, ...] = ("removed", "silent")
+) -> dict[str, Any]:
     """A lost node -> the parent's child_exited, and -> running on the spare node, per
     kind of loss, lease and health check."""
     results: dict[str, Any] = {}
@@ -308,6 +311,7 @@ def node_loss(samples: int, namespaced: bool = False) -> dict[str, Any]:
         "tuned": [(how, lease) for how in ("removed", "silent") for lease in leases],
         "ray-default": [("removed", None), ("removed", 30.0), ("silent", 30.0)],
     }
+    cases = {k: [(how, lease) for how, lease in v if how in losses] for k, v in cases.items()}
     for checked, health in (("tuned", HEALTH), ("ray-default", None)):
         bench = Bench(health, namespaced)
         try:
@@ -426,6 +430,9 @@ def main() -> None:
         "--liveness", action="store_true", help="time the liveness check on a frozen host"
     )
     parser.add_argument(
+        "--losses", default="removed,silent", help="with --node-loss: which kinds of loss"
+    )
+    parser.add_argument(
         "--namespaced",
         action="store_true",
         help="worker nodes in PID and mount namespaces of their own (root)",
@@ -437,7 +444,7 @@ def main() -> None:
     if args.liveness:
         figures = liveness(args.samples, namespaced=ns)
     elif args.node_loss:
-        figures = node_loss(args.samples, ns)
+        figures = node_loss(args.samples, ns, tuple(args.losses.split(",")))
     else:
         figures = run(args.samples, ns)
     results = {"ray": ray.__version__, **figures}
