@@ -62,6 +62,7 @@ class NsNode:
             "--disable-usage-stats",
             "--block",
         ]
+        self.log = log
         with open(log, "ab") as out:
             self.process = subprocess.Popen(
                 argv,
@@ -79,8 +80,11 @@ class NsNode:
 
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                code = self.process.returncode
-                raise RuntimeError(f"namespaced node {self.resource} exited ({code})")
+                raise RuntimeError(
+                    f"namespaced node {self.resource} exited ({self.process.returncode}); "
+                    f"`unshare --pid --mount-proc` needs root (CI runs as root). "
+                    f"Its output ({self.log}) ends: {self._tail()!r}"
+                )
             if not self.namespace:
                 self.namespace = _namespace_of_child(self.process.pid)
             for node in ray.nodes():
@@ -90,6 +94,13 @@ class NsNode:
                 return
             time.sleep(0.1)  # polling Ray's node table; no event to wait on
         raise TimeoutError(f"namespaced node {self.resource} did not join in {NS_START}s")
+
+    def _tail(self) -> str:
+        try:
+            with open(self.log, "rb") as f:
+                return f.read()[-500:].decode(errors="replace")
+        except OSError:
+            return ""
 
     def pids(self) -> list[int]:
         """Every process of the node, by its pid in this (the host's) namespace."""
