@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -103,6 +104,10 @@ class RemoteHost:
             target=self._watch, name=f"nannytree-fence-{self.spec.id}", daemon=True
         )
         self._watchdog.start()
+        if self._ppid is not None:
+            threading.Thread(
+                target=self._watch_parent, name=f"nannytree-parent-{self.spec.id}", daemon=True
+            ).start()
         return os.getpid()
 
     # -- looking ----------------------------------------------------------------
@@ -223,6 +228,25 @@ class RemoteHost:
             if why:
                 self.fence(why)
                 return
+
+    def _watch_parent(self) -> None:
+        """Fence the moment the parent process (the raylet) exits, not at the
+        watchdog's next look: Ray's worker quits within about a second of its
+        raylet's death, and the fence's acknowledgement must be out before."""
+        assert self._ppid is not None
+        try:
+            fd = os.pidfd_open(self._ppid)
+        except OSError:
+            return  # gone already (the watchdog's ppid check fences), or no pidfd
+        try:
+            if os.getppid() != self._ppid:
+                return  # the pid may be another process's now: the watchdog fences
+            while not self._stop_watch.is_set():
+                if select.select([fd], [], [], 1.0)[0]:
+                    self.fence("its parent process (the raylet) is gone")
+                    return
+        finally:
+            os.close(fd)
 
     def _fence_reason(self) -> str:
         if self._ppid is not None and os.getppid() != self._ppid:

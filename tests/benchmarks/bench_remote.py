@@ -29,6 +29,15 @@ check): the remote host alone, or its whole node, SIGSTOPped, or the host alone
 while `status`-like reads poll the tree every 50 ms -> the verdict
 (`remote_unresponsive`, from the log), -> the parent's child_exited (then it is
 thawed), -> running again.
+
+    .venv/bin/python -m tests.benchmarks.bench_remote --namespaced [--node-loss|--liveness]
+
+runs the same on worker nodes in PID and mount namespaces of their own
+(tests/support/ray_cluster.py, `NsNode`; root): each node sees and kills only its
+own processes, as real hosts. There "removed" kills the node's Ray daemons (`ray
+start` and its children: the raylet, its agents), as remove_node does, and
+"silent" stops every process of the node's namespace (a power cut or a paused VM,
+seen from outside), the remote child and its launcher too.
 """
 
 from __future__ import annotations
@@ -74,7 +83,7 @@ def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
 
 
 class Bench:
-    def __init__(self, health: dict[str, int] | None = HEALTH) -> None:
+    def __init__(self, health: dict[str, int] | None = HEALTH, namespaced: bool = False) -> None:
         import ray
         from ray.cluster_utils import Cluster
 
@@ -82,6 +91,9 @@ class Bench:
         os.environ["RAY_TMPDIR"] = tmp
         os.makedirs(os.path.join(tmp, "ray"), exist_ok=True)
         self.ray = ray
+        self.tmp = tmp
+        self.namespaced = namespaced
+        self.ns_nodes: list[Any] = []
         self.cluster = Cluster(
             initialize_head=True,
             head_node_args={
@@ -94,9 +106,49 @@ class Bench:
         ray.init(address=self.cluster.address, log_to_driver=False)
 
     def add_node(self) -> Any:
+        if self.namespaced:
+            from tests.support.ray_cluster import NS_START, NsNode
+
+            resource = f"ns{len(self.ns_nodes) + 1}"
+            ns = NsNode(self.cluster.address, resource, os.path.join(self.tmp, f"{resource}.log"))
+            self.ns_nodes.append(ns)
+            ns.join(time.monotonic() + NS_START)
+            return ns
         node = self.cluster.add_node(num_cpus=1, object_store_memory=MEMORY)
         self.cluster.wait_for_nodes()
         return node
+
+    def remove(self, node: Any) -> None:
+        """The whole node gone (a namespaced one: every process of it)."""
+        if self.namespaced:
+            node.kill()
+        else:
+            self.cluster.remove_node(node, allow_graceful=False)
+
+    def remove_ray(self, node: Any) -> None:
+        """Its Ray daemons killed, the OS answering (a remote host outlives them)."""
+        if not self.namespaced:
+            self.cluster.remove_node(node, allow_graceful=False)
+            return
+        init = node.host_pid(1)  # the namespace's init: ray start is its child
+        starter = [p for p in _children(init) if " start " in _cmdline(p)] if init else []
+        daemons = [*starter, *(c for p in starter for c in _children(p))]
+        for pid in daemons:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+    def host_pid(self, node: Any, tree: Any) -> int:
+        """The remote host's pid here (a namespaced node shows its own)."""
+        pid = int(tree.nanny.which_child("sub").get().pid)
+        return int(node.host_pid(pid)) if self.namespaced else pid
+
+    def silent(self, node: Any, tree: Any) -> list[int]:
+        """What a silent node stops: its Ray processes and the remote host; a
+        namespaced node, every process of it."""
+        if self.namespaced:
+            return list(node.pids())
+        frozen = [p.process.pid for ps in node.all_processes.values() for p in ps]
+        return [*frozen, self.host_pid(node, tree)]
 
     def start(
         self, nodes: list[Any], lease: float | None = None, liveness: float | None = None
@@ -132,16 +184,34 @@ class Bench:
         return float(event.time - since)
 
     def close(self) -> None:
+        for ns in self.ns_nodes:
+            ns.kill()
         self.ray.shutdown()
         self.cluster.shutdown()
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except OSError:
+        return []
 
 
 def progress(what: str) -> None:
     print(f"bench_remote: {what} done", file=sys.stderr, flush=True)
 
 
-def run(samples: int) -> dict[str, Any]:
-    bench = Bench()
+def run(samples: int, namespaced: bool = False) -> dict[str, Any]:
+    bench = Bench(namespaced=namespaced)
     results: dict[str, Any] = {}
     try:
         node = bench.add_node()
@@ -162,7 +232,7 @@ def run(samples: int) -> dict[str, Any]:
         restarts, detect = [], []
         for _ in range(samples):
             before = info("sub").get().incarnation
-            pid = info("sub").get().pid
+            pid = bench.host_pid(node, tree)
             t0 = time.monotonic()
             os.kill(pid, signal.SIGKILL)
             wait_for(
@@ -181,9 +251,11 @@ def run(samples: int) -> dict[str, Any]:
             victim = bench.add_node()
             tree = bench.start([victim, spare])
             t0 = time.monotonic()
-            bench.cluster.remove_node(victim, allow_graceful=False)
+            bench.remove_ray(victim)
             removed.append(bench.exited_after(tree, t0))
             tree.stop(timeout=60)
+            with contextlib.suppress(Exception):
+                bench.remove(victim)
         results["detect_node_removed"] = summary(removed)
         progress("node removals")
 
@@ -191,8 +263,7 @@ def run(samples: int) -> dict[str, Any]:
         for _ in range(max(2, samples // 3)):
             victim = bench.add_node()
             tree = bench.start([victim, spare])
-            frozen = [p.process.pid for ps in victim.all_processes.values() for p in ps]
-            frozen.append(tree.nanny.which_child("sub").get().pid)
+            frozen = bench.silent(victim, tree)
             t0 = time.monotonic()
             for pid in frozen:
                 os.kill(pid, signal.SIGSTOP)
@@ -204,7 +275,7 @@ def run(samples: int) -> dict[str, Any]:
                         os.kill(pid, signal.SIGCONT)
             tree.stop(timeout=60)
             with contextlib.suppress(Exception):
-                bench.cluster.remove_node(victim, allow_graceful=False)
+                bench.remove(victim)
         results["detect_silent_node"] = summary(silent)
     finally:
         bench.close()
@@ -221,16 +292,17 @@ def lose(bench: Bench, victim: Any, tree: Any, how: str) -> list[int]:
     without its raylet) or "silent" (its Ray processes and the remote host stopped,
     as a power cut looks from outside); the pids to let go on afterwards."""
     if how == "removed":
-        bench.cluster.remove_node(victim, allow_graceful=False)
+        bench.remove_ray(victim)
         return []
-    frozen = [p.process.pid for ps in victim.all_processes.values() for p in ps]
-    frozen.append(tree.nanny.which_child("sub").get().pid)
+    frozen = bench.silent(victim, tree)
     for pid in frozen:
         os.kill(pid, signal.SIGSTOP)
     return frozen
 
 
-def node_loss(samples: int) -> dict[str, Any]:
+def node_loss(
+    samples: int, namespaced: bool = False, losses: tuple[str, ...] = ("removed", "silent")
+) -> dict[str, Any]:
     """A lost node -> the parent's child_exited, and -> running on the spare node, per
     kind of loss, lease and health check."""
     results: dict[str, Any] = {}
@@ -239,8 +311,9 @@ def node_loss(samples: int) -> dict[str, Any]:
         "tuned": [(how, lease) for how in ("removed", "silent") for lease in leases],
         "ray-default": [("removed", None), ("removed", 30.0), ("silent", 30.0)],
     }
+    cases = {k: [(how, lease) for how, lease in v if how in losses] for k, v in cases.items()}
     for checked, health in (("tuned", HEALTH), ("ray-default", None)):
-        bench = Bench(health)
+        bench = Bench(health, namespaced)
         try:
             spare = bench.add_node()
             for how, lease in cases[checked]:
@@ -262,7 +335,7 @@ def node_loss(samples: int) -> dict[str, Any]:
                     kinds.add(tree.nanny.which_child("sub").get().last_exit.kind.value)
                     tree.stop(timeout=60)
                     with contextlib.suppress(Exception):
-                        bench.cluster.remove_node(victim, allow_graceful=False)
+                        bench.remove(victim)
                 name = f"{how}_{checked}_health_lease_{lease or 'off'}"
                 results[name + "_to_exit"] = {**summary(down), "reasons": sorted(kinds)}
                 results[name + "_to_running"] = summary(back)
@@ -294,7 +367,9 @@ def _poll(tree: Any, done: threading.Event) -> None:
         done.wait(0.05)
 
 
-def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str, Any]:
+def liveness(
+    samples: int, timeout: float = 2.0, lease: float = 6.0, namespaced: bool = False
+) -> dict[str, Any]:
     """The liveness check's bound: a frozen remote host or node -> its verdict, its
     child_exited and the subtree running again (Ray's default health check, so the
     node is not declared dead meanwhile)."""
@@ -302,7 +377,7 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
     logging.getLogger("nannytree").addHandler(verdicts)
     logging.getLogger("nannytree").setLevel(logging.INFO)
     results: dict[str, Any] = {}
-    bench = Bench(None)
+    bench = Bench(None, namespaced)
     try:
         spare = bench.add_node()
         for what in ("host", "node", "host_polled"):
@@ -310,9 +385,8 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
             for _ in range(samples):
                 victim = bench.add_node()
                 tree = bench.start([victim, spare], lease, timeout)
-                frozen = [tree.nanny.which_child("sub").get().pid]
-                if what == "node":
-                    frozen += [p.process.pid for ps in victim.all_processes.values() for p in ps]
+                host = bench.host_pid(victim, tree)
+                frozen = bench.silent(victim, tree) if what == "node" else [host]
                 verdicts.times.clear()
                 polling = threading.Event()
                 if what == "host_polled":
@@ -334,7 +408,7 @@ def liveness(samples: int, timeout: float = 2.0, lease: float = 6.0) -> dict[str
                 verdict.append(verdicts.times[0] - t0)
                 tree.stop(timeout=60)
                 with contextlib.suppress(Exception):
-                    bench.cluster.remove_node(victim, allow_graceful=False)
+                    bench.remove(victim)
             name = f"liveness_{timeout:g}s_lease_{lease:g}s_frozen_{what}"
             results[name + "_to_verdict"] = summary(verdict)
             results[name + "_to_exit"] = summary(down)
@@ -355,13 +429,24 @@ def main() -> None:
     parser.add_argument(
         "--liveness", action="store_true", help="time the liveness check on a frozen host"
     )
+    parser.add_argument(
+        "--losses", default="removed,silent", help="with --node-loss: which kinds of loss"
+    )
+    parser.add_argument(
+        "--namespaced",
+        action="store_true",
+        help="worker nodes in PID and mount namespaces of their own (root)",
+    )
     args = parser.parse_args()
     import ray
 
+    ns = args.namespaced
     if args.liveness:
-        figures = liveness(args.samples)
+        figures = liveness(args.samples, namespaced=ns)
+    elif args.node_loss:
+        figures = node_loss(args.samples, ns, tuple(args.losses.split(",")))
     else:
-        figures = node_loss(args.samples) if args.node_loss else run(args.samples)
+        figures = run(args.samples, ns)
     results = {"ray": ray.__version__, **figures}
     for name, value in results.items():
         if isinstance(value, dict):

@@ -279,3 +279,44 @@ def test_a_late_renewal_is_not_counted_by_the_far_side() -> None:
     assert host.fence_budget() == pytest.approx(3.0 - SWEEP - 2.0)  # not renewed
     host.renew_lease(_time.time())  # on time
     assert host.fence_budget() == pytest.approx(3.0 - SWEEP)
+
+
+PARENT_GONE = """
+import os, threading
+from actors import Tree
+from actors._remote._host import RemoteHost
+from supervision import ChildSpec, SupervisorSpec
+
+spec = SupervisorSpec(id="sub", children=[ChildSpec(id="w", command=["sleep", "300"])])
+fenced = threading.Event()
+host = RemoteHost(spec, 1, start_tree=Tree.start, lease_timeout=30.0, on_fenced=fenced.set)
+host.start()
+print(host.tree.nanny.which_child("w").get().pid, os.getpid(), flush=True)
+fenced.wait(60)
+print(host.fenced, host.fence_complete, flush=True)
+"""
+
+
+def test_a_host_whose_parent_process_dies_fences_itself(tmp_path: Path) -> None:
+    """A Ray worker whose raylet died: its parent process goes, it stays. It stops its
+    children (Ray's worker would quit soon after) and says it did."""
+    out = tmp_path / "out"
+    start = f"[sys.executable, '-c', {PARENT_GONE!r}], stdout=open({str(out)!r}, 'w')"
+    middle = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys, time\nsubprocess.Popen({start})\ntime.sleep(300)\n",
+        ]
+    )
+    try:
+        wait_until(lambda: out.exists() and out.read_text().strip() != "", 30, "the child")
+        pid, host = (int(p) for p in out.read_text().split())
+        middle.kill()  # the "raylet"
+        middle.wait(10)
+        wait_until(lambda: len(out.read_text().splitlines()) == 2, 30, "the fence")
+        assert out.read_text().splitlines()[1] == "its parent process (the raylet) is gone True"
+        assert wait_gone([pid, host], timeout=30) == []
+    finally:
+        middle.kill()
+        middle.wait(10)
