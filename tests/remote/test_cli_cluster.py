@@ -33,6 +33,8 @@ from tests.support import wait_until  # noqa: E402
 pytestmark = pytest.mark.ray
 NODE = {"num_cpus": 1, "object_store_memory": 80 * 1024 * 1024}
 
+DETECTED = 0.5  # s: a remote host's death is told well within this (remote_crash)
+
 TREE = """
 [engine]
 address = "{address}"
@@ -134,12 +136,20 @@ def test_status_answers_through_remote_restarts_with_names_logs_and_ray_kept_apa
     shown: set[int] = set()  # every pid an answer showed running
     node_ids: set[str] = set()
 
+    died: dict[int, float] = {}  # a pid shown running, when it was first seen dead
+
     def poll() -> None:
-        """Status and detail, again and again; a pid already dead when the question
-        was sent must not come back as running, and no node shows as its hex id."""
+        """Status and detail, again and again; a pid dead for DETECTED s when the
+        question was sent must not come back as running (sooner, its exit may not have
+        reached the tree yet: remote_crash is told in tens of ms, a subtree's restart
+        lasts a second), and no node shows as its hex id."""
         while not done.is_set():
             for op, kw in (("status", {}), ("detail", {"id": "reader"})):
-                gone = {pid for pid in list(shown) if not _alive(pid)}
+                now = time.monotonic()
+                for pid in list(shown):
+                    if pid not in died and not _alive(pid):
+                        died[pid] = now
+                gone = {pid for pid, at in died.items() if now - at >= DETECTED}
                 try:
                     answer = ask(op, **kw)
                 except Exception as e:
