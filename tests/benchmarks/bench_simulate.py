@@ -31,6 +31,7 @@ import time
 
 from supervision import ChildSpec, SupervisorSpec
 from supervision.simulate import CRASH, Exponential, FaultModel, simulate
+from tests.support.trial_tree import trial_tree
 
 DAY = 24 * 3600.0
 
@@ -168,22 +169,6 @@ def sweep_time(workers: int) -> None:
     print(
         f"sweep: {len(table.rows)} specs x {len(table.seeds)} seeds x 24 h = {runs} runs "
         f"on {workers} processes in {wall:.1f} s ({runs / wall:.0f} runs/s)"
-    )
-
-
-def trial_tree(probe_period: float = 20.0, failures: int = 3) -> SupervisorSpec:
-    from supervision import Liveness, TcpProbe
-
-    liveness = Liveness(TcpProbe(5432, period=probe_period, timeout=2.0), failures=failures)
-    db = ChildSpec("db", target=noop, liveness=liveness, shutdown=5.0)
-    web = SupervisorSpec(
-        "web",
-        intensity=5,
-        period=30.0,
-        children=[ChildSpec(f"w{i}", target=noop) for i in range(3)],
-    )
-    return SupervisorSpec(
-        "root", strategy="rest_for_one", intensity=5, period=60.0, children=[db, web]
     )
 
 

@@ -10,29 +10,16 @@ from dataclasses import dataclass
 
 import pytest
 
-from supervision import ChildSpec, ExitReason, Liveness, Strategy, SupervisorSpec, TcpProbe
+from supervision import ExitReason, SupervisorSpec
 from supervision.simulate import Exponential, FaultModel, Flapping, Hang, simulate
 from supervision.simulate._faults import Rng
-
-
-def noop() -> None:
-    """Never run: the simulation starts no processes."""
+from tests.support.trial_tree import trial_tree
 
 
 def flapping_tree() -> SupervisorSpec:
     """A db a probe watches (it hangs) beside a web supervisor that gives up and is
     restarted by the root again and again: nested nodes die all the time."""
-    liveness = Liveness(TcpProbe(5432, period=20.0, timeout=2.0), failures=3)
-    db = ChildSpec("db", target=noop, liveness=liveness, shutdown=5.0)
-    web = SupervisorSpec(
-        "web",
-        intensity=5,
-        period=30.0,
-        children=[ChildSpec(f"w{i}", target=noop) for i in range(3)],
-    )
-    return SupervisorSpec(
-        "root", strategy=Strategy.REST_FOR_ONE, intensity=5, period=60.0, children=[db, web]
-    )
+    return trial_tree()
 
 
 FAULTS: dict[str, FaultModel | list[FaultModel]] = {
